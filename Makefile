@@ -1,0 +1,180 @@
+# Makefile - builds bonsai out of tree in $(BUILD) (default build/).
+#
+#   make            build/libbonsai.a, build/libbonsai.so.$(VERSION) (+ the
+#                   libbonsai.so.0 and libbonsai.so links), and one program
+#                   build/<name> for every tools/<name>.c
+#   make check      builds and runs every tests/test_*.c (Criterion), first
+#                   in build/, then again in build/asan/ with ASan + UBSan
+#                   (`make check-tree` runs one tree: build/, or $(BUILD))
+#   make demo       the fill-until-full experiment, 256 MiB of anonymous memory
+#   make install    PREFIX=/usr/local DESTDIR= ; make uninstall ; make clean
+#
+# Your CC, CPPFLAGS, CFLAGS, LDFLAGS and LDLIBS are honoured and come after
+# ours, so they win.  SANITIZE=1 builds the whole tree with sanitizers (what
+# `make check` does in build/asan/).
+#
+# Still to come: bench (bench/), fuzz and fuzz-smoke (fuzz/, clang
+# -fsanitize=fuzzer), and a replay of the fuzz corpora in `check`.
+
+VERSION    := 0.1.0
+SOMAJOR    := 0
+CC         ?= cc
+AR         ?= ar
+
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+BINDIR     ?= $(PREFIX)/bin
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PCDIR      ?= $(LIBDIR)/pkgconfig
+
+BUILD      ?= build
+SANITIZE   ?= 0
+# Criterion runs each test in a forked worker; keep it to two cores.
+TESTFLAGS  ?= --jobs 2
+
+ifeq ($(SANITIZE),1)
+OPT_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
+             -fno-sanitize-recover=all
+SAN_LDFLAGS := -fsanitize=address,undefined
+else
+OPT_FLAGS := -O2 -g
+SAN_LDFLAGS :=
+endif
+
+BONSAI_CPPFLAGS := -D_GNU_SOURCE -Ilib
+BONSAI_CFLAGS   := -std=c11 -Wall -Wextra -Werror $(OPT_FLAGS) -MMD -MP
+ALL_CPPFLAGS    := $(BONSAI_CPPFLAGS) $(CPPFLAGS)
+ALL_CFLAGS      := $(BONSAI_CFLAGS) $(CFLAGS)
+ALL_LDFLAGS     := $(SAN_LDFLAGS) $(LDFLAGS)
+LIBS            := -lz -llz4 -lpthread $(LDLIBS)
+
+# ---- what there is -------------------------------------------------------
+
+LIB_SRCS   := $(sort $(wildcard lib/*.c))
+TOOL_SRCS  := $(sort $(wildcard tools/*.c))
+TEST_SRCS  := $(sort $(wildcard tests/test_*.c))
+# Any other tests/*.c is a helper linked into every test binary.
+HELP_SRCS  := $(sort $(filter-out $(TEST_SRCS),$(wildcard tests/*.c)))
+
+LIB_OBJS   := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+TOOL_OBJS  := $(TOOL_SRCS:%.c=$(BUILD)/obj/%.o)
+TEST_OBJS  := $(TEST_SRCS:%.c=$(BUILD)/obj/%.o)
+HELP_OBJS  := $(HELP_SRCS:%.c=$(BUILD)/obj/%.o)
+
+STATIC     := $(BUILD)/libbonsai.a
+SHARED     := $(BUILD)/libbonsai.so.$(VERSION)
+SONAME     := libbonsai.so.$(SOMAJOR)
+SOLINKS    := $(BUILD)/$(SONAME) $(BUILD)/libbonsai.so
+TOOLS      := $(TOOL_SRCS:tools/%.c=$(BUILD)/%)
+TESTS      := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
+
+.PHONY: all check check-tree demo install uninstall clean
+.DEFAULT_GOAL := all
+
+all: $(STATIC) $(SHARED) $(SOLINKS) $(TOOLS)
+
+# ---- compiling -------------------------------------------------------------
+
+$(LIB_OBJS): $(BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -fPIC -c -o $@ $<
+
+$(TOOL_OBJS) $(TEST_OBJS) $(HELP_OBJS): $(BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
+
+# ---- linking ---------------------------------------------------------------
+
+$(STATIC): $(LIB_OBJS)
+	@mkdir -p $(@D)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+$(SHARED): $(LIB_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) -shared -Wl,-soname,$(SONAME) $(ALL_LDFLAGS) \
+	    -o $@ $^ $(LIBS)
+
+$(BUILD)/$(SONAME): $(SHARED)
+	ln -sf $(notdir $(SHARED)) $@
+
+$(BUILD)/libbonsai.so: $(BUILD)/$(SONAME)
+	ln -sf $(SONAME) $@
+
+# One program per tools/<name>.c, linked against the static library.
+$(TOOLS): $(BUILD)/%: $(BUILD)/obj/tools/%.o $(STATIC)
+	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
+$(TESTS): $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(HELP_OBJS) $(STATIC)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $^ -lcriterion $(LIBS)
+
+# ---- tests -----------------------------------------------------------------
+
+# Runs every test binary of this tree; the first one that fails stops it.
+# Tests find the tools through BONSAI_BUILD_DIR.  Sanitizer reports go to
+# files in $(SANLOG) and any report fails the run: a leak found when a
+# Criterion worker exits does not fail the test by itself.
+SANLOG := $(abspath $(BUILD))/sanitizer-logs
+
+check-tree: all $(TESTS)
+	@rm -rf '$(SANLOG)' && mkdir -p '$(SANLOG)' && n=0 && \
+	for t in $(TESTS); do \
+	    echo "== $$t"; \
+	    BONSAI_BUILD_DIR='$(abspath $(BUILD))' \
+	    ASAN_OPTIONS="$${ASAN_OPTIONS:+$$ASAN_OPTIONS:}log_path=$(SANLOG)/asan" \
+	    UBSAN_OPTIONS="$${UBSAN_OPTIONS:+$$UBSAN_OPTIONS:}log_path=$(SANLOG)/ubsan" \
+	        $$t $(TESTFLAGS); rc=$$?; \
+	    if [ -n "$$(ls -A '$(SANLOG)')" ]; then \
+	        cat '$(SANLOG)'/*; \
+	        echo "check: FAILED: $$t: sanitizer report above"; exit 1; \
+	    fi; \
+	    if [ $$rc -ne 0 ]; then echo "check: FAILED: $$t (exit $$rc)"; exit 1; fi; \
+	    n=$$((n + 1)); \
+	done; \
+	echo "check: $$n test binaries passed in $(BUILD)/"
+
+# The plain tree, then the sanitizer tree; a failure in either stops here.
+check: check-tree
+	@ASAN_OPTIONS=detect_leaks=1 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	    $(MAKE) --no-print-directory BUILD='$(BUILD)/asan' SANITIZE=1 \
+	    check-tree
+	@echo "check: OK: $(words $(TESTS)) test binaries passed in" \
+	    "$(BUILD)/ and $(BUILD)/asan/ (ASan+UBSan)"
+
+# ---- demo ------------------------------------------------------------------
+
+demo: all
+	$(BUILD)/bonsai-fill --cap 256M
+
+# ---- install ---------------------------------------------------------------
+
+install: all
+	install -d '$(DESTDIR)$(INCLUDEDIR)' '$(DESTDIR)$(LIBDIR)' \
+	    '$(DESTDIR)$(BINDIR)' '$(DESTDIR)$(PCDIR)'
+	install -m 644 lib/bonsai.h '$(DESTDIR)$(INCLUDEDIR)/bonsai.h'
+	install -m 644 $(STATIC) '$(DESTDIR)$(LIBDIR)/libbonsai.a'
+	install -m 755 $(SHARED) '$(DESTDIR)$(LIBDIR)/$(notdir $(SHARED))'
+	ln -sf $(notdir $(SHARED)) '$(DESTDIR)$(LIBDIR)/$(SONAME)'
+	ln -sf $(SONAME) '$(DESTDIR)$(LIBDIR)/libbonsai.so'
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	    bonsai.pc.in > '$(DESTDIR)$(PCDIR)/bonsai.pc'
+	$(if $(TOOLS),install -m 755 $(TOOLS) '$(DESTDIR)$(BINDIR)/')
+
+uninstall:
+	rm -f '$(DESTDIR)$(INCLUDEDIR)/bonsai.h' \
+	    '$(DESTDIR)$(LIBDIR)/libbonsai.a' \
+	    '$(DESTDIR)$(LIBDIR)/$(notdir $(SHARED))' \
+	    '$(DESTDIR)$(LIBDIR)/$(SONAME)' \
+	    '$(DESTDIR)$(LIBDIR)/libbonsai.so' \
+	    '$(DESTDIR)$(PCDIR)/bonsai.pc' \
+	    $(foreach t,$(notdir $(TOOLS)),'$(DESTDIR)$(BINDIR)/$(t)')
+
+clean:
+	rm -rf '$(BUILD)'
+
+-include $(LIB_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(TEST_OBJS:.o=.d) \
+         $(HELP_OBJS:.o=.d)

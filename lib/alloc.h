@@ -1,0 +1,89 @@
+/*
+ * alloc.h - runs of pages ("extents"): hand them out, take them back, and
+ * hold back the ones a reader or the last durable commit may still need.
+ *
+ * Page numbers count page_size units from the start of the file; pages
+ * below `first` hold the header and meta slots.  Pages at or above `end`
+ * (the high-water mark) were never handed out.  Free runs below `end`
+ * live in exact-size lists (1..ALLOC_CLASSES pages) and one list of larger
+ * runs; nothing of this is stored: it is derived at open from what the
+ * trees reach.
+ *
+ * In transaction mode a run released by the writer is not free at once:
+ * readers of older snapshots may still read it.  It waits in `txn_freed`
+ * until commit, then in `pending` tagged with the committing txn id until
+ * no reader's snapshot is older than that id.  Runs handed out during a
+ * transaction are remembered so abort can take them back.
+ */
+#ifndef BONSAI_ALLOC_H
+#define BONSAI_ALLOC_H
+
+#include <stdint.h>
+
+#include "region.h"
+#include "vec.h"
+
+#define ALLOC_CLASSES 64u
+
+typedef struct pending_free {
+    uint64_t txn; /* freed by this commit */
+    bn_ext ext;
+} pending_free;
+
+typedef struct alloc {
+    region *rg;
+    uint32_t page_size;
+    uint64_t first;     /* first data page */
+    uint64_t end;       /* high-water mark */
+    uint64_t limit;     /* pages the cap allows */
+    uint64_t free_pages;
+    uint32_t slot;      /* pages of the largest node image */
+    uint64_t free_slots; /* sum over free runs of floor(len / slot) */
+    extvec lists[ALLOC_CLASSES + 1]; /* lists[k]: free runs of k pages */
+    extvec large;                    /* free runs over ALLOC_CLASSES */
+    int tracking;                    /* inside a write transaction */
+    uint64_t txn_end0;               /* end when the transaction began */
+    extvec txn_alloc;
+    extvec txn_freed;
+    pending_free *pending;
+    size_t npending, cap_pending;
+} alloc;
+
+void alloc_init(alloc *a, region *rg, uint32_t page_size, uint64_t first,
+                uint64_t end, uint32_t slot);
+void alloc_free_all(alloc *a);
+
+/* Hands out npages contiguous pages.  Returns 0, BONSAI_FULL (the cap),
+ * BONSAI_NOMEM, BONSAI_ENOSPC or BONSAI_IO (growing the file failed). */
+int alloc_get(alloc *a, uint32_t npages, uint64_t *pgno);
+
+/* Takes back the run the last alloc_get handed out (undoing a plan). */
+void alloc_unget(alloc *a, bn_ext e);
+
+/* Returns a run to the free lists now. */
+int alloc_put(alloc *a, bn_ext e);
+
+/* Releases a run the writer no longer references: at once without
+ * transactions, after commit and readers with them. */
+int alloc_release(alloc *a, bn_ext e);
+
+/* Pages that could still be handed out (free runs and room to the cap). */
+uint64_t alloc_avail(const alloc *a);
+
+/* How many node images of up to `slot` pages can surely still be handed
+ * out, however the free runs are cut: each one takes at most one slot. */
+uint64_t alloc_avail_slots(const alloc *a);
+
+void alloc_txn_begin(alloc *a);
+/* The transaction's releases wait for readers older than txn. */
+int alloc_txn_commit(alloc *a, uint64_t txn);
+/* Takes back what the transaction handed out; forgets its releases. */
+void alloc_txn_abort(alloc *a);
+/* Frees pending runs released by commits <= oldest (the oldest snapshot a
+ * reader holds, or the last commit when there are none). */
+void alloc_reclaim(alloc *a, uint64_t oldest);
+
+/* Merges adjacent free runs (used when an allocation would fail). */
+int alloc_defrag(alloc *a);
+
+#endif

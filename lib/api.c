@@ -1,0 +1,184 @@
+/*
+ * api.c - the data calls: put, get, del, count and their u64 forms.
+ * Checks arguments, turns a bonsai_val key into a node key of the map's
+ * kind, and runs the operation through txn_change / txn_read.
+ */
+#include <string.h>
+
+#include "btree.h"
+#include "cache.h"
+#include "maps.h"
+#include "txn.h"
+
+/* A key as the map's kind reads it; BONSAI_KEYSIZE if it cannot be. */
+static int make_key(unsigned kind, const bonsai_val *key, bn_key *out)
+{
+    if (!key || (key->size && !key->data))
+        return BONSAI_INVALID;
+    memset(out, 0, sizeof *out);
+    if (kind == BONSAI_KEY_U64) {
+        if (key->size != sizeof(uint64_t))
+            return BONSAI_KEYSIZE;
+        memcpy(&out->u, key->data, sizeof out->u);
+        return 0;
+    }
+    if (key->size == 0 || key->size > BONSAI_MAX_KEY)
+        return BONSAI_KEYSIZE;
+    out->b = key->data;
+    out->len = (uint32_t)key->size;
+    return 0;
+}
+
+static int map_ok(bonsai_txn *txn, bonsai_map map)
+{
+    if (!map || !map->db || (txn && txn->db != map->db))
+        return BONSAI_INVALID;
+    return 0;
+}
+
+typedef struct data_arg {
+    bonsai_map map;
+    bn_key key;
+    const uint8_t *val;
+    uint32_t vlen;
+    unsigned flags;
+    bonsai_val *out;
+    uint64_t *count;
+} data_arg;
+
+static int put_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
+{
+    (void)txn;
+    data_arg *a = argp;
+    bt_tree *t;
+    int rc = maps_writer_tree(db, a->map, &t);
+    if (rc == 0)
+        rc = cache_reserve(db, t, a->vlen);
+    if (rc)
+        return rc;
+    txn_note_tree(db, t);
+    return bt_put(db, t, a->key, a->val, a->vlen, a->flags);
+}
+
+static int del_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
+{
+    (void)txn;
+    data_arg *a = argp;
+    bt_tree *t;
+    int rc = maps_writer_tree(db, a->map, &t);
+    if (rc == 0)
+        rc = cache_reserve(db, t, UINT32_MAX);
+    if (rc)
+        return rc;
+    txn_note_tree(db, t);
+    return bt_del(db, t, a->key);
+}
+
+static int get_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
+{
+    data_arg *a = argp;
+    bt_tree *t;
+    uint64_t end;
+    int rc = txn_tree(db, txn, a->map, &t, &end);
+    if (rc)
+        return rc;
+    bonsai_val ignored;
+    return bt_get(db, end, t, a->key, a->out ? a->out : &ignored);
+}
+
+static int count_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
+{
+    data_arg *a = argp;
+    bt_tree *t;
+    uint64_t end;
+    int rc = txn_tree(db, txn, a->map, &t, &end);
+    if (rc == 0)
+        *a->count = t->count;
+    return rc;
+}
+
+int bonsai_put(bonsai_txn *txn, bonsai_map map, const bonsai_val *key,
+               const bonsai_val *val, unsigned flags)
+{
+    int rc = map_ok(txn, map);
+    if (rc)
+        return rc;
+    data_arg a = {.map = map, .flags = flags};
+    if ((rc = make_key(map->kind, key, &a.key)))
+        return rc;
+    if (flags & ~BONSAI_NOOVERWRITE)
+        return BONSAI_INVALID;
+    if (val) {
+        if (val->size && !val->data)
+            return BONSAI_INVALID;
+        if (val->size > BONSAI_MAX_VALUE)
+            return BONSAI_VALSIZE;
+        a.val = val->data;
+        a.vlen = (uint32_t)val->size;
+    }
+    return txn_change(map->db, txn, put_fn, &a);
+}
+
+int bonsai_get(bonsai_txn *txn, bonsai_map map, const bonsai_val *key,
+               bonsai_val *val)
+{
+    int rc = map_ok(txn, map);
+    if (rc)
+        return rc;
+    data_arg a = {.map = map, .out = val};
+    if ((rc = make_key(map->kind, key, &a.key)))
+        return rc;
+    return txn_read(map->db, txn, get_fn, &a);
+}
+
+int bonsai_del(bonsai_txn *txn, bonsai_map map, const bonsai_val *key)
+{
+    int rc = map_ok(txn, map);
+    if (rc)
+        return rc;
+    data_arg a = {.map = map};
+    if ((rc = make_key(map->kind, key, &a.key)))
+        return rc;
+    return txn_change(map->db, txn, del_fn, &a);
+}
+
+int bonsai_count(bonsai_txn *txn, bonsai_map map, uint64_t *count)
+{
+    int rc = map_ok(txn, map);
+    if (rc)
+        return rc;
+    if (!count)
+        return BONSAI_INVALID;
+    data_arg a = {.map = map, .count = count};
+    return txn_read(map->db, txn, count_fn, &a);
+}
+
+static int u64_ok(bonsai_map map)
+{
+    if (!map)
+        return BONSAI_INVALID;
+    return map->kind == BONSAI_KEY_U64 ? 0 : BONSAI_MAPKIND;
+}
+
+int bonsai_put_u64(bonsai_txn *txn, bonsai_map map, uint64_t key,
+                   const bonsai_val *val, unsigned flags)
+{
+    int rc = u64_ok(map);
+    bonsai_val k = {sizeof key, &key};
+    return rc ? rc : bonsai_put(txn, map, &k, val, flags);
+}
+
+int bonsai_get_u64(bonsai_txn *txn, bonsai_map map, uint64_t key,
+                   bonsai_val *val)
+{
+    int rc = u64_ok(map);
+    bonsai_val k = {sizeof key, &key};
+    return rc ? rc : bonsai_get(txn, map, &k, val);
+}
+
+int bonsai_del_u64(bonsai_txn *txn, bonsai_map map, uint64_t key)
+{
+    int rc = u64_ok(map);
+    bonsai_val k = {sizeof key, &key};
+    return rc ? rc : bonsai_del(txn, map, &k);
+}

@@ -1,0 +1,283 @@
+/*
+ * bonsai.h - the public API of bonsai, an embedded ordered key-value store.
+ *
+ * A store (bonsai_db) lives in a memory-mapped file or in anonymous memory
+ * ("direct memory", no file).  It holds named maps; each map is an ordered
+ * B-tree whose keys are either unsigned 64-bit integers in numeric order or
+ * byte strings in memcmp order, chosen when the map is created.
+ *
+ * Two modes:
+ *  - transactions on (default for files): one write transaction at a time,
+ *    commit or abort, copy-on-write, any number of read snapshots in other
+ *    threads.  A commit is durable when it returns (unless sync is off).
+ *  - transactions off (default for anonymous memory): every call applies
+ *    directly, nodes are updated in place, there is no isolation and no
+ *    crash safety.  Pass NULL wherever a bonsai_txn is asked for.
+ *
+ * Every function that can fail returns 0 or a negative BONSAI_* code;
+ * bonsai_strerror() names it.  The library never prints, exits or aborts.
+ *
+ * Threads: a bonsai_db may be shared by threads.  In transaction mode each
+ * transaction (and its cursors) belongs to one thread at a time; read
+ * transactions may run in many threads while one writer works.  In
+ * no-transaction mode the whole store is single-threaded: serialise all
+ * calls yourself.
+ *
+ * Memory: bonsai_val results point into the store or into transaction
+ * buffers; they stay valid until the next write in the same transaction, or
+ * its end, whichever comes first.  Copy what you keep.
+ */
+#ifndef BONSAI_H
+#define BONSAI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define BONSAI_VERSION_MAJOR 0
+#define BONSAI_VERSION_MINOR 1
+#define BONSAI_VERSION_PATCH 0
+
+/* ---- error codes (all negative) --------------------------------------- */
+#define BONSAI_OK 0
+#define BONSAI_NOTFOUND (-30701)  /* key or map not present; cursor at end */
+#define BONSAI_EXISTS (-30702)    /* key (NOOVERWRITE) or map already exists */
+#define BONSAI_FULL (-30703)      /* the store reached max_size */
+#define BONSAI_CORRUPT (-30704)   /* the file or a node failed a check */
+#define BONSAI_VERSION (-30705)   /* unknown file format version */
+#define BONSAI_INVALID (-30706)   /* bad argument (NULL handle, bad option) */
+#define BONSAI_KEYSIZE (-30707)   /* key empty, too long, or wrong size */
+#define BONSAI_VALSIZE (-30708)   /* value longer than BONSAI_MAX_VALUE */
+#define BONSAI_NOMEM (-30709)     /* malloc or mmap failed */
+#define BONSAI_IO (-30710)        /* read, write, sync or truncate failed */
+#define BONSAI_BUSY (-30711)      /* another handle holds the write lock */
+#define BONSAI_READONLY (-30712)  /* write through a read-only store or txn */
+#define BONSAI_BADTXN (-30713)    /* txn finished, failed, or wrong mode */
+#define BONSAI_MAPKIND (-30714)   /* map used with the other key kind */
+#define BONSAI_ENOSPC (-30715)    /* the disk is full */
+#define BONSAI_FAILED (-30716)    /* an earlier sync failed; handle unusable */
+#define BONSAI_NOTSUP (-30717)    /* not supported in this mode */
+#define BONSAI_MAPS_FULL (-30718) /* too many maps open in this handle */
+
+/* Returns a static, human-readable description of an error code. */
+const char *bonsai_strerror(int err);
+
+/* ---- limits ------------------------------------------------------------ */
+#define BONSAI_MAX_KEY 1024u             /* bytes; byte-string keys */
+#define BONSAI_MAX_VALUE (1u << 30)      /* bytes (1 GiB) */
+#define BONSAI_MAX_NAME 255u             /* map name bytes, without NUL */
+#define BONSAI_MAX_NODE_ENTRIES 65535u
+#define BONSAI_MAX_MAPS 4096u            /* maps open in one handle */
+
+/* ---- types ------------------------------------------------------------- */
+typedef struct bonsai_db bonsai_db;         /* an open store */
+typedef struct bonsai_txn bonsai_txn;       /* a transaction or snapshot */
+typedef struct bonsai_cursor bonsai_cursor; /* a position in one map */
+typedef struct bonsai_map_s *bonsai_map;    /* a named map of one db; valid
+                                              until the db closes or the map
+                                              is dropped */
+
+/* A counted byte string.  For u64-key maps a key is 8 bytes holding a
+ * uint64_t in native byte order (or use the *_u64 calls). */
+typedef struct bonsai_val {
+    size_t size;
+    const void *data;
+} bonsai_val;
+
+/* Key kinds, chosen at map creation and stored in the file. */
+#define BONSAI_KEY_BYTES 1u /* byte strings, memcmp order, 1..1024 bytes */
+#define BONSAI_KEY_U64 2u   /* unsigned 64-bit integers, numeric order */
+
+/* ---- options ----------------------------------------------------------- */
+typedef struct bonsai_options {
+    /* The cap: the store never uses more than this many bytes of file or
+     * memory; an insert that would need more fails with BONSAI_FULL.
+     * Default 1 GiB.  Reopening a file may raise or lower it (never below
+     * what the file already uses). */
+    uint64_t max_size;
+    /* Allocation granule in bytes: a power of two, 512..65536.  Node images
+     * occupy a run of whole pages.  Default 512.  Fixed at creation. */
+    uint32_t page_size;
+    /* Target encoded size of a node in bytes (a node splits beyond it).
+     * 256..1 MiB, default 4096.  Fixed at creation. */
+    uint32_t node_bytes;
+    /* Maximum entries in a node (MapDB used 32 and 120).  2..65535,
+     * default 4096.  Fixed at creation. */
+    uint32_t node_entries;
+    /* 1 = transactions, 0 = no-transaction mode, -1 (default) = on for a
+     * file, off for anonymous memory. */
+    int transactions;
+    /* 1 (default) = a commit syncs data, then the meta slot, before it
+     * returns; 0 = leave it to the OS (a crash may lose recent commits but
+     * never corrupts the file). */
+    int sync;
+    /* 1 = open read-only: no writes, no lock against other readers. */
+    int read_only;
+    /* 1 (default) = create the file if it does not exist. */
+    int create;
+    /* Permission bits for a created file; default 0644. */
+    uint32_t file_mode;
+    /* The write cache: changed nodes stay decoded in memory and are
+     * encoded once, when the cache holds more than this many bytes, when
+     * flush_delay_ms has passed, at commit, bonsai_sync or close.
+     * 0 = no cache: without transactions every call writes its nodes at
+     * once (MapDB's "direct" mode).  Default 32 MiB. */
+    uint64_t write_cache_bytes;
+    /* Write cached changes once the oldest is this old (checked on each
+     * change; no background thread).  0 (default) = no delay limit. */
+    uint32_t flush_delay_ms;
+} bonsai_options;
+
+/* Fills *opts with the defaults documented above. */
+void bonsai_options_init(bonsai_options *opts);
+
+/* ---- store ------------------------------------------------------------- */
+
+/* Opens or creates a store.  path NULL means anonymous memory.  opts NULL
+ * means defaults.  Errors: BONSAI_INVALID (bad option), BONSAI_IO (open,
+ * read or map failed, path is a directory), BONSAI_NOTFOUND (file missing
+ * and create is 0), BONSAI_CORRUPT (no valid meta slot, bad header),
+ * BONSAI_VERSION, BONSAI_BUSY (another writer holds the file),
+ * BONSAI_READONLY (file not writable and read_only is 0), BONSAI_NOMEM. */
+int bonsai_open(const char *path, const bonsai_options *opts, bonsai_db **db);
+
+/* Closes the store.  In no-transaction mode on a file it first writes
+ * everything back and syncs (its result is returned).  An open write
+ * transaction is aborted.  Read transactions and cursors must be finished
+ * before.  db NULL is a no-op returning 0.  The handle is freed even when
+ * an error is returned. */
+int bonsai_close(bonsai_db *db);
+
+/* No-transaction mode: writes the write cache back and, on a file, syncs
+ * data and writes the meta slot.  Transaction mode: syncs (useful when sync
+ * is off).  Errors: BONSAI_IO, BONSAI_FAILED. */
+int bonsai_sync(bonsai_db *db);
+
+/* Facts about the whole store. */
+typedef struct bonsai_stat {
+    uint64_t txn_id;        /* last committed transaction */
+    uint64_t max_size;      /* the cap in bytes */
+    uint64_t bytes_mapped;  /* bytes of file or memory mapped now */
+    uint64_t bytes_used;    /* bytes up to the highest allocated page */
+    uint64_t bytes_free;    /* free bytes below that mark */
+    uint32_t page_size;
+    uint32_t node_bytes;
+    uint32_t node_entries;
+    uint32_t format_version;
+    uint64_t cache_bytes;   /* decoded nodes held in memory */
+    int transactions;
+    int anonymous;
+} bonsai_stat;
+
+int bonsai_db_stat(bonsai_db *db, bonsai_stat *st);
+
+/* ---- transactions ------------------------------------------------------ */
+#define BONSAI_TXN_RDONLY 1u
+
+/* Begins a transaction.  flags 0 = write transaction (one at a time per
+ * store: BONSAI_BUSY if one is active), BONSAI_TXN_RDONLY = a read
+ * snapshot that sees the last commit and nothing after.  In
+ * no-transaction mode transactions are not supported (BONSAI_NOTSUP);
+ * pass NULL instead.  Errors: BONSAI_READONLY, BONSAI_BUSY, BONSAI_NOMEM,
+ * BONSAI_FAILED. */
+int bonsai_txn_begin(bonsai_db *db, unsigned flags, bonsai_txn **txn);
+
+/* Commits and frees the transaction, whatever the result.  On error the
+ * transaction is rolled back.  A read transaction just ends.  Errors:
+ * BONSAI_FULL, BONSAI_IO, BONSAI_ENOSPC, BONSAI_FAILED (sync failed: the
+ * handle refuses further writes), BONSAI_NOMEM. */
+int bonsai_txn_commit(bonsai_txn *txn);
+
+/* Rolls back and frees the transaction.  NULL is a no-op. */
+void bonsai_txn_abort(bonsai_txn *txn);
+
+/* The id of the snapshot a transaction reads (read) or will write. */
+uint64_t bonsai_txn_id(const bonsai_txn *txn);
+
+/* ---- maps -------------------------------------------------------------- */
+/* Everywhere below, txn may be NULL: in no-transaction mode the call then
+ * applies directly; in transaction mode it runs in a transaction of its
+ * own (autocommit for changes, a fresh snapshot for reads: a value read
+ * that way stays valid until the next commit).  A txn given must belong
+ * to the same db as the map (BONSAI_INVALID otherwise). */
+
+/* Creates a map with the given key kind.  Errors: BONSAI_EXISTS (the name
+ * exists; *map is still set when the kinds agree), BONSAI_INVALID (name
+ * empty or longer than BONSAI_MAX_NAME, bad kind), BONSAI_READONLY,
+ * BONSAI_FULL, BONSAI_MAPS_FULL. */
+int bonsai_map_create(bonsai_db *db, bonsai_txn *txn, const char *name,
+                      unsigned kind, bonsai_map *map);
+
+/* Opens an existing map; *kind (may be NULL) receives its key kind.
+ * Errors: BONSAI_NOTFOUND, BONSAI_INVALID, BONSAI_MAPS_FULL. */
+int bonsai_map_open(bonsai_db *db, bonsai_txn *txn, const char *name,
+                    bonsai_map *map, unsigned *kind);
+
+/* Deletes a map and all its entries.  Handles to it become invalid.
+ * Errors: BONSAI_NOTFOUND, BONSAI_READONLY, BONSAI_FULL. */
+int bonsai_map_drop(bonsai_db *db, bonsai_txn *txn, const char *name);
+
+/* Calls fn for every map in name order; a non-zero return from fn stops
+ * the walk and is returned. */
+typedef int (*bonsai_map_fn)(void *ctx, const char *name, unsigned kind,
+                             uint64_t entries);
+int bonsai_map_list(bonsai_db *db, bonsai_txn *txn, bonsai_map_fn fn,
+                    void *ctx);
+
+/* Number of entries in the map, O(1). */
+int bonsai_count(bonsai_txn *txn, bonsai_map map, uint64_t *count);
+
+/* ---- data -------------------------------------------------------------- */
+#define BONSAI_NOOVERWRITE 1u /* put fails with BONSAI_EXISTS if present */
+
+/* Inserts or overwrites.  With BONSAI_NOOVERWRITE an existing key is left
+ * as it is, BONSAI_EXISTS is returned and *val... is not touched.  Errors:
+ * BONSAI_KEYSIZE, BONSAI_VALSIZE, BONSAI_FULL (nothing changed; the map is
+ * consistent), BONSAI_READONLY, BONSAI_MAPKIND, BONSAI_INVALID,
+ * BONSAI_NOMEM, BONSAI_IO, BONSAI_CORRUPT. */
+int bonsai_put(bonsai_txn *txn, bonsai_map map, const bonsai_val *key,
+               const bonsai_val *val, unsigned flags);
+
+/* Looks a key up.  *val receives the value (see "Memory" above).  Errors:
+ * BONSAI_NOTFOUND, BONSAI_KEYSIZE, BONSAI_CORRUPT. */
+int bonsai_get(bonsai_txn *txn, bonsai_map map, const bonsai_val *key,
+               bonsai_val *val);
+
+/* Deletes a key.  Errors: BONSAI_NOTFOUND, BONSAI_READONLY, BONSAI_FULL
+ * (a copy-on-write delete needs space), BONSAI_CORRUPT. */
+int bonsai_del(bonsai_txn *txn, bonsai_map map, const bonsai_val *key);
+
+/* u64-key conveniences; val may be NULL for an empty value. */
+int bonsai_put_u64(bonsai_txn *txn, bonsai_map map, uint64_t key,
+                   const bonsai_val *val, unsigned flags);
+int bonsai_get_u64(bonsai_txn *txn, bonsai_map map, uint64_t key,
+                   bonsai_val *val);
+int bonsai_del_u64(bonsai_txn *txn, bonsai_map map, uint64_t key);
+
+/* ---- cursors ----------------------------------------------------------- */
+/* A cursor walks one map in key order.  It stays usable across writes in
+ * its own transaction (it re-finds its key).  It must be closed before its
+ * transaction ends (in no-transaction mode: before the store closes).
+ * Moves return BONSAI_NOTFOUND at either end or in an empty map; the
+ * cursor then has no current entry. */
+int bonsai_cursor_open(bonsai_txn *txn, bonsai_map map, bonsai_cursor **cur);
+void bonsai_cursor_close(bonsai_cursor *cur);
+int bonsai_cursor_first(bonsai_cursor *cur);
+int bonsai_cursor_last(bonsai_cursor *cur);
+/* Positions at the first key >= key. */
+int bonsai_cursor_seek(bonsai_cursor *cur, const bonsai_val *key);
+int bonsai_cursor_seek_u64(bonsai_cursor *cur, uint64_t key);
+int bonsai_cursor_next(bonsai_cursor *cur);
+int bonsai_cursor_prev(bonsai_cursor *cur);
+/* Reads the current entry; key or val may be NULL.  For u64 maps key
+ * points at 8 bytes holding the native uint64_t. */
+int bonsai_cursor_get(bonsai_cursor *cur, bonsai_val *key, bonsai_val *val);
+int bonsai_cursor_get_u64(bonsai_cursor *cur, uint64_t *key, bonsai_val *val);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* BONSAI_H */

@@ -1,0 +1,1087 @@
+/*
+ * btree.c - search, insert, delete, split, merge and flush.
+ *
+ * Invariants of a tree:
+ *  - all leaves are at depth `depth`; a branch's child i holds keys k with
+ *    key[i] <= k < key[i+1] (key[0] is never compared);
+ *  - a node's image fits node_bytes and node_entries, except a node of a
+ *    single entry that alone is larger;
+ *  - the writer's decoded nodes are linked both ways: a branch's
+ *    child[i].mem points at the decoded child, whose parent points back.
+ *    A decoded node with dirty == 0 equals its image at home.
+ *
+ * Overflow value: a run of pages holding
+ *   0 u8 type 3   1 u8 zero   2 u16 zero   4 u32 crc32c of the value bytes
+ *   8 u64 length  16 the value bytes
+ * referenced from its leaf by 20 bytes: u64 pgno, u32 npages, u64 length.
+ */
+#include "btree.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "bytes.h"
+#include "cache.h"
+#include "checksum.h"
+
+#define OVF_HEADER 16u
+#define OVF_TYPE 3u
+#define MAX_DEPTH 32u
+
+/* ---- extents and images ------------------------------------------------ */
+
+static int ext_ok(const bonsai_db *db, uint64_t end, bn_ext e)
+{
+    return e.npages >= 1 && e.pgno >= db->first_pgno && e.pgno < end &&
+           e.npages <= end - e.pgno;
+}
+
+static const uint8_t *ext_ptr(const bonsai_db *db, bn_ext e)
+{
+    return db->rg.base + e.pgno * db->page_size;
+}
+
+static uint32_t pages_for(const bonsai_db *db, uint64_t bytes)
+{
+    return (uint32_t)((bytes + db->page_size - 1) / db->page_size);
+}
+
+/* A node as either its decoded form or its image. */
+typedef struct nview {
+    bn_node *mem;
+    const uint8_t *img;
+    bn_info info;
+} nview;
+
+static int view_of(bonsai_db *db, uint64_t end, unsigned kind, bn_child ref,
+                   nview *v)
+{
+    v->mem = ref.mem;
+    if (ref.mem)
+        return 0;
+    if (!ext_ok(db, end, ref.ext))
+        return BONSAI_CORRUPT;
+    v->img = ext_ptr(db, ref.ext);
+    return bn_img_check(v->img, (size_t)ref.ext.npages * db->page_size, kind,
+                        0, &v->info);
+}
+
+static int view_leaf(const nview *v)
+{
+    return v->mem ? v->mem->leaf : v->info.type == BN_TYPE_LEAF;
+}
+
+static uint32_t view_count(const nview *v)
+{
+    return v->mem ? v->mem->n : v->info.count;
+}
+
+static int view_search(const nview *v, unsigned kind, bn_key key,
+                       uint32_t *idx, int *found)
+{
+    if (v->mem) {
+        *idx = bn_search(v->mem, key, found);
+        return 0;
+    }
+    return bn_img_search(v->img, &v->info, kind, key, idx, found);
+}
+
+static int view_child(const nview *v, uint32_t idx, bn_child *out)
+{
+    if (v->mem) {
+        *out = v->mem->child[idx];
+        return 0;
+    }
+    out->mem = NULL;
+    return bn_img_child(v->img, &v->info, idx, &out->ext);
+}
+
+/* Copies key idx into buf so it outlives the view. */
+static int view_key(const nview *v, unsigned kind, uint32_t idx,
+                    uint8_t *buf, bn_key *out)
+{
+    if (!v->mem)
+        return bn_img_key(v->img, &v->info, kind, idx, buf, out);
+    *out = bn_key_at(v->mem, idx);
+    if (kind == BONSAI_KEY_BYTES) {
+        memcpy(buf, out->b, out->len);
+        out->b = buf;
+    }
+    return 0;
+}
+
+/* ---- overflow values --------------------------------------------------- */
+
+static int ovf_write(bonsai_db *db, const uint8_t *val, uint32_t vlen,
+                     uint8_t ref[BT_OVF_REF])
+{
+    uint32_t np = pages_for(db, (uint64_t)OVF_HEADER + vlen);
+    uint64_t pgno;
+    int rc = alloc_get(&db->al, np, &pgno);
+    if (rc)
+        return rc;
+    bn_ext e = {pgno, np};
+    rc = extvec_push(&db->op_alloc, e);
+    if (rc) {
+        alloc_put(&db->al, e);
+        return rc;
+    }
+    uint8_t *p = db->rg.base + pgno * db->page_size;
+    memset(p, 0, OVF_HEADER);
+    p[0] = OVF_TYPE;
+    put_le32(p + 4, bonsai_crc32c(0, val, vlen));
+    put_le64(p + 8, vlen);
+    memcpy(p + OVF_HEADER, val, vlen);
+    put_le64(ref, pgno);
+    put_le32(ref + 8, np);
+    put_le64(ref + 12, vlen);
+    return 0;
+}
+
+static int ovf_ext(const uint8_t *ref, uint32_t len, bn_ext *e,
+                   uint64_t *vlen)
+{
+    if (len != BT_OVF_REF)
+        return BONSAI_CORRUPT;
+    e->pgno = get_le64(ref);
+    e->npages = get_le32(ref + 8);
+    *vlen = get_le64(ref + 12);
+    return 0;
+}
+
+int bt_value(bonsai_db *db, uint64_t end, const uint8_t *v, uint32_t len,
+             unsigned vflag, bonsai_val *out)
+{
+    if (!(vflag & BN_VAL_OVERFLOW)) {
+        out->data = v;
+        out->size = len;
+        return 0;
+    }
+    bn_ext e;
+    uint64_t vlen;
+    if (ovf_ext(v, len, &e, &vlen) || !ext_ok(db, end, e))
+        return BONSAI_CORRUPT;
+    const uint8_t *p = ext_ptr(db, e);
+    if (p[0] != OVF_TYPE || get_le64(p + 8) != vlen ||
+        vlen > (uint64_t)e.npages * db->page_size - OVF_HEADER)
+        return BONSAI_CORRUPT;
+    out->data = p + OVF_HEADER;
+    out->size = (size_t)vlen;
+    return 0;
+}
+
+/* ---- lookups ----------------------------------------------------------- */
+
+int bt_get(bonsai_db *db, uint64_t end, const bt_tree *t, bn_key key,
+           bonsai_val *val)
+{
+    if (t->depth == 0)
+        return BONSAI_NOTFOUND;
+    bn_child ref = t->root;
+    for (unsigned level = t->depth; level > 0; level--) {
+        nview v;
+        uint32_t idx;
+        int found, rc = view_of(db, end, t->kind, ref, &v);
+        if (rc)
+            return rc;
+        if (view_leaf(&v) != (level == 1))
+            return BONSAI_CORRUPT;
+        if ((rc = view_search(&v, t->kind, key, &idx, &found)))
+            return rc;
+        if (level > 1) {
+            if ((rc = view_child(&v, idx, &ref)))
+                return rc;
+            continue;
+        }
+        if (!found)
+            return BONSAI_NOTFOUND;
+        const uint8_t *p;
+        uint32_t len;
+        unsigned vflag;
+        if (v.mem)
+            bn_value_at(v.mem, idx, &p, &len, &vflag);
+        else if ((rc = bn_img_value(v.img, &v.info, idx, &p, &len, &vflag)))
+            return rc;
+        return bt_value(db, end, p, len, vflag, val);
+    }
+    return BONSAI_CORRUPT;
+}
+
+/* ---- decoded nodes of the writer --------------------------------------- */
+
+static bn_node *new_node(bt_tree *t, int leaf, unsigned level)
+{
+    bn_node *n = malloc(sizeof *n);
+    if (!n)
+        return NULL;
+    bn_init(n, t->kind, leaf);
+    n->tree = t;
+    n->level = (uint8_t)level;
+    return n;
+}
+
+static void free_node(bn_node *n)
+{
+    bn_clear(n);
+    free(n);
+}
+
+static int mark_dirty(bonsai_db *db, bn_node *n)
+{
+    if (n->dirty)
+        return 0;
+    cache_note_dirty(db);
+    int rc = ptrvec_push(&db->dirty, n);
+    if (rc)
+        return rc;
+    n->dirty = 1;
+    db->dirty_nodes++;
+    return 0;
+}
+
+/* Unlinks nothing: the caller already removed n from its tree. */
+static int kill_node(bonsai_db *db, bn_node *n)
+{
+    n->dead = 1;
+    if (n->dirty) {
+        n->dirty = 0;
+        db->dirty_nodes--;
+    }
+    int rc = ptrvec_push(&db->graveyard, n);
+    if (rc == 0 && n->has_home)
+        rc = extvec_push(&db->op_release, n->home);
+    return rc;
+}
+
+static int decode_node(bonsai_db *db, bt_tree *t, bn_ext e, unsigned level,
+                       bn_node *parent, bn_node **out)
+{
+    if (!ext_ok(db, db->al.end, e))
+        return BONSAI_CORRUPT;
+    bn_node *n = new_node(t, level == 0, level);
+    if (!n)
+        return BONSAI_NOMEM;
+    int rc = bn_decode(ext_ptr(db, e), (size_t)e.npages * db->page_size,
+                       t->kind, n);
+    if (rc == 0 && n->leaf != (level == 0))
+        rc = BONSAI_CORRUPT;
+    if (rc == 0 && n->leaf)
+        rc = ptrvec_push(&db->leaves, n);
+    if (rc) {
+        free_node(n);
+        return rc;
+    }
+    n->level = (uint8_t)level;
+    n->home = e;
+    n->has_home = 1;
+    n->parent = parent;
+    *out = n;
+    return 0;
+}
+
+static int load_root(bonsai_db *db, bt_tree *t, bn_node **out)
+{
+    if (!t->root.mem) {
+        int rc = decode_node(db, t, t->root.ext, t->depth - 1u, NULL,
+                             &t->root.mem);
+        if (rc)
+            return rc;
+    }
+    *out = t->root.mem;
+    return 0;
+}
+
+static int load_child(bonsai_db *db, bt_tree *t, bn_node *parent,
+                      uint32_t idx, bn_node **out)
+{
+    bn_child *c = &parent->child[idx];
+    if (!c->mem) {
+        int rc = decode_node(db, t, c->ext, parent->level - 1u, parent,
+                             &c->mem);
+        if (rc)
+            return rc;
+    }
+    *out = c->mem;
+    return 0;
+}
+
+/* Index of child in parent, found by its first key and checked. */
+static uint32_t slot_of(const bn_node *parent, const bn_node *child)
+{
+    if (child->n > 0) {
+        int found;
+        uint32_t g = bn_search(parent, bn_key_at(child, 0), &found);
+        for (uint32_t i = g ? g - 1 : 0; i <= g + 1 && i < parent->n; i++)
+            if (parent->child[i].mem == child)
+                return i;
+    }
+    for (uint32_t i = 0; i < parent->n; i++)
+        if (parent->child[i].mem == child)
+            return i;
+    return UINT32_MAX;
+}
+
+static void adopt_children(bn_node *n)
+{
+    if (n->leaf)
+        return;
+    for (uint32_t i = 0; i < n->n; i++)
+        if (n->child[i].mem)
+            n->child[i].mem->parent = n;
+}
+
+/* ---- insert and split -------------------------------------------------- */
+
+static int too_big(const bonsai_db *db, const bn_node *n)
+{
+    if (n->n > db->opt.node_entries)
+        return 1;
+    /* the estimate can undercount (u64 groups mixing runs and jumps), so
+     * every 64th count is checked exactly: O(1) per change amortised */
+    if (n->est < (size_t)db->opt.node_bytes * 7 / 8 && (n->n & 63) != 0)
+        return 0;
+    return bn_encoded_size(n) > db->opt.node_bytes;
+}
+
+/* Shortest key s with a < s <= b (byte keys), written to buf. */
+static bn_key separator(bn_key a, bn_key b, uint8_t *buf)
+{
+    uint32_t p = 0;
+    while (p < a.len && p < b.len && a.b[p] == b.b[p])
+        p++;
+    uint32_t len = p + 1 <= b.len ? p + 1 : b.len;
+    memcpy(buf, b.b, len);
+    return (bn_key){.b = buf, .len = len};
+}
+
+static int new_root_above(bonsai_db *db, bt_tree *t, bn_node *n)
+{
+    bn_node *root = new_node(t, 0, n->level + 1u);
+    if (!root)
+        return BONSAI_NOMEM;
+    bn_child c = {t->root.ext, n};
+    int rc = bn_insert_child(root, 0, bn_key_at(n, 0), c);
+    if (rc == 0)
+        rc = mark_dirty(db, root);
+    if (rc) {
+        free_node(root);
+        return rc;
+    }
+    n->parent = root;
+    t->root = (bn_child){{0, 0}, root};
+    t->depth++;
+    t->record_dirty = 1;
+    return 0;
+}
+
+static int split(bonsai_db *db, bt_tree *t, bn_node *n, int append,
+                 bn_node **right_out)
+{
+    uint32_t at = append ? n->n - 1 : n->n / 2;
+    bn_node *r = new_node(t, n->leaf, n->level);
+    if (!r)
+        return BONSAI_NOMEM;
+    int rc = bn_move(r, 0, n, at, n->n);
+    if (rc) {
+        free_node(r);
+        return rc;
+    }
+    adopt_children(r);
+    if (r->leaf && (rc = ptrvec_push(&db->leaves, r)))
+        goto orphan;
+    if (!n->parent && (rc = new_root_above(db, t, n)))
+        goto orphan;
+    uint8_t buf[BONSAI_MAX_KEY];
+    bn_key sep = bn_key_at(r, 0);
+    if (t->kind == BONSAI_KEY_BYTES && r->leaf)
+        sep = separator(bn_key_at(n, n->n - 1), sep, buf);
+    bn_node *p = n->parent;
+    uint32_t idx = slot_of(p, n);
+    if (idx == UINT32_MAX) {
+        rc = BONSAI_CORRUPT;
+        goto orphan;
+    }
+    bn_child c = {{0, 0}, r};
+    if ((rc = bn_insert_child(p, idx + 1, sep, c)))
+        goto orphan;
+    r->parent = p;
+    *right_out = r;
+    if ((rc = mark_dirty(db, n)) || (rc = mark_dirty(db, r)))
+        return rc;
+    return mark_dirty(db, p);
+orphan:
+    /* the tree is now inconsistent; the caller rolls it back */
+    r->dead = 1;
+    ptrvec_push(&db->graveyard, r);
+    return rc;
+}
+
+static int split_until_fits(bonsai_db *db, bt_tree *t, bn_node *n,
+                            int append)
+{
+    while (n->n >= 2 && too_big(db, n)) {
+        bn_node *r;
+        int rc = split(db, t, n, append, &r);
+        if (rc)
+            return rc;
+        if ((rc = split_until_fits(db, t, r, 0)))
+            return rc;
+        append = 0;
+    }
+    return 0;
+}
+
+static int fit_upwards(bonsai_db *db, bt_tree *t, bn_node *n, int append)
+{
+    for (; n; n = n->parent) {
+        int rc = split_until_fits(db, t, n, append);
+        if (rc)
+            return rc;
+        append = 0;
+    }
+    return 0;
+}
+
+/* Decodes the path to the leaf for key; creates a root leaf if empty. */
+static int touch_leaf(bonsai_db *db, bt_tree *t, bn_key key, bn_node **leaf)
+{
+    bn_node *n = NULL;
+    if (t->depth == 0) {
+        n = new_node(t, 1, 0);
+        if (!n)
+            return BONSAI_NOMEM;
+        int rc = ptrvec_push(&db->leaves, n);
+        if (rc) {
+            free_node(n);
+            return rc;
+        }
+        t->root = (bn_child){{0, 0}, n};
+        t->depth = 1;
+        t->record_dirty = 1;
+        *leaf = n;
+        /* dirty at once: an empty tree's new root must be written */
+        return mark_dirty(db, n);
+    }
+    int rc = load_root(db, t, &n);
+    while (rc == 0 && !n->leaf) {
+        int found;
+        rc = load_child(db, t, n, bn_search(n, key, &found), &n);
+    }
+    *leaf = n;
+    return rc;
+}
+
+static int release_value(bonsai_db *db, bn_node *leaf, uint32_t idx)
+{
+    const uint8_t *v;
+    uint32_t len;
+    unsigned vflag;
+    bn_value_at(leaf, idx, &v, &len, &vflag);
+    if (!(vflag & BN_VAL_OVERFLOW))
+        return 0;
+    bn_ext e;
+    uint64_t vlen;
+    if (ovf_ext(v, len, &e, &vlen))
+        return BONSAI_CORRUPT;
+    return extvec_push(&db->op_release, e);
+}
+
+int bt_put(bonsai_db *db, bt_tree *t, bn_key key, const uint8_t *val,
+           uint32_t vlen, unsigned flags)
+{
+    bn_node *leaf;
+    int found, rc = touch_leaf(db, t, key, &leaf);
+    if (rc)
+        return rc;
+    uint32_t idx = bn_search(leaf, key, &found);
+    if (found && (flags & BONSAI_NOOVERWRITE))
+        return BONSAI_EXISTS;
+    uint8_t ref[BT_OVF_REF];
+    unsigned vflag = 0;
+    if (vlen > db->inline_max) {
+        if ((rc = ovf_write(db, val, vlen, ref)))
+            return rc;
+        val = ref;
+        vlen = BT_OVF_REF;
+        vflag = BN_VAL_OVERFLOW;
+        t->flags |= TREE_F_OVERFLOW;
+    }
+    if (found) {
+        if ((rc = release_value(db, leaf, idx)))
+            return rc;
+        rc = bn_set_value(leaf, idx, val, vlen, vflag);
+    } else {
+        rc = bn_insert(leaf, idx, key, val, vlen, vflag);
+    }
+    if (rc)
+        return rc;
+    db->write_gen++;
+    t->record_dirty = 1;
+    if (!found)
+        t->count++;
+    if ((rc = mark_dirty(db, leaf)))
+        return rc;
+    return fit_upwards(db, t, leaf, !found && idx + 1 == leaf->n);
+}
+
+/* ---- delete and merge -------------------------------------------------- */
+
+static int is_small(const bonsai_db *db, const bn_node *n)
+{
+    return n->n == 0 || (n->est < db->opt.node_bytes / 4 &&
+                         n->n <= db->opt.node_entries / 4);
+}
+
+static int can_merge(const bonsai_db *db, const bn_node *a, const bn_node *b)
+{
+    if (a->n == 0 || b->n == 0)
+        return 1;
+    return a->n + b->n <= db->opt.node_entries &&
+           a->est + b->est <= (size_t)db->opt.node_bytes * 3 / 4;
+}
+
+/* Moves everything of right (child ridx of p) onto left and drops it. */
+static int merge(bonsai_db *db, bn_node *p, uint32_t ridx, bn_node *left,
+                 bn_node *right)
+{
+    int rc;
+    if (!right->leaf && (rc = bn_set_key(right, 0, bn_key_at(p, ridx))))
+        return rc;
+    if ((rc = bn_move(left, left->n, right, 0, right->n)))
+        return rc;
+    adopt_children(left);
+    bn_remove(p, ridx);
+    if ((rc = kill_node(db, right)) || (rc = mark_dirty(db, left)))
+        return rc;
+    return mark_dirty(db, p);
+}
+
+static int shrink_root(bonsai_db *db, bt_tree *t, bn_node *root,
+                       bn_node **next)
+{
+    *next = NULL;
+    if (!root->leaf && root->n == 1) {
+        bn_node *child;
+        int rc = load_child(db, t, root, 0, &child);
+        if (rc)
+            return rc;
+        t->root = root->child[0];
+        child->parent = NULL;
+        t->depth--;
+        t->record_dirty = 1;
+        *next = child;
+        return kill_node(db, root);
+    }
+    if (root->leaf && root->n == 0) {
+        t->root = (bn_child){{0, 0}, NULL};
+        t->depth = 0;
+        t->record_dirty = 1;
+        return kill_node(db, root);
+    }
+    return 0;
+}
+
+static int merge_upwards(bonsai_db *db, bt_tree *t, bn_node *n)
+{
+    while (n) {
+        bn_node *p = n->parent;
+        if (!p) {
+            int rc = shrink_root(db, t, n, &n);
+            if (rc)
+                return rc;
+            continue;
+        }
+        if (!is_small(db, n))
+            return 0;
+        uint32_t idx = slot_of(p, n);
+        if (idx == UINT32_MAX)
+            return BONSAI_CORRUPT;
+        bn_node *sib;
+        int rc;
+        if (idx + 1 < p->n) {
+            if ((rc = load_child(db, t, p, idx + 1, &sib)))
+                return rc;
+            if (can_merge(db, n, sib) && (rc = merge(db, p, idx + 1, n, sib)))
+                return rc;
+        } else if (idx > 0) {
+            if ((rc = load_child(db, t, p, idx - 1, &sib)))
+                return rc;
+            if (can_merge(db, sib, n) && (rc = merge(db, p, idx, sib, n)))
+                return rc;
+        }
+        n = p;
+    }
+    return 0;
+}
+
+int bt_del(bonsai_db *db, bt_tree *t, bn_key key)
+{
+    if (t->depth == 0)
+        return BONSAI_NOTFOUND;
+    bn_node *leaf;
+    int found, rc = touch_leaf(db, t, key, &leaf);
+    if (rc)
+        return rc;
+    uint32_t idx = bn_search(leaf, key, &found);
+    if (!found)
+        return BONSAI_NOTFOUND;
+    if ((rc = release_value(db, leaf, idx)))
+        return rc;
+    bn_remove(leaf, idx);
+    db->write_gen++;
+    t->count--;
+    t->record_dirty = 1;
+    if ((rc = mark_dirty(db, leaf)))
+        return rc;
+    /* removing a key can lengthen its neighbour's encoding */
+    if ((rc = split_until_fits(db, t, leaf, 0)))
+        return rc;
+    return merge_upwards(db, t, leaf);
+}
+
+/* ---- flush ------------------------------------------------------------- */
+
+/* Sets *where = e, remembering the old value for undo_plan. */
+static int change_ref(bonsai_db *db, bn_ext *where, bn_ext e)
+{
+    if (db->nundo == db->cap_undo) {
+        size_t cap = db->cap_undo ? db->cap_undo * 2 : 64;
+        ext_undo *u = realloc(db->undo, cap * sizeof *u);
+        if (!u)
+            return BONSAI_NOMEM;
+        db->undo = u;
+        db->cap_undo = cap;
+    }
+    db->undo[db->nundo++] = (ext_undo){where, *where};
+    *where = e;
+    return 0;
+}
+
+static int point_parent_at(bonsai_db *db, bn_node *n, bn_ext e)
+{
+    bn_ext *c;
+    if (n->parent) {
+        uint32_t idx = slot_of(n->parent, n);
+        if (idx == UINT32_MAX)
+            return BONSAI_CORRUPT;
+        c = &n->parent->child[idx].ext;
+    } else {
+        c = &((bt_tree *)n->tree)->root.ext;
+    }
+    if (c->pgno == e.pgno && c->npages == e.npages)
+        return 0;
+    int rc = change_ref(db, c, e);
+    if (rc)
+        return rc;
+    if (!n->parent) {
+        ((bt_tree *)n->tree)->record_dirty = 1;
+        return 0;
+    }
+    return mark_dirty(db, n->parent);
+}
+
+/* A plan that failed: every reference and run back as it was; changed
+ * nodes stay dirty for a later flush. */
+static void undo_plan(bonsai_db *db, size_t alloc0, size_t release0)
+{
+    while (db->nundo > 0) {
+        ext_undo *u = &db->undo[--db->nundo];
+        *u->where = u->old;
+    }
+    while (db->op_alloc.n > alloc0)
+        alloc_unget(&db->al, db->op_alloc.v[--db->op_alloc.n]);
+    db->op_release.n = release0;
+}
+
+/* Phase one for one node: size its image and find where it goes. */
+static int plan_node(bonsai_db *db, bn_node *n)
+{
+    uint64_t np = pages_for(db, bn_encoded_size(n));
+    if (np > BN_MAX_NPAGES)
+        return BONSAI_INVALID;
+    int own_home = n->has_home &&
+                   (!db->cow || (n->home_txn && n->home_txn == db->wtxn_id));
+    if (own_home && np <= n->home.npages) {
+        n->plan = n->home;
+        return 0;
+    }
+    uint64_t pgno;
+    int rc = alloc_get(&db->al, (uint32_t)np, &pgno);
+    if (rc)
+        return rc;
+    n->plan = (bn_ext){pgno, (uint32_t)np};
+    if ((rc = extvec_push(&db->op_alloc, n->plan))) {
+        alloc_unget(&db->al, n->plan);
+        return rc;
+    }
+    if (n->has_home && (rc = extvec_push(&db->op_release, n->home)))
+        return rc;
+    return point_parent_at(db, n, n->plan);
+}
+
+static int plan_all(bonsai_db *db)
+{
+    for (unsigned level = 0; level < MAX_DEPTH; level++) {
+        int more = 0;
+        /* planning a level may append parents (a level up) to the list */
+        for (size_t i = 0; i < db->dirty.n; i++) {
+            bn_node *n = db->dirty.v[i];
+            if (n->dead || !n->dirty || n->level < level)
+                continue;
+            if (n->level > level) {
+                more = 1;
+                continue;
+            }
+            int rc = plan_node(db, n);
+            if (rc)
+                return rc;
+        }
+        if (!more)
+            return 0;
+    }
+    return 0;
+}
+
+static void write_node(bonsai_db *db, bn_node *n)
+{
+    uint8_t *p = db->rg.base + n->plan.pgno * db->page_size;
+    size_t cap = (size_t)n->plan.npages * db->page_size, len = 0;
+    bn_encode(n, p, cap, &len); /* cannot fail: sized in plan_node */
+    memset(p + len, 0, cap - len);
+    n->home = n->plan;
+    n->has_home = 1;
+    n->home_txn = db->wtxn_id;
+    n->dirty = 0;
+}
+
+int bt_flush(bonsai_db *db)
+{
+    size_t alloc0 = db->op_alloc.n, release0 = db->op_release.n;
+    db->nundo = 0;
+    int rc = plan_all(db);
+    if (rc) {
+        undo_plan(db, alloc0, release0);
+        return rc;
+    }
+    db->nundo = 0;
+    for (size_t i = 0; i < db->dirty.n; i++) {
+        bn_node *n = db->dirty.v[i];
+        if (!n->dead && n->dirty)
+            write_node(db, n);
+    }
+    db->dirty.n = 0;
+    db->dirty_nodes = 0;
+    return 0;
+}
+
+void bt_evict_leaves(bonsai_db *db, size_t keep)
+{
+    if (db->leaves.n <= keep)
+        return;
+    size_t kept = 0;
+    for (size_t i = 0; i < db->leaves.n; i++) {
+        bn_node *n = db->leaves.v[i];
+        if (n->dead)
+            continue;
+        uint32_t idx = n->parent && !n->dirty ? slot_of(n->parent, n)
+                                               : UINT32_MAX;
+        if (idx == UINT32_MAX) {
+            db->leaves.v[kept++] = n;
+            continue;
+        }
+        n->parent->child[idx].mem = NULL;
+        free_node(n);
+    }
+    db->leaves.n = kept;
+}
+
+static void free_graveyard(bonsai_db *db)
+{
+    for (size_t i = 0; i < db->graveyard.n; i++)
+        free_node(db->graveyard.v[i]);
+    db->graveyard.n = 0;
+}
+
+void bt_after_flush(bonsai_db *db)
+{
+    for (size_t i = 0; i < db->op_release.n; i++)
+        alloc_release(&db->al, db->op_release.v[i]);
+    db->op_release.n = 0;
+    db->op_alloc.n = 0;
+    free_graveyard(db);
+}
+
+void bt_forget_changes(bonsai_db *db)
+{
+    if (!db->cow)
+        for (size_t i = 0; i < db->op_alloc.n; i++)
+            alloc_put(&db->al, db->op_alloc.v[i]);
+    db->op_alloc.n = 0;
+    db->op_release.n = 0;
+    for (size_t i = 0; i < db->dirty.n; i++)
+        ((bn_node *)db->dirty.v[i])->dirty = 0;
+    db->dirty.n = 0;
+    db->dirty_nodes = 0;
+    db->leaves.n = 0;
+    free_graveyard(db);
+}
+
+static void discard_node(bn_node *n)
+{
+    if (!n->leaf)
+        for (uint32_t i = 0; i < n->n; i++)
+            if (n->child[i].mem)
+                discard_node(n->child[i].mem);
+    free_node(n);
+}
+
+void bt_discard(bonsai_db *db, bt_tree *t)
+{
+    (void)db;
+    if (t->root.mem)
+        discard_node(t->root.mem);
+    t->root.mem = NULL;
+}
+
+/* ---- seek (cursors) ---------------------------------------------------- */
+
+static int clone_leaf(const bn_node *src, bn_node *dst)
+{
+    for (uint32_t i = 0; i < src->n; i++) {
+        const uint8_t *v;
+        uint32_t len;
+        unsigned vflag;
+        bn_value_at(src, i, &v, &len, &vflag);
+        int rc = bn_insert(dst, i, bn_key_at(src, i), v, len, vflag);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int load_leaf_copy(bonsai_db *db, const nview *v, bn_ext e,
+                          unsigned kind, bn_node *leaf)
+{
+    bn_clear(leaf);
+    if (v->mem)
+        return clone_leaf(v->mem, leaf);
+    return bn_decode(v->img, (size_t)e.npages * db->page_size, kind, leaf);
+}
+
+/* Where in the leaf the mode lands, or -1 to go on past it. */
+static int64_t land(const bn_node *leaf, int mode, bn_key key)
+{
+    int found;
+    uint32_t n = leaf->n, i;
+    switch (mode) {
+    case BT_FIRST:
+        return n ? 0 : -1;
+    case BT_LAST:
+        return n ? (int64_t)n - 1 : -1;
+    case BT_GE:
+        i = bn_search(leaf, key, &found);
+        return i < n ? (int64_t)i : -1;
+    case BT_GT:
+        i = bn_search(leaf, key, &found);
+        i += (uint32_t)found;
+        return i < n ? (int64_t)i : -1;
+    default: /* BT_LT */
+        i = bn_search(leaf, key, &found);
+        return i > 0 ? (int64_t)i - 1 : -1;
+    }
+}
+
+static int key_less(unsigned kind, bn_key a, bn_key b)
+{
+    if (kind == BONSAI_KEY_U64)
+        return a.u < b.u;
+    uint32_t m = a.len < b.len ? a.len : b.len;
+    int c = memcmp(a.b, b.b, m);
+    return c < 0 || (c == 0 && a.len < b.len);
+}
+
+typedef struct seek_state {
+    int mode;
+    bn_key key, bound;
+    int have_bound;
+    uint8_t kbuf[BONSAI_MAX_KEY], bbuf[BONSAI_MAX_KEY];
+} seek_state;
+
+/* One descent: lands in a leaf, noting the tightest separator to go on. */
+static int descend(bonsai_db *db, uint64_t end, const bt_tree *t,
+                   seek_state *s, nview *v, bn_ext *leaf_ext)
+{
+    int forward = s->mode != BT_LAST && s->mode != BT_LT;
+    bn_child ref = t->root;
+    s->have_bound = 0;
+    for (unsigned level = t->depth; level > 1; level--) {
+        uint32_t idx = 0, n;
+        int found, rc = view_of(db, end, t->kind, ref, v);
+        if (rc)
+            return rc;
+        n = view_count(v);
+        if (view_leaf(v) || n == 0)
+            return BONSAI_CORRUPT;
+        if (s->mode == BT_LAST)
+            idx = n - 1;
+        else if (s->mode != BT_FIRST &&
+                 (rc = view_search(v, t->kind, s->key, &idx, &found)))
+            return rc;
+        uint32_t b = forward ? idx + 1 : idx;
+        if ((forward ? idx + 1 < n : idx > 0)) {
+            if ((rc = view_key(v, t->kind, b, s->bbuf, &s->bound)))
+                return rc;
+            s->have_bound = 1;
+        }
+        if ((rc = view_child(v, idx, &ref)))
+            return rc;
+    }
+    int rc = view_of(db, end, t->kind, ref, v);
+    if (rc == 0 && !view_leaf(v))
+        rc = BONSAI_CORRUPT;
+    *leaf_ext = ref.ext;
+    return rc;
+}
+
+int bt_seek(bonsai_db *db, uint64_t end, const bt_tree *t, int mode,
+            bn_key key, bn_node *leaf, uint32_t *idx)
+{
+    if (t->depth == 0)
+        return BONSAI_NOTFOUND;
+    seek_state *s = malloc(sizeof *s);
+    if (!s)
+        return BONSAI_NOMEM;
+    s->mode = mode;
+    s->key = key;
+    int rc;
+    for (;;) {
+        nview v;
+        bn_ext e;
+        if ((rc = descend(db, end, t, s, &v, &e)))
+            break;
+        if ((rc = load_leaf_copy(db, &v, e, t->kind, leaf)))
+            break;
+        int64_t at = land(leaf, s->mode, s->key);
+        if (at >= 0) {
+            *idx = (uint32_t)at;
+            break;
+        }
+        rc = BONSAI_NOTFOUND;
+        if (!s->have_bound)
+            break;
+        int forward = s->mode != BT_LAST && s->mode != BT_LT;
+        /* separators must move the search strictly onward */
+        if (s->mode != BT_FIRST && s->mode != BT_LAST &&
+            (forward ? !key_less(t->kind, s->key, s->bound)
+                     : !key_less(t->kind, s->bound, s->key))) {
+            rc = BONSAI_CORRUPT;
+            break;
+        }
+        memcpy(s->kbuf, s->bbuf, sizeof s->kbuf);
+        s->key = s->bound;
+        if (t->kind == BONSAI_KEY_BYTES)
+            s->key.b = s->kbuf;
+        s->mode = forward ? BT_GE : BT_LT;
+    }
+    free(s);
+    return rc;
+}
+
+/* ---- walking every extent ---------------------------------------------- */
+
+static int walk_values(const nview *v, bt_ext_fn fn,
+                       void *ctx)
+{
+    for (uint32_t i = 0; i < view_count(v); i++) {
+        const uint8_t *p;
+        uint32_t len;
+        unsigned vflag;
+        int rc = 0;
+        if (v->mem)
+            bn_value_at(v->mem, i, &p, &len, &vflag);
+        else
+            rc = bn_img_value(v->img, &v->info, i, &p, &len, &vflag);
+        if (rc)
+            return rc;
+        if (!(vflag & BN_VAL_OVERFLOW))
+            continue;
+        bn_ext e;
+        uint64_t vlen;
+        if (ovf_ext(p, len, &e, &vlen))
+            return BONSAI_CORRUPT;
+        if ((rc = fn(ctx, e)))
+            return rc;
+    }
+    return 0;
+}
+
+static int walk(bonsai_db *db, uint64_t end, const bt_tree *t, bn_child ref,
+                unsigned level, bt_ext_fn fn, void *ctx)
+{
+    int rc = 0;
+    if (ref.mem ? ref.mem->has_home : 1)
+        rc = fn(ctx, ref.mem ? ref.mem->home : ref.ext);
+    if (rc)
+        return rc;
+    if (level == 1 && !ref.mem && !(t->flags & TREE_F_OVERFLOW))
+        return 0; /* leaves without overflow values need no reading */
+    nview v;
+    if ((rc = view_of(db, end, t->kind, ref, &v)))
+        return rc;
+    if (view_leaf(&v) != (level == 1))
+        return BONSAI_CORRUPT;
+    if (level == 1)
+        return walk_values(&v, fn, ctx);
+    for (uint32_t i = 0; i < view_count(&v) && rc == 0; i++) {
+        bn_child c;
+        if ((rc = view_child(&v, i, &c)) == 0)
+            rc = walk(db, end, t, c, level - 1, fn, ctx);
+    }
+    return rc;
+}
+
+int bt_walk(bonsai_db *db, uint64_t end, const bt_tree *t, bt_ext_fn fn,
+            void *ctx)
+{
+    if (t->depth == 0)
+        return 0;
+    if (t->depth > MAX_DEPTH)
+        return BONSAI_CORRUPT;
+    return walk(db, end, t, t->root, t->depth, fn, ctx);
+}
+
+/* ---- dropping a tree --------------------------------------------------- */
+
+static int release_ext(void *ctx, bn_ext e)
+{
+    bonsai_db *db = ctx;
+    return extvec_push(&db->op_release, e);
+}
+
+static int bury(bonsai_db *db, bn_node *n)
+{
+    if (!n->leaf)
+        for (uint32_t i = 0; i < n->n; i++)
+            if (n->child[i].mem) {
+                int rc = bury(db, n->child[i].mem);
+                if (rc)
+                    return rc;
+            }
+    n->has_home = 0; /* released by the walk already */
+    return kill_node(db, n);
+}
+
+int bt_drop(bonsai_db *db, bt_tree *t)
+{
+    int rc = bt_walk(db, db->al.end, t, release_ext, db);
+    if (rc == 0 && t->root.mem)
+        rc = bury(db, t->root.mem);
+    if (rc)
+        return rc;
+    t->root = (bn_child){{0, 0}, NULL};
+    t->depth = 0;
+    t->count = 0;
+    t->flags = 0;
+    t->record_dirty = 1;
+    return 0;
+}

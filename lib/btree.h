@@ -1,0 +1,67 @@
+/*
+ * btree.h - B-tree operations over node images and decoded nodes.
+ *
+ * Readers search images in place (no copies, no shared state).  The writer
+ * decodes the nodes on its path and changes them in memory; bt_flush
+ * writes every changed node in two phases: first it sizes each image and
+ * finds it a home (in place where allowed, else a fresh run), which is the
+ * only step that can fail; then it encodes them all.  A failure in the
+ * first phase leaves every image in the store as it was.
+ *
+ * `end` is the page limit a reader's snapshot vouches for: no extent at or
+ * beyond it is followed (BONSAI_CORRUPT).
+ */
+#ifndef BONSAI_BTREE_H
+#define BONSAI_BTREE_H
+
+#include "internal.h"
+
+#define BT_FIRST 0
+#define BT_LAST 1
+#define BT_GE 2
+#define BT_GT 3
+#define BT_LT 4
+
+#define BT_OVF_REF 20u /* bytes of an overflow value reference */
+
+int bt_get(bonsai_db *db, uint64_t end, const bt_tree *t, bn_key key,
+           bonsai_val *val);
+int bt_put(bonsai_db *db, bt_tree *t, bn_key key, const uint8_t *val,
+           uint32_t vlen, unsigned flags);
+int bt_del(bonsai_db *db, bt_tree *t, bn_key key);
+
+/* Positions on an entry by mode, decoding its leaf into *leaf (which the
+ * caller bn_init'ed; it is cleared first). */
+int bt_seek(bonsai_db *db, uint64_t end, const bt_tree *t, int mode,
+            bn_key key, bn_node *leaf, uint32_t *idx);
+
+/* Turns a stored value (inline bytes or overflow reference) into bytes. */
+int bt_value(bonsai_db *db, uint64_t end, const uint8_t *v, uint32_t len,
+             unsigned vflag, bonsai_val *out);
+
+/* Writes every changed node (see above). */
+int bt_flush(bonsai_db *db);
+
+/* After a successful flush: releases replaced runs and frees removed
+ * nodes. */
+void bt_after_flush(bonsai_db *db);
+
+/* Drops clean decoded leaves (not roots) when more than keep are held. */
+void bt_evict_leaves(bonsai_db *db, size_t keep);
+
+/* Forgets every change since the last flush: frees runs handed out by the
+ * operation (no-transaction mode) and all decoded nodes of the trees. */
+void bt_forget_changes(bonsai_db *db);
+
+/* Frees the decoded nodes of t (its images are untouched). */
+void bt_discard(bonsai_db *db, bt_tree *t);
+
+/* Calls fn for every extent t references: nodes and overflow values. */
+typedef int (*bt_ext_fn)(void *ctx, bn_ext ext);
+int bt_walk(bonsai_db *db, uint64_t end, const bt_tree *t, bt_ext_fn fn,
+            void *ctx);
+
+/* Releases every extent of t and forgets its decoded nodes: t is empty. */
+int bt_drop(bonsai_db *db, bt_tree *t);
+
+#endif

@@ -1,0 +1,106 @@
+/*
+ * cache.c - when to write cached changes, and how much room to demand
+ * before accepting another one.
+ *
+ * Budget: db->cache_bytes counts the memory of decoded leaves and changed
+ * branches.  It is recounted every RECOUNT_EVERY changes rather than kept
+ * exact, so the cache may overshoot its budget by that many changes.
+ *
+ * Room: each changed node may need a fresh run when it is written, so a
+ * change is accepted only while the allocator can surely hand out a run
+ * for every changed node (alloc_avail_slots counts runs however the free
+ * space is cut).  When it cannot, the cache is written first and the
+ * question asked again: FULL comes only when even that does not help.
+ */
+#include "cache.h"
+
+#include <time.h>
+
+#include "btree.h"
+
+#define RECOUNT_EVERY 256u
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void cache_note_dirty(bonsai_db *db)
+{
+    if (db->opt.flush_delay_ms && db->dirty.n == 0)
+        db->dirty_since_ms = now_ms();
+}
+
+static void recount(bonsai_db *db)
+{
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < db->leaves.n; i++) {
+        bn_node *n = db->leaves.v[i];
+        if (!n->dead)
+            bytes += bn_mem_bytes(n);
+    }
+    for (size_t i = 0; i < db->dirty.n; i++) {
+        bn_node *n = db->dirty.v[i];
+        if (!n->dead && !n->leaf)
+            bytes += bn_mem_bytes(n);
+    }
+    db->cache_bytes = bytes;
+    db->changes = 0;
+}
+
+int cache_flush(bonsai_db *db)
+{
+    int rc = bt_flush(db);
+    if (rc == 0) {
+        bt_after_flush(db);
+        bt_evict_leaves(db, 0);
+    }
+    recount(db);
+    return rc;
+}
+
+int cache_after_change(bonsai_db *db)
+{
+    if (++db->changes >= RECOUNT_EVERY)
+        recount(db);
+    int over = db->cache_bytes > db->opt.write_cache_bytes;
+    int old = db->opt.flush_delay_ms && db->dirty.n &&
+              now_ms() - db->dirty_since_ms >= db->opt.flush_delay_ms;
+    if (!over && !old)
+        return 0;
+    if (db->dirty.n == 0) {
+        bt_evict_leaves(db, 0);
+        recount(db);
+        return 0;
+    }
+    return cache_flush(db);
+}
+
+/* Enough room when every cached node, a parent for each, and the nodes
+ * this change may add (a split per level) can each get a slot, and a
+ * large value its pages. */
+static int room_for(const bonsai_db *db, const bt_tree *t, uint32_t vlen)
+{
+    uint64_t nodes = 2u * db->dirty_nodes + 2u * (t->depth + 1u) +
+                     db->catalog.depth + 2u;
+    if (alloc_avail_slots(&db->al) < nodes)
+        return 0;
+    if (vlen == UINT32_MAX || vlen <= db->inline_max)
+        return 1;
+    uint64_t vpages = ((uint64_t)vlen + 16 + db->page_size - 1) /
+                      db->page_size;
+    return alloc_avail(&db->al) >= vpages + nodes * db->al.slot;
+}
+
+int cache_reserve(bonsai_db *db, const bt_tree *t, uint32_t vlen)
+{
+    if (!db->cow && (db->opt.write_cache_bytes == 0 || vlen == UINT32_MAX))
+        return 0; /* written at once and rolled back, or shrinking */
+    if (room_for(db, t, vlen))
+        return 0;
+    if (db->dirty.n && cache_flush(db) == 0 && room_for(db, t, vlen))
+        return 0;
+    return BONSAI_FULL;
+}

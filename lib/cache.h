@@ -1,0 +1,29 @@
+/*
+ * cache.h - the write cache policy: when changed nodes are written and
+ * when decoded nodes are dropped (cache.c).  The mechanism (decoded nodes,
+ * the dirty list, flush) is btree's; this file only decides when.
+ */
+#ifndef BONSAI_CACHE_H
+#define BONSAI_CACHE_H
+
+#include "internal.h"
+
+/* Called after every successful change: writes the cached changes when
+ * the cache is over its budget or its oldest change is older than the
+ * delay.  A failed write keeps the changes cached and returns the error
+ * (the change itself stands). */
+int cache_after_change(bonsai_db *db);
+
+/* Writes every cached change now and drops clean decoded leaves. */
+int cache_flush(bonsai_db *db);
+
+/* BONSAI_FULL unless the cached changes plus one more change of t (with a
+ * value of vlen bytes) can surely be written; writes the cache first when
+ * that makes room.  Deletes pass vlen UINT32_MAX: without transactions they
+ * never need room ahead (they shrink nodes). */
+int cache_reserve(bonsai_db *db, const bt_tree *t, uint32_t vlen);
+
+/* Notes the time of the first change after a write. */
+void cache_note_dirty(bonsai_db *db);
+
+#endif

@@ -1,0 +1,217 @@
+/*
+ * cursor.c - ordered iteration.  A cursor holds a decoded copy of the leaf
+ * it stands in, so next and prev within a leaf cost nothing; crossing to
+ * another leaf, or any move after the map changed in the cursor's own
+ * transaction, re-finds the position from the current key (bt_seek GT /
+ * LT), so a cursor never follows a stale pointer.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "btree.h"
+#include "maps.h"
+#include "txn.h"
+
+enum { AT_NOTHING, AT_ENTRY, AT_END };
+
+struct bonsai_cursor {
+    bonsai_db *db;
+    bonsai_txn *txn;
+    bonsai_txn *own_txn; /* snapshot opened for a NULL txn */
+    bonsai_map map;
+    bn_node leaf;
+    uint32_t idx;
+    int state;
+    uint64_t gen;
+    uint64_t ukey;
+    uint8_t kbuf[BONSAI_MAX_KEY];
+    bn_key key; /* current key, a copy */
+};
+
+static uint64_t current_gen(const bonsai_cursor *c)
+{
+    return c->txn && c->txn->rdonly ? 0 : c->db->write_gen;
+}
+
+int bonsai_cursor_open(bonsai_txn *txn, bonsai_map map, bonsai_cursor **out)
+{
+    if (!out || !map || !map->db || (txn && txn->db != map->db))
+        return BONSAI_INVALID;
+    *out = NULL;
+    bonsai_cursor *c = calloc(1, sizeof *c);
+    if (!c)
+        return BONSAI_NOMEM;
+    c->db = map->db;
+    c->map = map;
+    c->txn = txn;
+    if (!txn && c->db->cow) {
+        int rc = bonsai_txn_begin(c->db, BONSAI_TXN_RDONLY, &c->own_txn);
+        if (rc) {
+            free(c);
+            return rc;
+        }
+        c->txn = c->own_txn;
+    }
+    bn_init(&c->leaf, map->kind, 1);
+    *out = c;
+    return 0;
+}
+
+void bonsai_cursor_close(bonsai_cursor *c)
+{
+    if (!c)
+        return;
+    bn_clear(&c->leaf);
+    if (c->own_txn)
+        bonsai_txn_abort(c->own_txn);
+    free(c);
+}
+
+static void remember_key(bonsai_cursor *c)
+{
+    bn_key k = bn_key_at(&c->leaf, c->idx);
+    c->key = k;
+    if (c->map->kind == BONSAI_KEY_BYTES) {
+        memcpy(c->kbuf, k.b, k.len);
+        c->key.b = c->kbuf;
+    }
+}
+
+static int seek(bonsai_cursor *c, int mode, bn_key key)
+{
+    if (c->txn) {
+        int rc = txn_check(c->txn);
+        if (rc)
+            return rc;
+    }
+    bt_tree *t;
+    uint64_t end;
+    int rc = txn_tree(c->db, c->txn, c->map, &t, &end);
+    if (rc == 0)
+        rc = bt_seek(c->db, end, t, mode, key, &c->leaf, &c->idx);
+    if (rc) {
+        c->state = rc == BONSAI_NOTFOUND ? AT_END : AT_NOTHING;
+        return rc;
+    }
+    c->state = AT_ENTRY;
+    c->gen = current_gen(c);
+    remember_key(c);
+    return 0;
+}
+
+int bonsai_cursor_first(bonsai_cursor *c)
+{
+    return c ? seek(c, BT_FIRST, (bn_key){0}) : BONSAI_INVALID;
+}
+
+int bonsai_cursor_last(bonsai_cursor *c)
+{
+    return c ? seek(c, BT_LAST, (bn_key){0}) : BONSAI_INVALID;
+}
+
+int bonsai_cursor_seek(bonsai_cursor *c, const bonsai_val *key)
+{
+    if (!c || !key || (key->size && !key->data))
+        return BONSAI_INVALID;
+    bn_key k = {0};
+    if (c->map->kind == BONSAI_KEY_U64) {
+        if (key->size != sizeof(uint64_t))
+            return BONSAI_KEYSIZE;
+        memcpy(&k.u, key->data, sizeof k.u);
+    } else {
+        if (key->size == 0 || key->size > BONSAI_MAX_KEY)
+            return BONSAI_KEYSIZE;
+        k.b = key->data;
+        k.len = (uint32_t)key->size;
+    }
+    return seek(c, BT_GE, k);
+}
+
+int bonsai_cursor_seek_u64(bonsai_cursor *c, uint64_t key)
+{
+    if (!c)
+        return BONSAI_INVALID;
+    if (c->map->kind != BONSAI_KEY_U64)
+        return BONSAI_MAPKIND;
+    return seek(c, BT_GE, (bn_key){.u = key});
+}
+
+static int step(bonsai_cursor *c, int forward)
+{
+    if (!c)
+        return BONSAI_INVALID;
+    if (c->state == AT_NOTHING)
+        return forward ? bonsai_cursor_first(c) : bonsai_cursor_last(c);
+    if (c->state == AT_END)
+        return BONSAI_NOTFOUND;
+    if (c->gen == current_gen(c)) {
+        if (forward && c->idx + 1 < c->leaf.n) {
+            c->idx++;
+            remember_key(c);
+            return 0;
+        }
+        if (!forward && c->idx > 0) {
+            c->idx--;
+            remember_key(c);
+            return 0;
+        }
+    }
+    bn_key k = c->key;
+    return seek(c, forward ? BT_GT : BT_LT, k);
+}
+
+int bonsai_cursor_next(bonsai_cursor *c)
+{
+    return step(c, 1);
+}
+
+int bonsai_cursor_prev(bonsai_cursor *c)
+{
+    return step(c, 0);
+}
+
+int bonsai_cursor_get(bonsai_cursor *c, bonsai_val *key, bonsai_val *val)
+{
+    if (!c)
+        return BONSAI_INVALID;
+    if (c->state != AT_ENTRY)
+        return BONSAI_NOTFOUND;
+    if (c->gen != current_gen(c)) {
+        bn_key k = c->key;
+        int rc = seek(c, BT_GE, k);
+        if (rc)
+            return rc;
+    }
+    if (key) {
+        if (c->map->kind == BONSAI_KEY_U64) {
+            c->ukey = c->key.u;
+            key->data = &c->ukey;
+            key->size = sizeof c->ukey;
+        } else {
+            key->data = c->key.b;
+            key->size = c->key.len;
+        }
+    }
+    if (!val)
+        return 0;
+    const uint8_t *v;
+    uint32_t len;
+    unsigned vflag;
+    bn_value_at(&c->leaf, c->idx, &v, &len, &vflag);
+    uint64_t end = c->txn && c->txn->rdonly ? c->txn->snap.end
+                                            : c->db->al.end;
+    return bt_value(c->db, end, v, len, vflag, val);
+}
+
+int bonsai_cursor_get_u64(bonsai_cursor *c, uint64_t *key, bonsai_val *val)
+{
+    if (!c)
+        return BONSAI_INVALID;
+    if (c->map->kind != BONSAI_KEY_U64)
+        return BONSAI_MAPKIND;
+    bonsai_val k;
+    int rc = bonsai_cursor_get(c, key ? &k : NULL, val);
+    if (rc == 0 && key)
+        *key = c->key.u;
+    return rc;
+}

@@ -1,0 +1,411 @@
+/*
+ * db.c - opening and closing a store: options, the file's header and meta
+ * slots, the write lock, the mapping, and free space derived from what the
+ * trees reach (DESIGN.md decision 3).
+ *
+ * File layout: header at 0, meta slots at 512 and 1024, node pages from
+ * max(4096, page_size) on.  Anonymous stores use the same page numbering
+ * and simply never write the header or meta slots.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "btree.h"
+#include "cache.h"
+#include "internal.h"
+#include "maps.h"
+#include "txn.h"
+
+#define DEFAULT_MAX_SIZE (UINT64_C(1) << 30)
+
+void bonsai_options_init(bonsai_options *o)
+{
+    if (!o)
+        return;
+    memset(o, 0, sizeof *o);
+    o->max_size = DEFAULT_MAX_SIZE;
+    o->page_size = 512;
+    o->node_bytes = 4096;
+    o->node_entries = 4096;
+    o->transactions = -1;
+    o->sync = 1;
+    o->create = 1;
+    o->file_mode = 0644;
+    o->write_cache_bytes = UINT64_C(32) << 20;
+}
+
+static int options_valid(const bonsai_options *o)
+{
+    uint32_t p = o->page_size;
+    if (p < 512 || p > 65536 || (p & (p - 1)))
+        return 0;
+    if (o->node_bytes < 256 || o->node_bytes > (1u << 20))
+        return 0;
+    if (o->node_entries < 2 || o->node_entries > BONSAI_MAX_NODE_ENTRIES)
+        return 0;
+    return o->max_size >= 64 * 1024;
+}
+
+static uint64_t head_bytes(uint32_t page_size)
+{
+    return page_size > BX_HEAD_BYTES ? page_size : BX_HEAD_BYTES;
+}
+
+/* ---- header and meta --------------------------------------------------- */
+
+static int write_header(bonsai_db *db)
+{
+    uint8_t buf[BX_HEAD_BYTES];
+    memset(buf, 0, sizeof buf);
+    bx_header h = {BX_FORMAT_VERSION, db->opt.page_size, db->opt.node_bytes,
+                   db->opt.node_entries, 0};
+    bx_header_encode(&h, buf);
+    bx_meta m = {0};
+    m.end = db->first_pgno;
+    bx_meta_encode(&m, buf + BX_META_OFF(0));
+    int rc = db->io.truncate(db->io.ctx, db->fd, head_bytes(db->page_size));
+    if (rc == 0)
+        rc = db->io.pwrite(db->io.ctx, db->fd, buf, sizeof buf, 0);
+    if (rc == 0)
+        rc = db->io.fsync(db->io.ctx, db->fd);
+    return rc;
+}
+
+static int read_meta(bonsai_db *db, const uint8_t *head, uint64_t fsize)
+{
+    bx_meta m[2];
+    int ok[2];
+    for (unsigned s = 0; s < 2; s++)
+        ok[s] = bx_meta_decode(head + BX_META_OFF(s), &m[s]) == 0 &&
+                m[s].end >= db->first_pgno &&
+                m[s].end <= fsize / db->page_size;
+    if (!ok[0] && !ok[1])
+        return BONSAI_CORRUPT;
+    int pick = !ok[0] || (ok[1] && m[1].txn_id > m[0].txn_id);
+    db->meta = m[pick];
+    return 0;
+}
+
+int bx_write_meta(bonsai_db *db, const bx_meta *m)
+{
+    uint8_t buf[BX_META_SIZE];
+    bx_meta_encode(m, buf);
+    return db->io.pwrite(db->io.ctx, db->fd, buf, sizeof buf,
+                         BX_META_OFF(m->txn_id & 1));
+}
+
+/* Reads the header, adopts the settings fixed at creation, picks a meta. */
+static int load_file(bonsai_db *db, uint64_t fsize)
+{
+    uint8_t head[BX_HEAD_BYTES];
+    if (fsize < BX_HEAD_BYTES)
+        return BONSAI_CORRUPT;
+    int rc = db->io.pread(db->io.ctx, db->fd, head, sizeof head, 0);
+    if (rc)
+        return rc;
+    bx_header h;
+    if ((rc = bx_header_decode(head, &h)))
+        return rc;
+    db->opt.page_size = h.page_size;
+    db->opt.node_bytes = h.node_bytes;
+    db->opt.node_entries = h.node_entries;
+    db->page_size = h.page_size;
+    db->first_pgno = head_bytes(h.page_size) / h.page_size;
+    if (fsize < head_bytes(h.page_size))
+        return BONSAI_CORRUPT;
+    return read_meta(db, head, fsize);
+}
+
+/* ---- free space -------------------------------------------------------- */
+
+typedef struct used_map {
+    uint64_t first, end;
+    uint8_t *bits;
+} used_map;
+
+static int mark_used(void *ctx, bn_ext e)
+{
+    used_map *u = ctx;
+    if (e.npages == 0 || e.pgno < u->first || e.pgno >= u->end ||
+        e.npages > u->end - e.pgno)
+        return BONSAI_CORRUPT;
+    for (uint64_t p = e.pgno - u->first; p < e.pgno - u->first + e.npages;
+         p++) {
+        if (u->bits[p >> 3] & (1u << (p & 7)))
+            return BONSAI_CORRUPT; /* referenced twice */
+        u->bits[p >> 3] |= (uint8_t)(1u << (p & 7));
+    }
+    return 0;
+}
+
+static int walk_map_record(void *ctx, const char *name, const bt_tree *t)
+{
+    (void)name;
+    used_map *u = ((void **)ctx)[0];
+    bonsai_db *db = ((void **)ctx)[1];
+    return bt_walk(db, db->meta.end, t, mark_used, u);
+}
+
+static int free_gaps(bonsai_db *db, const used_map *u)
+{
+    uint64_t n = u->end - u->first, run = 0;
+    for (uint64_t p = 0; p <= n; p++) {
+        int used = p == n || (u->bits[p >> 3] & (1u << (p & 7)));
+        if (!used && run < UINT32_MAX) {
+            run++;
+            continue;
+        }
+        if (run) {
+            bn_ext e = {u->first + p - run, (uint32_t)run};
+            int rc = alloc_put(&db->al, e);
+            if (rc)
+                return rc;
+        }
+        run = used ? 0 : 1;
+    }
+    return 0;
+}
+
+/* Every page below end that no tree reaches is free. */
+static int derive_free_space(bonsai_db *db)
+{
+    used_map u = {db->first_pgno, db->meta.end, NULL};
+    u.bits = calloc((u.end - u.first) / 8 + 1, 1);
+    if (!u.bits)
+        return BONSAI_NOMEM;
+    int rc = bt_walk(db, db->meta.end, &db->catalog, mark_used, &u);
+    void *ctx[2] = {&u, db};
+    if (rc == 0)
+        rc = maps_each_record(db, db->meta.end, &db->catalog, walk_map_record,
+                              ctx);
+    if (rc == 0)
+        rc = free_gaps(db, &u);
+    free(u.bits);
+    return rc;
+}
+
+/* ---- open -------------------------------------------------------------- */
+
+static int open_error(int e, int writable)
+{
+    if (e == ENOENT)
+        return BONSAI_NOTFOUND;
+    if (writable && (e == EACCES || e == EROFS || e == EPERM))
+        return BONSAI_READONLY;
+    if (e == ENOMEM)
+        return BONSAI_NOMEM;
+    return BONSAI_IO;
+}
+
+static int open_fd(bonsai_db *db, const char *path)
+{
+    int writable = !db->opt.read_only;
+    int flags = (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC;
+    if (writable && db->opt.create)
+        flags |= O_CREAT;
+    db->fd = open(path, flags, (mode_t)db->opt.file_mode);
+    if (db->fd < 0)
+        return open_error(errno, writable);
+    struct stat st;
+    if (fstat(db->fd, &st) != 0)
+        return BONSAI_IO;
+    if (!S_ISREG(st.st_mode))
+        return BONSAI_IO;
+    if (flock(db->fd, (writable ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0)
+        return errno == EWOULDBLOCK ? BONSAI_BUSY : BONSAI_IO;
+    return 0;
+}
+
+static int file_size(bonsai_db *db, uint64_t *size)
+{
+    struct stat st;
+    if (fstat(db->fd, &st) != 0)
+        return BONSAI_IO;
+    *size = (uint64_t)st.st_size;
+    return 0;
+}
+
+static int open_file(bonsai_db *db, const char *path)
+{
+    int rc = open_fd(db, path);
+    uint64_t fsize = 0;
+    if (rc == 0)
+        rc = file_size(db, &fsize);
+    if (rc)
+        return rc;
+    if (fsize == 0) {
+        if (db->opt.read_only)
+            return BONSAI_CORRUPT;
+        db->page_size = db->opt.page_size;
+        db->first_pgno = head_bytes(db->page_size) / db->page_size;
+        if ((rc = write_header(db)) || (rc = file_size(db, &fsize)))
+            return rc;
+        db->meta = (bx_meta){.end = db->first_pgno};
+    } else if ((rc = load_file(db, fsize))) {
+        return rc;
+    }
+    long os = sysconf(_SC_PAGESIZE);
+    uint64_t ospage = os > 0 ? (uint64_t)os : 4096;
+    if (fsize % ospage && !db->opt.read_only) {
+        fsize += ospage - fsize % ospage;
+        if ((rc = db->io.truncate(db->io.ctx, db->fd, fsize)))
+            return rc;
+    }
+    uint64_t used = db->meta.end * db->page_size;
+    uint64_t cap = db->opt.max_size > used ? db->opt.max_size : used;
+    return region_open_file(&db->rg, &db->io, db->fd, cap, fsize,
+                            !db->opt.read_only);
+}
+
+static int open_anon(bonsai_db *db)
+{
+    if (db->opt.read_only)
+        return BONSAI_INVALID;
+    db->page_size = db->opt.page_size;
+    db->first_pgno = head_bytes(db->page_size) / db->page_size;
+    db->meta = (bx_meta){.end = db->first_pgno};
+    return region_open_anon(&db->rg, &db->io, db->opt.max_size);
+}
+
+static void set_catalog_from_meta(bonsai_db *db)
+{
+    db->catalog = (bt_tree){.kind = BONSAI_KEY_BYTES};
+    db->catalog.root.ext = db->meta.cat_root;
+    db->catalog.depth = db->meta.cat_depth;
+    db->catalog.count = db->meta.cat_count;
+}
+
+static int open_store(bonsai_db *db, const char *path)
+{
+    int rc = path ? open_file(db, path) : open_anon(db);
+    if (rc)
+        return rc;
+    db->inline_max = db->opt.node_bytes / 4;
+    db->cow = db->opt.transactions < 0 ? path != NULL
+                                        : db->opt.transactions != 0;
+    db->wtxn_id = db->meta.txn_id + 1;
+    set_catalog_from_meta(db);
+    /* the largest image: node_bytes plus two entries of the largest kind */
+    uint64_t biggest = (uint64_t)db->opt.node_bytes +
+                       2u * (BONSAI_MAX_KEY + db->inline_max + 64u);
+    alloc_init(&db->al, &db->rg, db->page_size, db->first_pgno,
+               db->meta.end,
+               (uint32_t)((biggest + db->page_size - 1) / db->page_size));
+    if (path && !db->opt.read_only)
+        return derive_free_space(db);
+    return 0;
+}
+
+int bonsai_open_io(const char *path, const bonsai_options *opts,
+                   const bx_io *io, bonsai_db **out)
+{
+    if (!out || !io)
+        return BONSAI_INVALID;
+    *out = NULL;
+    bonsai_db *db = calloc(1, sizeof *db);
+    if (!db)
+        return BONSAI_NOMEM;
+    if (opts)
+        db->opt = *opts;
+    else
+        bonsai_options_init(&db->opt);
+    db->io = *io;
+    db->fd = -1;
+    db->anonymous = path == NULL;
+    if (!options_valid(&db->opt)) {
+        free(db);
+        return BONSAI_INVALID;
+    }
+    db->maps = calloc(BONSAI_MAX_MAPS, sizeof *db->maps);
+    if (!db->maps || pthread_mutex_init(&db->lock, NULL) != 0) {
+        free(db->maps);
+        free(db);
+        return BONSAI_NOMEM;
+    }
+    int rc = open_store(db, path);
+    if (rc) {
+        db->wtxn = NULL;
+        db->opt.read_only = 1; /* nothing to write back */
+        bonsai_close(db);
+        return rc;
+    }
+    *out = db;
+    return 0;
+}
+
+int bonsai_open(const char *path, const bonsai_options *opts, bonsai_db **db)
+{
+    return bonsai_open_io(path, opts, bx_io_default(), db);
+}
+
+/* ---- close, sync, stat ------------------------------------------------- */
+
+int bonsai_sync(bonsai_db *db)
+{
+    if (!db)
+        return BONSAI_INVALID;
+    if (db->opt.read_only)
+        return 0;
+    if (db->failed)
+        return BONSAI_FAILED;
+    if (db->cow)
+        return db->anonymous ? 0 : db->io.fsync(db->io.ctx, db->fd);
+    return db->anonymous ? cache_flush(db) : txn_write_back(db);
+}
+
+int bonsai_close(bonsai_db *db)
+{
+    if (!db)
+        return 0;
+    int rc = 0;
+    if (db->wtxn)
+        bonsai_txn_abort(db->wtxn);
+    if (!db->cow && !db->opt.read_only && !db->anonymous && !db->failed &&
+        db->rg.base)
+        rc = txn_write_back(db);
+    bt_forget_changes(db);
+    maps_free_all(db);
+    bt_discard(db, &db->catalog);
+    ptrvec_free(&db->dirty);
+    ptrvec_free(&db->leaves);
+    ptrvec_free(&db->graveyard);
+    extvec_free(&db->op_alloc);
+    extvec_free(&db->op_release);
+    alloc_free_all(&db->al);
+    region_close(&db->rg);
+    if (db->fd >= 0)
+        close(db->fd);
+    free(db->readers);
+    free(db->maps);
+    pthread_mutex_destroy(&db->lock);
+    free(db);
+    return rc;
+}
+
+int bonsai_db_stat(bonsai_db *db, bonsai_stat *st)
+{
+    if (!db || !st)
+        return BONSAI_INVALID;
+    memset(st, 0, sizeof *st);
+    pthread_mutex_lock(&db->lock);
+    st->txn_id = db->meta.txn_id;
+    pthread_mutex_unlock(&db->lock);
+    st->max_size = db->rg.cap;
+    st->bytes_mapped = db->anonymous ? db->al.end * db->page_size
+                                     : db->rg.mapped;
+    st->bytes_used = db->al.end * db->page_size;
+    st->bytes_free = db->al.free_pages * db->page_size;
+    st->page_size = db->page_size;
+    st->node_bytes = db->opt.node_bytes;
+    st->node_entries = db->opt.node_entries;
+    st->format_version = BX_FORMAT_VERSION;
+    st->cache_bytes = db->cache_bytes;
+    st->transactions = db->cow;
+    st->anonymous = db->anonymous;
+    return 0;
+}

@@ -1,0 +1,112 @@
+/*
+ * internal.h - the private structs behind the public handles.
+ *
+ * A store has one writer state (db->maps[i].w, db->catalog and the dirty
+ * lists): in transaction mode it belongs to the open write transaction,
+ * in no-transaction mode to the store itself.  Read snapshots share
+ * nothing mutable with it: they read node images through their own copy
+ * of the meta slot.  db->lock guards the reader table and db->meta.
+ */
+#ifndef BONSAI_INTERNAL_H
+#define BONSAI_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "alloc.h"
+#include "bonsai.h"
+#include "io.h"
+#include "meta.h"
+#include "node.h"
+#include "region.h"
+#include "vec.h"
+
+typedef struct bonsai_map_s map_slot;
+
+/* A reference the flush plan changed, to put back if the plan fails. */
+typedef struct ext_undo {
+    bn_ext *where;
+    bn_ext old;
+} ext_undo;
+
+#define TREE_F_OVERFLOW 0x01u /* some leaf holds an overflow value */
+
+/* One B-tree: a map or the catalog. */
+typedef struct bt_tree {
+    unsigned kind;
+    bn_child root;    /* ext and, for the writer, the decoded root */
+    uint8_t depth;    /* 0: empty, 1: the root is a leaf */
+    uint8_t flags;    /* TREE_F_* */
+    uint64_t count;   /* entries */
+    int record_dirty; /* the catalog's record is out of date */
+} bt_tree;
+
+/* A map handle's slot (bonsai_map points at one).  name, kind, db and
+ * index never change once the slot is published; the rest is the
+ * writer's. */
+struct bonsai_map_s {
+    bonsai_db *db;
+    uint32_t index;
+    char *name;
+    unsigned kind;
+    int live;       /* 0 once dropped (or its creation was rolled back) */
+    int loaded;     /* w holds the writer's state */
+    int created;    /* created by the open write transaction */
+    int dropped;    /* dropped by the open write transaction */
+    bt_tree w;
+};
+
+struct bonsai_db {
+    bonsai_options opt;
+    bx_io io;
+    region rg;
+    alloc al;
+    int fd;
+    int anonymous;
+    int cow;             /* transactions on */
+    int failed;          /* a sync failed: no more writes */
+    uint32_t page_size;
+    uint32_t inline_max; /* longer values go to overflow extents */
+    uint64_t first_pgno;
+
+    pthread_mutex_t lock;
+    bx_meta meta;        /* last commit */
+    uint64_t *readers;   /* snapshot txn ids of open read txns */
+    size_t nreaders, cap_readers;
+
+    /* writer state */
+    bonsai_txn *wtxn;    /* open write transaction */
+    uint64_t wtxn_id;    /* id the writer stamps on new images */
+    uint64_t write_gen;  /* bumped by every change, for cursors */
+    bt_tree catalog;
+    map_slot *maps;
+    uint32_t nmaps, cap_maps;
+    ptrvec dirty;        /* decoded nodes changed since the last flush */
+    ptrvec leaves;       /* decoded leaves (evicted after a flush) */
+    ptrvec graveyard;    /* nodes removed from trees, freed after a flush */
+    uint64_t dirty_nodes;
+    uint64_t dirty_since_ms; /* when the oldest unwritten change was made */
+    uint64_t cache_bytes;    /* decoded nodes, recounted now and then */
+    uint32_t changes;        /* since the last recount */
+    extvec op_alloc;     /* no-txn: runs this operation handed out */
+    extvec op_release;   /* runs to release once the change is final */
+    extvec undo_alloc;   /* flush: runs the plan handed out ... */
+    ext_undo *undo; /* ... and references it changed */
+    size_t nundo, cap_undo;
+    bt_tree *op_tree;    /* no-txn: the tree the change touches ... */
+    bt_tree op_saved;    /* ... and its state before, for rollback */
+};
+
+struct bonsai_txn {
+    bonsai_db *db;
+    int rdonly;
+    int failed;          /* an operation failed midway: only abort */
+    uint64_t id;         /* snapshot (read) or new txn id (write) */
+    bx_meta snap;        /* read: the meta it sees */
+    bt_tree *rmaps;      /* read: trees by map handle, loaded lazily */
+    uint8_t *rloaded;    /* read: 0 not yet, 1 loaded, 2 missing */
+    uint32_t nrmaps;
+    int autocommit;
+};
+
+#endif

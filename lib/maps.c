@@ -1,0 +1,452 @@
+/*
+ * maps.c - named maps: handles, catalog records, create/open/drop/list.
+ *
+ * The catalog is a byte-key tree: key = map name (1..255 bytes), value =
+ * the map's 24-byte record (meta.h).  db->maps is a fixed array of slots,
+ * so a bonsai_map pointer stays valid for the life of the db; a slot is
+ * published (nmaps raised) under db->lock once its name and kind are set.
+ */
+#include "maps.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "btree.h"
+#include "txn.h"
+
+static bn_key name_key(const char *name)
+{
+    return (bn_key){.b = (const uint8_t *)name, .len = (uint32_t)strlen(name)};
+}
+
+static int name_ok(const char *name)
+{
+    if (!name)
+        return 0;
+    size_t len = strlen(name);
+    return len >= 1 && len <= BONSAI_MAX_NAME;
+}
+
+static int tree_of_record(const uint8_t *v, uint32_t len, bt_tree *t)
+{
+    unsigned kind, flags, depth;
+    bn_ext root;
+    uint64_t count;
+    int rc = bx_record_decode(v, len, &kind, &flags, &depth, &root, &count);
+    if (rc)
+        return rc;
+    *t = (bt_tree){.kind = kind, .depth = (uint8_t)depth,
+                   .flags = (uint8_t)flags, .count = count};
+    t->root.ext = root;
+    return 0;
+}
+
+/* Looks name up in catalog. */
+static int find_record(bonsai_db *db, uint64_t end, const bt_tree *catalog,
+                       const char *name, bt_tree *t)
+{
+    bonsai_val v;
+    int rc = bt_get(db, end, catalog, name_key(name), &v);
+    if (rc)
+        return rc;
+    return tree_of_record(v.data, (uint32_t)v.size, t);
+}
+
+int maps_each_record(bonsai_db *db, uint64_t end, const bt_tree *catalog,
+                     maps_record_fn fn, void *ctx)
+{
+    bn_node leaf;
+    bn_init(&leaf, BONSAI_KEY_BYTES, 1);
+    uint8_t last[BONSAI_MAX_KEY];
+    char name[BONSAI_MAX_NAME + 1];
+    uint32_t idx;
+    int rc = bt_seek(db, end, catalog, BT_FIRST, (bn_key){0}, &leaf, &idx);
+    while (rc == 0) {
+        for (uint32_t i = idx; i < leaf.n && rc == 0; i++) {
+            bn_key k = bn_key_at(&leaf, i);
+            const uint8_t *v;
+            uint32_t len;
+            unsigned vflag;
+            bt_tree t;
+            bn_value_at(&leaf, i, &v, &len, &vflag);
+            if (k.len > BONSAI_MAX_NAME || vflag ||
+                memchr(k.b, 0, k.len)) {
+                rc = BONSAI_CORRUPT;
+                break;
+            }
+            memcpy(name, k.b, k.len);
+            name[k.len] = 0;
+            if ((rc = tree_of_record(v, len, &t)) == 0)
+                rc = fn(ctx, name, &t);
+        }
+        if (rc)
+            break;
+        bn_key k = bn_key_at(&leaf, leaf.n - 1);
+        memcpy(last, k.b, k.len);
+        k.b = last;
+        rc = bt_seek(db, end, catalog, BT_GT, k, &leaf, &idx);
+    }
+    bn_clear(&leaf);
+    return rc == BONSAI_NOTFOUND ? 0 : rc;
+}
+
+/* ---- slots ------------------------------------------------------------- */
+
+static map_slot *writer_slot(bonsai_db *db, const char *name)
+{
+    for (uint32_t i = 0; i < db->nmaps; i++) {
+        map_slot *s = &db->maps[i];
+        if (s->loaded && s->live && !s->dropped &&
+            strcmp(s->name, name) == 0)
+            return s;
+    }
+    return NULL;
+}
+
+/* A published slot of that name and kind, or a new one. */
+static int get_slot(bonsai_db *db, const char *name, unsigned kind,
+                    map_slot **out)
+{
+    int rc = 0;
+    pthread_mutex_lock(&db->lock);
+    map_slot *s = NULL;
+    for (uint32_t i = 0; i < db->nmaps && !s; i++)
+        if (db->maps[i].kind == kind && strcmp(db->maps[i].name, name) == 0)
+            s = &db->maps[i];
+    if (!s && db->nmaps == BONSAI_MAX_MAPS)
+        rc = BONSAI_MAPS_FULL;
+    if (!s && rc == 0) {
+        char *copy = strdup(name);
+        if (!copy) {
+            rc = BONSAI_NOMEM;
+        } else {
+            s = &db->maps[db->nmaps];
+            memset(s, 0, sizeof *s);
+            s->db = db;
+            s->index = db->nmaps;
+            s->name = copy;
+            s->kind = kind;
+            db->nmaps++;
+        }
+    }
+    pthread_mutex_unlock(&db->lock);
+    *out = s;
+    return rc;
+}
+
+static uint32_t published(bonsai_db *db)
+{
+    pthread_mutex_lock(&db->lock);
+    uint32_t n = db->nmaps;
+    pthread_mutex_unlock(&db->lock);
+    return n;
+}
+
+int maps_writer_tree(bonsai_db *db, bonsai_map map, bt_tree **t)
+{
+    if (!map || map->db != db || map->dropped)
+        return BONSAI_INVALID;
+    if (!map->loaded) {
+        /* opened through a snapshot, or not used since a commit/abort:
+         * the map exists for the writer if its catalog says so */
+        int rc = find_record(db, db->al.end, &db->catalog, map->name,
+                             &map->w);
+        if (rc == BONSAI_NOTFOUND || (rc == 0 && map->w.kind != map->kind)) {
+            map->live = 0;
+            return BONSAI_INVALID;
+        }
+        if (rc)
+            return rc;
+        map->loaded = map->live = 1;
+    }
+    *t = &map->w;
+    return 0;
+}
+
+static int grow_reader_maps(bonsai_txn *txn, uint32_t n)
+{
+    bt_tree *m = realloc(txn->rmaps, n * sizeof *m);
+    if (!m)
+        return BONSAI_NOMEM;
+    txn->rmaps = m;
+    uint8_t *l = realloc(txn->rloaded, n);
+    if (!l)
+        return BONSAI_NOMEM;
+    memset(l + txn->nrmaps, 0, n - txn->nrmaps);
+    txn->rloaded = l;
+    txn->nrmaps = n;
+    return 0;
+}
+
+int maps_reader_tree(bonsai_txn *txn, bonsai_map map, bt_tree **t)
+{
+    bonsai_db *db = txn->db;
+    if (!map || map->db != db)
+        return BONSAI_INVALID;
+    uint32_t i = map->index;
+    if (i >= txn->nrmaps) {
+        int rc = grow_reader_maps(txn, published(db));
+        if (rc)
+            return rc;
+    }
+    if (txn->rloaded[i] == 0) {
+        bt_tree cat = {.kind = BONSAI_KEY_BYTES, .depth = txn->snap.cat_depth,
+                       .count = txn->snap.cat_count};
+        cat.root.ext = txn->snap.cat_root;
+        int rc = find_record(db, txn->snap.end, &cat, map->name,
+                             &txn->rmaps[i]);
+        if (rc && rc != BONSAI_NOTFOUND)
+            return rc;
+        txn->rloaded[i] = rc == 0 && txn->rmaps[i].kind == map->kind ? 1 : 2;
+    }
+    if (txn->rloaded[i] == 2)
+        return BONSAI_NOTFOUND;
+    *t = &txn->rmaps[i];
+    return 0;
+}
+
+/* ---- records, commit and abort ----------------------------------------- */
+
+static int store_record(bonsai_db *db, map_slot *s)
+{
+    if (s->dropped) {
+        int rc = bt_del(db, &db->catalog, name_key(s->name));
+        return rc == BONSAI_NOTFOUND ? 0 : rc;
+    }
+    if (!s->live || !s->w.record_dirty)
+        return 0;
+    const bt_tree *t = &s->w;
+    if (t->depth && t->root.ext.pgno == 0)
+        return BONSAI_CORRUPT; /* not flushed: a bug, not a file problem */
+    uint8_t rec[BX_RECORD_SIZE];
+    bx_record_encode(t->kind, t->flags, t->depth, t->root.ext, t->count, rec);
+    int rc = bt_put(db, &db->catalog, name_key(s->name), rec, sizeof rec, 0);
+    if (rc == 0)
+        s->w.record_dirty = 0;
+    return rc;
+}
+
+int maps_store_records(bonsai_db *db)
+{
+    for (uint32_t i = 0; i < db->nmaps; i++) {
+        map_slot *s = &db->maps[i];
+        if (!s->loaded)
+            continue;
+        int rc = store_record(db, s);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+void maps_after_commit(bonsai_db *db)
+{
+    for (uint32_t i = 0; i < db->nmaps; i++) {
+        map_slot *s = &db->maps[i];
+        if (s->dropped) {
+            s->live = 0;
+            s->loaded = 0;
+        }
+        s->dropped = 0;
+        s->created = 0;
+    }
+}
+
+void maps_after_abort(bonsai_db *db)
+{
+    for (uint32_t i = 0; i < db->nmaps; i++) {
+        map_slot *s = &db->maps[i];
+        if (s->created)
+            s->live = 0;
+        s->created = 0;
+        s->dropped = 0;
+        if (s->loaded)
+            bt_discard(db, &s->w);
+        s->loaded = 0;
+    }
+}
+
+void maps_free_all(bonsai_db *db)
+{
+    if (!db->maps)
+        return;
+    for (uint32_t i = 0; i < db->nmaps; i++) {
+        if (db->maps[i].loaded)
+            bt_discard(db, &db->maps[i].w);
+        free(db->maps[i].name);
+    }
+    db->nmaps = 0;
+}
+
+/* ---- public calls ------------------------------------------------------ */
+
+typedef struct map_arg {
+    const char *name;
+    unsigned kind;
+    bonsai_map *map;
+    unsigned *kind_out;
+} map_arg;
+
+/* Does the catalog the caller sees hold name?  Fills *t when it does. */
+static int lookup(bonsai_db *db, bonsai_txn *txn, const char *name,
+                  bt_tree *t)
+{
+    if (txn && txn->rdonly) {
+        bt_tree cat = {.kind = BONSAI_KEY_BYTES, .depth = txn->snap.cat_depth};
+        cat.root.ext = txn->snap.cat_root;
+        return find_record(db, txn->snap.end, &cat, name, t);
+    }
+    map_slot *s = writer_slot(db, name);
+    if (s) {
+        t->kind = s->kind;
+        return 0;
+    }
+    for (uint32_t i = 0; i < db->nmaps; i++)
+        if (db->maps[i].dropped && strcmp(db->maps[i].name, name) == 0)
+            return BONSAI_NOTFOUND; /* dropped by this transaction */
+    return find_record(db, db->al.end, &db->catalog, name, t);
+}
+
+static int create_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
+{
+    map_arg *a = argp;
+    bt_tree t;
+    int rc = lookup(db, txn, a->name, &t);
+    if (rc == 0) {
+        if (t.kind == a->kind)
+            get_slot(db, a->name, t.kind, a->map);
+        return BONSAI_EXISTS;
+    }
+    if (rc != BONSAI_NOTFOUND)
+        return rc;
+    map_slot *s;
+    if ((rc = get_slot(db, a->name, a->kind, &s)))
+        return rc;
+    if (s->loaded)
+        bt_discard(db, &s->w);
+    s->w = (bt_tree){.kind = a->kind, .record_dirty = 1};
+    s->live = s->loaded = 1;
+    s->dropped = 0; /* its record is overwritten, not deleted */
+    s->created = db->cow;
+    db->write_gen++;
+    *a->map = s;
+    return 0;
+}
+
+int bonsai_map_create(bonsai_db *db, bonsai_txn *txn, const char *name,
+                      unsigned kind, bonsai_map *map)
+{
+    if (!db || !map || !name_ok(name) || (txn && txn->db != db) ||
+        (kind != BONSAI_KEY_U64 && kind != BONSAI_KEY_BYTES))
+        return BONSAI_INVALID;
+    map_arg a = {name, kind, map, NULL};
+    return txn_change(db, txn, create_fn, &a);
+}
+
+static int open_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
+{
+    map_arg *a = argp;
+    bt_tree t;
+    int rc = lookup(db, txn, a->name, &t);
+    if (rc)
+        return rc;
+    map_slot *s;
+    if ((rc = get_slot(db, a->name, t.kind, &s)))
+        return rc;
+    *a->map = s;
+    if (a->kind_out)
+        *a->kind_out = t.kind;
+    return 0;
+}
+
+int bonsai_map_open(bonsai_db *db, bonsai_txn *txn, const char *name,
+                    bonsai_map *map, unsigned *kind)
+{
+    if (!db || !map || !name_ok(name) || (txn && txn->db != db))
+        return BONSAI_INVALID;
+    map_arg a = {name, 0, map, kind};
+    return txn_read(db, txn, open_fn, &a);
+}
+
+static int drop_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
+{
+    (void)txn;
+    map_arg *a = argp;
+    bt_tree t;
+    int rc = lookup(db, txn, a->name, &t);
+    if (rc)
+        return rc;
+    map_slot *s;
+    if ((rc = get_slot(db, a->name, t.kind, &s)))
+        return rc;
+    bt_tree *w;
+    if ((rc = maps_writer_tree(db, s, &w)))
+        return rc;
+    txn_note_tree(db, w);
+    db->write_gen++;
+    if ((rc = bt_drop(db, w)))
+        return rc;
+    s->dropped = 1;
+    if (!db->cow) {
+        /* no transaction to wait for: the record goes now */
+        if ((rc = store_record(db, s)))
+            return rc;
+        s->live = s->loaded = s->dropped = 0;
+    }
+    return 0;
+}
+
+int bonsai_map_drop(bonsai_db *db, bonsai_txn *txn, const char *name)
+{
+    if (!db || !name_ok(name) || (txn && txn->db != db))
+        return BONSAI_INVALID;
+    map_arg a = {name, 0, NULL, NULL};
+    return txn_change(db, txn, drop_fn, &a);
+}
+
+typedef struct list_arg {
+    bonsai_map_fn fn;
+    void *ctx;
+} list_arg;
+
+static int list_one(void *ctx, const char *name, const bt_tree *t)
+{
+    list_arg *a = ctx;
+    return a->fn(a->ctx, name, t->kind, t->count);
+}
+
+static int list_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
+{
+    if (txn && txn->rdonly) {
+        bt_tree cat = {.kind = BONSAI_KEY_BYTES, .depth = txn->snap.cat_depth};
+        cat.root.ext = txn->snap.cat_root;
+        return maps_each_record(db, txn->snap.end, &cat, list_one, argp);
+    }
+    return maps_each_record(db, db->al.end, &db->catalog, list_one, argp);
+}
+
+/* The writer's catalog is brought up to date before it is listed. */
+static int refresh_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
+{
+    (void)txn;
+    (void)argp;
+    int rc = bt_flush(db);
+    if (rc == 0)
+        rc = maps_store_records(db);
+    return rc;
+}
+
+int bonsai_map_list(bonsai_db *db, bonsai_txn *txn, bonsai_map_fn fn,
+                    void *ctx)
+{
+    if (!db || !fn || (txn && txn->db != db))
+        return BONSAI_INVALID;
+    list_arg a = {fn, ctx};
+    int writer = txn ? !txn->rdonly : !db->cow;
+    if (writer && !db->opt.read_only) {
+        int rc = txn_change(db, txn, refresh_fn, NULL);
+        if (rc)
+            return rc;
+    }
+    return txn_read(db, txn, list_fn, &a);
+}

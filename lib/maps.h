@@ -1,0 +1,36 @@
+/*
+ * maps.h - named maps: the handle table, and the catalog tree that maps
+ * each name to a record (kind, flags, depth, root, count; see meta.h).
+ *
+ * The writer keeps each map's tree in its handle slot and writes changed
+ * records into the catalog only when it makes state durable or visible
+ * (commit, write-back, listing).  Readers look names up in the catalog of
+ * their snapshot.
+ */
+#ifndef BONSAI_MAPS_H
+#define BONSAI_MAPS_H
+
+#include "internal.h"
+
+typedef int (*maps_record_fn)(void *ctx, const char *name, const bt_tree *t);
+
+/* Calls fn for every record of catalog in name order. */
+int maps_each_record(bonsai_db *db, uint64_t end, const bt_tree *catalog,
+                     maps_record_fn fn, void *ctx);
+
+/* The writer's tree of a map handle (BONSAI_INVALID for a stale one). */
+int maps_writer_tree(bonsai_db *db, bonsai_map map, bt_tree **t);
+
+/* The tree of a map handle in a read snapshot (BONSAI_NOTFOUND if the map
+ * did not exist then). */
+int maps_reader_tree(bonsai_txn *txn, bonsai_map map, bt_tree **t);
+
+/* Writes every changed record into the catalog (and deletes dropped
+ * maps' records). */
+int maps_store_records(bonsai_db *db);
+
+void maps_after_commit(bonsai_db *db);
+void maps_after_abort(bonsai_db *db);
+void maps_free_all(bonsai_db *db);
+
+#endif

@@ -1,0 +1,53 @@
+/*
+ * meta.h - the file header and the two meta slots (format.md, "Header"
+ * and "Meta slots").  Pure encode/decode with checksums; no I/O.
+ */
+#ifndef BONSAI_META_H
+#define BONSAI_META_H
+
+#include <stdint.h>
+
+#include "node.h"
+
+#define BX_FORMAT_VERSION 1u
+#define BX_HEADER_OFF 0u
+#define BX_HEADER_SIZE 32u
+#define BX_META_OFF(slot) (512u + 512u * (slot))
+#define BX_META_SIZE 52u
+#define BX_HEAD_BYTES 4096u /* header and meta area before the data */
+
+typedef struct bx_header {
+    uint32_t version;
+    uint32_t page_size;
+    uint32_t node_bytes;
+    uint32_t node_entries;
+    uint32_t flags;
+} bx_header;
+
+typedef struct bx_meta {
+    uint64_t txn_id;
+    uint64_t end;         /* high-water page number */
+    bn_ext cat_root;      /* catalog root, pgno 0 when empty */
+    uint8_t cat_depth;
+    uint64_t cat_count;   /* maps in the catalog */
+} bx_meta;
+
+void bx_header_encode(const bx_header *h, uint8_t out[BX_HEADER_SIZE]);
+/* Returns 0, BONSAI_CORRUPT (magic, checksum, bad field) or
+ * BONSAI_VERSION (a newer format). */
+int bx_header_decode(const uint8_t *in, bx_header *h);
+
+void bx_meta_encode(const bx_meta *m, uint8_t out[BX_META_SIZE]);
+/* Returns 0 or BONSAI_CORRUPT. */
+int bx_meta_decode(const uint8_t *in, bx_meta *m);
+
+/* Map records in the catalog: kind, flags, depth, root, count. */
+#define BX_RECORD_SIZE 24u
+void bx_record_encode(unsigned kind, unsigned flags, unsigned depth,
+                      bn_ext root, uint64_t count,
+                      uint8_t out[BX_RECORD_SIZE]);
+int bx_record_decode(const uint8_t *in, uint32_t len, unsigned *kind,
+                     unsigned *flags, unsigned *depth, bn_ext *root,
+                     uint64_t *count);
+
+#endif

@@ -1,0 +1,1828 @@
+/*
+ * node.c - node images and decoded nodes.
+ *
+ * An image is one node as stored: a 16-byte header, the key section, then
+ * the value section (leaf) or the child section (branch), which ends
+ * exactly at the image length.  Every field is little-endian and assembled
+ * byte by byte; a varint is the LEB128 of bytes.h, always in its shortest
+ * form.
+ *
+ *   header (16 bytes):
+ *     0  u8   type       1 = leaf, 2 = branch
+ *     1  u8   flags      0x01 KEY_U64: u64 keys (else byte-string keys)
+ *                        0x02 VALS_EMPTY: leaf, every value is empty
+ *                        0x04 VALS_FIXED: leaf, every value has length L
+ *                        0x08 OVERFLOW: leaf, some value is an overflow ref
+ *                        a branch sets only 0x01; any other bit is corrupt
+ *     2  u16  count n    leaf 0..65535, branch 1..65535
+ *     4  u32  length     the whole image in bytes, header included
+ *     8  u32  crc        bonsai_crc32c(0, image, length), these 4 bytes 0
+ *     12 u32  keys_len   bytes of the key section, which starts at 16
+ *
+ *   key section, u64 keys: groups of 64 entries (the last may be shorter)
+ *     group   := gdelta:varint width:u8 base:varint packed
+ *     gdelta  group 0: its first key; group g > 0: its first key minus the
+ *             first key of group g-1 (> 0)
+ *     width   0..64: bits needed for (largest difference - base)
+ *     base    smallest difference key[j] - key[j-1] inside the group (0 for
+ *             a group of one entry)
+ *     packed  ceil((cnt-1) * width / 8) bytes: key[j] - key[j-1] - base for
+ *             j = 1..cnt-1 as width-bit numbers, a little-endian bit stream
+ *             (first value in the low bits of the first byte); the unused
+ *             high bits of the last byte are zero
+ *
+ *   key section, byte-string keys: prefix compression, restart every 16
+ *     entry   := shared:varint unshared:varint bytes[unshared]
+ *     shared  the longest prefix in common with the previous key, except 0
+ *             when i % 16 == 0 (a restart: the key is stored whole);
+ *             1 <= shared + unshared <= 1024
+ *     then ceil(n / 16) u32 restart offsets: entry 16r's offset from the
+ *     start of the key section
+ *
+ *   Keys strictly increase: u64 numerically, byte strings in memcmp order
+ *   (a proper prefix sorts first).
+ *
+ *   value section (leaf), one of:
+ *     VALS_EMPTY  nothing: every value is empty
+ *     VALS_FIXED  L:varint (L >= 1), then n * L value bytes
+ *     general     n varints (len << 1 | is_overflow), len < 2^31, then the
+ *                 bytes of every value in entry order; OVERFLOW is set iff
+ *                 some entry is an overflow value (its bytes are an opaque
+ *                 reference this layer stores but does not read)
+ *     The encoder picks VALS_EMPTY when every value is empty and none is
+ *     overflow, else VALS_FIXED when all have one length and none is
+ *     overflow, else the general form.  The decoder accepts only that
+ *     choice, the shortest varints, the smallest width and base and zero
+ *     padding bits, so one node has exactly one image.
+ *
+ *   child section (branch): n entries of pgno:u40 npages:u24, npages >= 1
+ */
+#include "node.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bonsai.h"
+#include "bytes.h"
+#include "checksum.h"
+
+#define GROUP 64u            /* u64 keys: entries per group */
+#define RESTART 16u          /* byte keys: entries per restart point */
+#define CHILD_BYTES 8u       /* u40 pgno + u24 npages */
+#define MAX_COUNT 65535u     /* the u16 count */
+#define MAX_VLEN 0x7fffffffu /* value lengths are < 2^31 */
+
+/* What an empty value points at when no arena byte backs it. */
+static const uint8_t no_bytes[1];
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static inline unsigned bit_len(uint64_t v)
+{
+    return v ? 64u - (unsigned)__builtin_clzll(v) : 0u;
+}
+
+static inline uint32_t min_u32(uint32_t a, uint32_t b)
+{
+    return a < b ? a : b;
+}
+
+/* varint_len without a loop (sizes are computed for every entry). */
+static inline unsigned vlen(uint64_t v)
+{
+    return (bit_len(v | 1) + 6) / 7;
+}
+
+#define HIGH_BITS UINT64_C(0x8080808080808080)
+
+/* The low 7 bits of each of the 8 bytes of w, packed together (56 bits). */
+static inline uint64_t gather7(uint64_t w)
+{
+    w &= ~HIGH_BITS;
+    w = (w & UINT64_C(0x007f007f007f007f)) |
+        (w & UINT64_C(0x7f007f007f007f00)) >> 1;
+    w = (w & UINT64_C(0x00003fff00003fff)) |
+        (w & UINT64_C(0x3fff00003fff0000)) >> 2;
+    return (w & UINT64_C(0x000000000fffffff)) |
+           (w & UINT64_C(0x0fffffff00000000)) >> 4;
+}
+
+/* rd_varint with at least 10 bytes before end: a word at a time. */
+static inline int rd_varint_wide(const uint8_t **p, uint64_t *v)
+{
+    const uint8_t *q = *p;
+    uint64_t w = get_le64(q), stop = ~w & HIGH_BITS;
+    unsigned nb;
+    if (stop) { /* it ends in these 8 bytes */
+        nb = (unsigned)__builtin_ctzll(stop) / 8 + 1;
+        if (nb < 8)
+            w &= (UINT64_C(1) << (8 * nb)) - 1;
+        *v = gather7(w);
+    } else if (q[8] < 0x80) { /* 9 bytes */
+        nb = 9;
+        *v = gather7(w) | (uint64_t)q[8] << 56;
+    } else { /* 10 bytes; the last holds bit 63 only */
+        nb = 10;
+        if (q[9] != 1)
+            return -1;
+        *v = gather7(w) | (uint64_t)(q[8] & 0x7f) << 56 | UINT64_C(1) << 63;
+    }
+    if (q[nb - 1] == 0)
+        return -1;
+    *p = q + nb;
+    return 0;
+}
+
+/* Reads a varint that must be in its shortest form (a padded one would
+ * give a node a second image).  Returns 0 or -1. */
+static inline int rd_varint(const uint8_t **p, const uint8_t *end,
+                            uint64_t *v)
+{
+    const uint8_t *q = *p;
+    if (q < end && *q < 0x80) { /* the usual one-byte case */
+        *v = *q;
+        *p = q + 1;
+        return 0;
+    }
+    if (end - q >= (ptrdiff_t)VARINT_MAX)
+        return rd_varint_wide(p, v);
+    if (varint_get(p, end, v) != 0 || (*p)[-1] == 0)
+        return -1;
+    return 0;
+}
+
+/* Steps over a varint whose value is not needed. */
+static inline int skip_varint(const uint8_t **p, const uint8_t *end)
+{
+    const uint8_t *q = *p;
+    if (end - q >= 8) {
+        uint64_t stop = ~get_le64(q) & HIGH_BITS;
+        if (stop) {
+            *p = q + __builtin_ctzll(stop) / 8 + 1;
+            return 0;
+        }
+    }
+    for (unsigned i = 0; i < VARINT_MAX && q < end; i++)
+        if (!(*q++ & 0x80)) {
+            *p = q;
+            return 0;
+        }
+    return -1;
+}
+
+/* memcmp order, a proper prefix first. */
+static inline int key_cmp(const uint8_t *a, uint32_t alen, const uint8_t *b,
+                          uint32_t blen)
+{
+    uint32_t m = min_u32(alen, blen);
+    int c = m ? memcmp(a, b, m) : 0;
+    if (c)
+        return c;
+    return (alen > blen) - (alen < blen);
+}
+
+static uint32_t common_prefix(const uint8_t *a, uint32_t alen,
+                              const uint8_t *b, uint32_t blen)
+{
+    uint32_t m = min_u32(alen, blen), i = 0;
+    for (; i + 8 <= m; i += 8) { /* eight bytes a step */
+        uint64_t x = get_le64(a + i) ^ get_le64(b + i);
+        if (x) /* little-endian: the lowest set bit is in the first byte */
+            return i + (uint32_t)__builtin_ctzll(x) / 8;
+    }
+    while (i < m && a[i] == b[i])
+        i++;
+    return i;
+}
+
+/* The width-bit number at bit pos of a little-endian bit stream starting
+ * at s.  The caller guarantees that those bits lie before end. */
+static inline uint64_t get_bits(const uint8_t *s, const uint8_t *end,
+                                uint64_t pos, unsigned width)
+{
+    if (width == 0)
+        return 0;
+    const uint8_t *q = s + (pos >> 3);
+    unsigned sh = (unsigned)(pos & 7);
+    uint64_t v = 0;
+    if (end - q >= 8) {
+        v = get_le64(q) >> sh;
+        if (sh + width > 64) /* the 9th byte; sh >= 1 here */
+            v |= (uint64_t)q[8] << (64 - sh);
+    } else { /* near the end: only the bytes that hold the bits */
+        unsigned nb = (sh + width + 7) >> 3;
+        for (unsigned i = 0; i < nb; i++)
+            v |= (uint64_t)q[i] << (8 * i);
+        v >>= sh;
+    }
+    return width == 64 ? v : v & ((UINT64_C(1) << width) - 1);
+}
+
+/* Appends width-bit numbers to a little-endian bit stream. */
+typedef struct bitw {
+    uint8_t *p;
+    uint64_t acc; /* bits not yet written, the oldest lowest */
+    unsigned n;   /* how many; < 8 between calls */
+} bitw;
+
+static void bitw_put(bitw *w, uint64_t v, unsigned width)
+{
+    if (width == 0)
+        return;
+    w->acc |= v << w->n;
+    if (w->n + width >= 64) { /* acc is full: write it, keep v's rest */
+        unsigned used = 64 - w->n;
+        put_le64(w->p, w->acc);
+        w->p += 8;
+        w->acc = used < 64 ? v >> used : 0;
+        w->n = w->n + width - 64;
+    } else {
+        w->n += width;
+    }
+    while (w->n >= 8) {
+        *w->p++ = (uint8_t)w->acc;
+        w->acc >>= 8;
+        w->n -= 8;
+    }
+}
+
+static uint8_t *bitw_end(bitw *w)
+{
+    if (w->n > 0) /* the last partial byte, high bits zero */
+        *w->p++ = (uint8_t)w->acc;
+    return w->p;
+}
+
+static inline size_t packed_bytes(uint32_t cnt, unsigned width)
+{
+    return ((size_t)(cnt - 1) * width + 7) / 8;
+}
+
+/* ---- header ------------------------------------------------------------- */
+
+static uint32_t image_crc(const uint8_t *img, uint32_t length)
+{
+    static const uint8_t zero[4];
+    uint32_t crc = bonsai_crc32c(0, img, 8);
+    crc = bonsai_crc32c(crc, zero, 4);
+    return bonsai_crc32c(crc, img + 12, length - 12);
+}
+
+static int kind_matches(unsigned flags, unsigned kind)
+{
+    if (kind != BONSAI_KEY_U64 && kind != BONSAI_KEY_BYTES)
+        return 0;
+    return !!(flags & BN_F_KEY_U64) == (kind == BONSAI_KEY_U64);
+}
+
+static int flags_ok(unsigned type, unsigned flags, unsigned kind)
+{
+    if (!kind_matches(flags, kind))
+        return 0;
+    if (type == BN_TYPE_BRANCH)
+        return (flags & ~BN_F_KEY_U64) == 0;
+    if (type != BN_TYPE_LEAF || (flags & ~BN_F_KNOWN))
+        return 0;
+    /* one value form at most; overflow refs only in the general form */
+    unsigned form = flags & ~BN_F_KEY_U64;
+    return form == 0 || form == BN_F_VALS_EMPTY || form == BN_F_VALS_FIXED ||
+           form == BN_F_OVERFLOW;
+}
+
+int bn_img_check(const uint8_t *img, size_t avail, unsigned kind,
+                 int verify_crc, bn_info *info)
+{
+    if (img == NULL || avail < BN_HEADER_SIZE)
+        return BONSAI_CORRUPT;
+    unsigned type = img[0], flags = img[1];
+    uint32_t count = get_le16(img + 2);
+    uint32_t length = get_le32(img + 4);
+    uint32_t keys_len = get_le32(img + 12);
+    uint64_t body = (uint64_t)BN_HEADER_SIZE + keys_len;
+
+    if (!flags_ok(type, flags, kind))
+        return BONSAI_CORRUPT;
+    if (type == BN_TYPE_BRANCH && count == 0)
+        return BONSAI_CORRUPT;
+    if (length < BN_HEADER_SIZE || length > avail || body > length)
+        return BONSAI_CORRUPT;
+    /* sections whose size the header alone fixes */
+    if (type == BN_TYPE_BRANCH && body + (uint64_t)CHILD_BYTES * count != length)
+        return BONSAI_CORRUPT;
+    if ((flags & BN_F_VALS_EMPTY) && body != length)
+        return BONSAI_CORRUPT;
+    if (verify_crc && image_crc(img, length) != get_le32(img + 8))
+        return BONSAI_CORRUPT;
+
+    info->type = (uint8_t)type;
+    info->flags = (uint8_t)flags;
+    info->count = count;
+    info->length = length;
+    info->keys_len = keys_len;
+    return 0;
+}
+
+/* ---- u64 key section, in place ------------------------------------------ */
+
+/* One group of u64 keys as found in an image. */
+typedef struct grp {
+    uint64_t first;         /* its first key */
+    uint64_t base;          /* smallest difference (after grp_base) */
+    const uint8_t *base_at; /* where base is stored */
+    unsigned width;         /* bits per packed delta */
+    uint32_t start;         /* index of its first entry */
+    uint32_t cnt;           /* entries in it */
+    const uint8_t *packed;  /* cnt - 1 deltas */
+} grp;
+
+/* Reads the group after gr (gr zeroed before the first) at *p and skips its
+ * base and packed deltas: a search walks past groups without decoding
+ * them.  The caller knows that group exists (its start < n).  Returns 0 or
+ * -1. */
+static int grp_next(const uint8_t **p, const uint8_t *end, uint32_t n,
+                    grp *gr)
+{
+    uint32_t start = gr->start + gr->cnt;
+    uint64_t gdelta;
+    if (rd_varint(p, end, &gdelta) || *p >= end)
+        return -1;
+    gr->first = start == 0 ? gdelta : gr->first + gdelta;
+    gr->width = *(*p)++;
+    gr->base_at = *p;
+    if (gr->width > 64 || skip_varint(p, end))
+        return -1;
+    gr->start = start;
+    gr->cnt = min_u32(n - start, GROUP);
+    size_t len = packed_bytes(gr->cnt, gr->width);
+    if (len > (size_t)(end - *p))
+        return -1;
+    gr->packed = *p;
+    *p += len;
+    return 0;
+}
+
+/* Decodes the base of a group read by grp_next. */
+static inline int grp_base(grp *gr, const uint8_t *end)
+{
+    const uint8_t *p = gr->base_at;
+    return rd_varint(&p, end, &gr->base);
+}
+
+/* Delta j (1..cnt-1) of a group, base not added. */
+static inline uint64_t grp_delta(const grp *gr, const uint8_t *end,
+                                 uint32_t j)
+{
+    return get_bits(gr->packed, end, (uint64_t)(j - 1) * gr->width,
+                    gr->width);
+}
+
+/* The first j in the group whose key >= key (cnt if none), given that
+ * the group's first key is <= key; *k = that key. */
+static uint32_t grp_find(const grp *gr, const uint8_t *end, uint64_t key,
+                         uint64_t *k)
+{
+    uint64_t kj = gr->first;
+    uint32_t j = 0;
+    if (gr->width == 0 && gr->base > 0) { /* evenly spaced: no scan */
+        uint64_t gap = key - kj, steps = gap / gr->base + (gap % gr->base != 0);
+        j = steps < gr->cnt ? (uint32_t)steps : gr->cnt;
+        *k = kj + (j < gr->cnt ? j : gr->cnt - 1) * gr->base;
+        return j;
+    }
+    while (kj < key && ++j < gr->cnt)
+        kj += gr->base + grp_delta(gr, end, j);
+    *k = kj;
+    return j;
+}
+
+/* *pos = first index whose key >= key (n if none), *eq = it equals key. */
+static int u64_search(const uint8_t *s, const uint8_t *end, uint32_t n,
+                      uint64_t key, uint32_t *pos, int *eq)
+{
+    const uint8_t *p = s;
+    grp cur = {0}, next;
+
+    *pos = 0;
+    *eq = 0;
+    if (n == 0)
+        return 0;
+    if (grp_next(&p, end, n, &cur))
+        return -1;
+    if (key < cur.first)
+        return 0;
+    /* the answer is in the last group that starts at or below key */
+    while (cur.start + cur.cnt < n) {
+        next = cur;
+        if (grp_next(&p, end, n, &next))
+            return -1;
+        if (next.first > key)
+            break;
+        cur = next;
+    }
+    if (grp_base(&cur, end))
+        return -1;
+    uint64_t k;
+    uint32_t j = grp_find(&cur, end, key, &k);
+    *pos = cur.start + j;
+    *eq = j < cur.cnt && k == key;
+    return 0;
+}
+
+static int u64_key_at(const uint8_t *s, const uint8_t *end, uint32_t n,
+                      uint32_t idx, uint64_t *out)
+{
+    const uint8_t *p = s;
+    grp gr = {0};
+    do {
+        if (grp_next(&p, end, n, &gr))
+            return -1;
+    } while (gr.start + gr.cnt <= idx);
+    if (grp_base(&gr, end))
+        return -1;
+    uint64_t k = gr.first;
+    for (uint32_t j = 1; j <= idx - gr.start; j++)
+        k += gr.base + grp_delta(&gr, end, j);
+    *out = k;
+    return 0;
+}
+
+/* ---- byte key section, in place ----------------------------------------- */
+
+/* A byte-key section: the entries, then the restart offsets. */
+typedef struct bsec {
+    const uint8_t *s;    /* section start */
+    const uint8_t *ents; /* end of the entries, start of the restarts */
+    uint32_t n;          /* entries */
+    uint32_t nr;         /* restarts */
+} bsec;
+
+static int bsec_open(bsec *b, const uint8_t *s, uint32_t keys_len,
+                     uint32_t n)
+{
+    b->nr = (n + RESTART - 1) / RESTART;
+    if ((uint64_t)b->nr * 4 > keys_len)
+        return -1;
+    b->s = s;
+    b->ents = s + keys_len - (size_t)b->nr * 4;
+    b->n = n;
+    return 0;
+}
+
+/* Where restart r's entry starts. */
+static int bsec_restart(const bsec *b, uint32_t r, const uint8_t **p)
+{
+    uint32_t off = get_le32(b->ents + (size_t)r * 4);
+    if (off >= (size_t)(b->ents - b->s))
+        return -1;
+    *p = b->s + off;
+    return 0;
+}
+
+/* Reads the entry at *p on top of the previous key in buf (*len bytes; 0
+ * at a restart, which forces shared == 0).  Returns 0 or -1. */
+static int bsec_entry(const uint8_t **p, const uint8_t *end, uint8_t *buf,
+                      uint32_t *len)
+{
+    uint64_t shared, unshared;
+    if (rd_varint(p, end, &shared) || rd_varint(p, end, &unshared))
+        return -1;
+    if (shared > *len || unshared > BONSAI_MAX_KEY - shared ||
+        shared + unshared == 0 || unshared > (uint64_t)(end - *p))
+        return -1;
+    memcpy(buf + shared, *p, unshared);
+    *p += unshared;
+    *len = (uint32_t)(shared + unshared);
+    return 0;
+}
+
+/* The whole key stored at restart r, pointing into the image. */
+static int bsec_restart_key(const bsec *b, uint32_t r, const uint8_t **key,
+                            uint32_t *len)
+{
+    const uint8_t *p;
+    uint64_t shared, unshared;
+    if (bsec_restart(b, r, &p) || rd_varint(&p, b->ents, &shared) ||
+        rd_varint(&p, b->ents, &unshared))
+        return -1;
+    if (shared != 0 || unshared == 0 || unshared > BONSAI_MAX_KEY ||
+        unshared > (uint64_t)(b->ents - p))
+        return -1;
+    *key = p;
+    *len = (uint32_t)unshared;
+    return 0;
+}
+
+/* *pos = first index whose key >= key (n if none), *eq = it equals key:
+ * binary search over the restart keys, then a scan of one restart run. */
+static int bytes_search(const bsec *b, const uint8_t *key, uint32_t klen,
+                        uint32_t *pos, int *eq)
+{
+    uint8_t buf[BONSAI_MAX_KEY];
+    uint32_t lo = 0, hi = b->nr;
+
+    *pos = 0;
+    *eq = 0;
+    while (lo < hi) { /* lo = first restart whose key is above key */
+        uint32_t mid = lo + (hi - lo) / 2, rlen;
+        const uint8_t *rk;
+        if (bsec_restart_key(b, mid, &rk, &rlen))
+            return -1;
+        if (key_cmp(rk, rlen, key, klen) <= 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0) /* below every key (or no keys) */
+        return 0;
+
+    uint32_t i = (lo - 1) * RESTART, stop = min_u32(i + RESTART, b->n);
+    uint32_t len = 0;
+    const uint8_t *p;
+    if (bsec_restart(b, lo - 1, &p) || bsec_entry(&p, b->ents, buf, &len))
+        return -1;
+    int c = key_cmp(buf, len, key, klen);
+    while (c < 0 && ++i < stop) {
+        if (bsec_entry(&p, b->ents, buf, &len))
+            return -1;
+        c = key_cmp(buf, len, key, klen);
+    }
+    *pos = i;
+    *eq = i < stop && c == 0;
+    return 0;
+}
+
+static int bytes_key_at(const bsec *b, uint32_t idx, uint8_t *buf,
+                        uint32_t *len)
+{
+    const uint8_t *p;
+    *len = 0;
+    if (bsec_restart(b, idx / RESTART, &p))
+        return -1;
+    for (uint32_t i = 0; i <= idx % RESTART; i++)
+        if (bsec_entry(&p, b->ents, buf, len))
+            return -1;
+    return 0;
+}
+
+/* ---- images, read in place ---------------------------------------------- */
+
+int bn_img_search(const uint8_t *img, const bn_info *info, unsigned kind,
+                  bn_key key, uint32_t *idx, int *found)
+{
+    const uint8_t *s = img + BN_HEADER_SIZE;
+    uint32_t pos;
+    int eq, rc;
+
+    if (!kind_matches(info->flags, kind))
+        return BONSAI_CORRUPT;
+    if (kind == BONSAI_KEY_U64) {
+        rc = u64_search(s, s + info->keys_len, info->count, key.u, &pos,
+                        &eq);
+    } else {
+        bsec b;
+        rc = bsec_open(&b, s, info->keys_len, info->count);
+        if (rc == 0)
+            rc = bytes_search(&b, key.b, key.len, &pos, &eq);
+    }
+    if (rc)
+        return BONSAI_CORRUPT;
+    if (info->type == BN_TYPE_BRANCH && !eq && pos > 0)
+        pos--; /* the child whose range holds key */
+    *idx = pos;
+    if (found)
+        *found = eq;
+    return 0;
+}
+
+int bn_img_key(const uint8_t *img, const bn_info *info, unsigned kind,
+               uint32_t idx, uint8_t *buf, bn_key *out)
+{
+    const uint8_t *s = img + BN_HEADER_SIZE;
+    if (idx >= info->count || !kind_matches(info->flags, kind))
+        return BONSAI_CORRUPT;
+    memset(out, 0, sizeof *out);
+    if (kind == BONSAI_KEY_U64)
+        return u64_key_at(s, s + info->keys_len, info->count, idx, &out->u)
+                   ? BONSAI_CORRUPT
+                   : 0;
+    bsec b;
+    if (bsec_open(&b, s, info->keys_len, info->count) ||
+        bytes_key_at(&b, idx, buf, &out->len))
+        return BONSAI_CORRUPT;
+    out->b = buf;
+    return 0;
+}
+
+static int fixed_value(const uint8_t *p, const uint8_t *end, uint32_t idx,
+                       const uint8_t **val, uint32_t *len)
+{
+    uint64_t l;
+    if (rd_varint(&p, end, &l) || l == 0 || l > MAX_VLEN)
+        return BONSAI_CORRUPT;
+    if ((uint64_t)(idx + 1) * l > (uint64_t)(end - p))
+        return BONSAI_CORRUPT;
+    *val = p + (size_t)idx * l;
+    *len = (uint32_t)l;
+    return 0;
+}
+
+/* Sum of the lengths in 8 one-byte general-form varints (len << 1 | f). */
+static inline uint64_t sum_short_lens(uint64_t w)
+{
+    w = (w >> 1) & UINT64_C(0x7f7f7f7f7f7f7f7f);
+    w = (w & UINT64_C(0x00ff00ff00ff00ff)) +
+        ((w >> 8) & UINT64_C(0x00ff00ff00ff00ff));
+    return (w * UINT64_C(0x0001000100010001)) >> 48;
+}
+
+/* General form: the lengths before idx say where its bytes start, and the
+ * bytes begin after all n length varints, so all of those are walked,
+ * eight bytes at a time where possible. */
+static int general_value(const uint8_t *p, const uint8_t *end, uint32_t n,
+                         uint32_t idx, const uint8_t **val, uint32_t *len,
+                         unsigned *vflag)
+{
+    uint64_t before = 0, v = 0;
+    for (uint32_t i = 0; i <= idx;) {
+        if (idx - i >= 8 && end - p >= 8 && !(get_le64(p) & HIGH_BITS)) {
+            before += sum_short_lens(get_le64(p)); /* 8 short lengths */
+            p += 8;
+            i += 8;
+            continue;
+        }
+        if (rd_varint(&p, end, &v) || (v >> 1) > MAX_VLEN)
+            return BONSAI_CORRUPT;
+        if (i++ < idx)
+            before += v >> 1;
+    }
+    for (uint32_t left = n - idx - 1; left > 0;) {
+        if (end - p >= 8) { /* count the varints ending in 8 bytes */
+            uint32_t ends = (uint32_t)__builtin_popcountll(~get_le64(p) &
+                                                           HIGH_BITS);
+            if (ends < left) { /* all 8 bytes are length bytes */
+                left -= ends;
+                p += 8;
+                continue;
+            }
+        }
+        if (p >= end)
+            return BONSAI_CORRUPT;
+        left -= !(*p++ & 0x80); /* a byte without the high bit ends one */
+    }
+    if (before + (v >> 1) > (uint64_t)(end - p))
+        return BONSAI_CORRUPT;
+    *val = p + before;
+    *len = (uint32_t)(v >> 1);
+    *vflag = (unsigned)(v & 1);
+    return 0;
+}
+
+int bn_img_value(const uint8_t *img, const bn_info *info, uint32_t idx,
+                 const uint8_t **val, uint32_t *len, unsigned *vflag)
+{
+    const uint8_t *p = img + BN_HEADER_SIZE + info->keys_len;
+    const uint8_t *end = img + info->length;
+
+    if (info->type != BN_TYPE_LEAF || idx >= info->count)
+        return BONSAI_CORRUPT;
+    *vflag = 0;
+    if (info->flags & BN_F_VALS_EMPTY) {
+        *val = p;
+        *len = 0;
+        return 0;
+    }
+    if (info->flags & BN_F_VALS_FIXED)
+        return fixed_value(p, end, idx, val, len);
+    return general_value(p, end, info->count, idx, val, len, vflag);
+}
+
+int bn_img_child(const uint8_t *img, const bn_info *info, uint32_t idx,
+                 bn_ext *out)
+{
+    uint64_t off = (uint64_t)BN_HEADER_SIZE + info->keys_len +
+                   (uint64_t)idx * CHILD_BYTES;
+    if (info->type != BN_TYPE_BRANCH || idx >= info->count ||
+        off + CHILD_BYTES > info->length)
+        return BONSAI_CORRUPT;
+    out->pgno = get_le40(img + off);
+    out->npages = get_le24(img + off + 5);
+    return out->npages ? 0 : BONSAI_CORRUPT;
+}
+
+/* ---- decoded nodes: memory ---------------------------------------------- */
+
+/* Sets the capacity of every array the node uses to cap (>= n).  On
+ * failure some arrays may have grown, which changes nothing visible. */
+static int set_cap(bn_node *node, uint32_t cap)
+{
+    if (node->kind == BONSAI_KEY_U64) {
+        uint64_t *k = realloc(node->k64, (size_t)cap * sizeof *k);
+        if (!k)
+            return BONSAI_NOMEM;
+        node->k64 = k;
+    } else {
+        bn_span *k = realloc(node->kb, (size_t)cap * sizeof *k);
+        if (!k)
+            return BONSAI_NOMEM;
+        node->kb = k;
+    }
+    if (node->val) {
+        bn_span *v = realloc(node->val, (size_t)cap * sizeof *v);
+        if (!v)
+            return BONSAI_NOMEM;
+        node->val = v;
+        uint8_t *f = realloc(node->vflag, cap);
+        if (!f)
+            return BONSAI_NOMEM;
+        node->vflag = f;
+    }
+    if (!node->leaf) {
+        bn_child *c = realloc(node->child, (size_t)cap * sizeof *c);
+        if (!c)
+            return BONSAI_NOMEM;
+        node->child = c;
+    }
+    node->cap = cap;
+    return 0;
+}
+
+/* Room for need entries, doubling. */
+static int grow_arrays(bn_node *node, uint64_t need)
+{
+    if (need <= node->cap)
+        return 0;
+    if (need > UINT32_MAX / 2)
+        return BONSAI_NOMEM;
+    uint32_t cap = node->cap ? node->cap : 8;
+    while (cap < need)
+        cap *= 2;
+    return set_cap(node, cap);
+}
+
+/* Leaf: the value arrays, which stay unallocated while every value is
+ * empty (a u64 leaf of empty values then costs only its keys).  All-zero
+ * spans and flags mean empty values, so this changes nothing visible. */
+static int ensure_vals(bn_node *node)
+{
+    if (node->val)
+        return 0;
+    assert(node->leaf && node->cap > 0);
+    bn_span *v = calloc(node->cap, sizeof *v);
+    uint8_t *f = calloc(node->cap, 1);
+    if (!v || !f) {
+        free(v);
+        free(f);
+        return BONSAI_NOMEM;
+    }
+    node->val = v;
+    node->vflag = f;
+    return 0;
+}
+
+/* Room for extra more arena bytes, doubling. */
+static int arena_reserve(bn_node *node, uint64_t extra)
+{
+    uint64_t need = (uint64_t)node->arena_len + extra;
+    if (need <= node->arena_cap)
+        return 0;
+    if (need > UINT32_MAX)
+        return BONSAI_NOMEM;
+    uint64_t cap = node->arena_cap ? node->arena_cap : 64;
+    while (cap < need)
+        cap *= 2;
+    if (cap > UINT32_MAX)
+        cap = UINT32_MAX;
+    uint8_t *a = realloc(node->arena, cap);
+    if (!a)
+        return BONSAI_NOMEM;
+    node->arena = a;
+    node->arena_cap = (uint32_t)cap;
+    return 0;
+}
+
+/* Appends len bytes (room reserved) and returns their span. */
+static bn_span arena_put(bn_node *node, const uint8_t *src, uint32_t len)
+{
+    bn_span s = {node->arena_len, len};
+    if (len)
+        memcpy(node->arena + s.off, src, len);
+    node->arena_len += len;
+    return s;
+}
+
+/* Bytes of a span (never a null pointer, even for an empty span). */
+static inline const uint8_t *span_bytes(const bn_node *node, bn_span s)
+{
+    return s.len ? node->arena + s.off : no_bytes;
+}
+
+/* A caller may pass bytes that live in this node's own arena (a key or
+ * value it got from bn_key_at / bn_value_at); growing the arena moves
+ * them, so they are remembered as an offset across the realloc. */
+static int64_t arena_off(const bn_node *node, const uint8_t *p)
+{
+    uintptr_t a = (uintptr_t)node->arena, q = (uintptr_t)p;
+    if (node->arena && q >= a && q < a + node->arena_cap)
+        return (int64_t)(q - a);
+    return -1;
+}
+
+static const uint8_t *arena_rebase(const bn_node *node, const uint8_t *p,
+                                   int64_t off)
+{
+    return off >= 0 ? node->arena + off : p;
+}
+
+static void span_relocate(bn_span *s, const uint8_t *from, uint8_t *to,
+                          uint32_t *off)
+{
+    if (s->len == 0) {
+        s->off = 0;
+        return;
+    }
+    memcpy(to + *off, from + s->off, s->len);
+    s->off = *off;
+    *off += s->len;
+}
+
+/* Once more than half the arena is dead, copies the live bytes into a
+ * fresh, smaller arena in entry order.  If malloc fails the dead bytes
+ * simply stay: compaction only saves memory. */
+static void arena_settle(bn_node *node)
+{
+    if (node->n == 0 || node->arena_len == node->arena_dead) {
+        node->arena_len = node->arena_dead = 0; /* nothing live */
+        return;
+    }
+    if (node->arena_dead <= node->arena_len / 2)
+        return;
+    uint32_t live = node->arena_len - node->arena_dead, off = 0;
+    uint64_t cap = 64;
+    while (cap < live)
+        cap *= 2;
+    uint8_t *a = malloc(cap);
+    if (!a)
+        return;
+    for (uint32_t i = 0; i < node->n; i++) {
+        if (node->kb)
+            span_relocate(&node->kb[i], node->arena, a, &off);
+        if (node->val)
+            span_relocate(&node->val[i], node->arena, a, &off);
+    }
+    assert(off == live);
+    free(node->arena);
+    node->arena = a;
+    node->arena_cap = (uint32_t)cap;
+    node->arena_len = live;
+    node->arena_dead = 0;
+}
+
+/* Gives back the arena's spare room (a decoded node is cached as it is;
+ * its first insert doubles the arena again).  Kept as it is if realloc
+ * fails. */
+static void arena_fit(bn_node *node)
+{
+    if (node->arena_cap == node->arena_len)
+        return;
+    if (node->arena_len == 0) {
+        free(node->arena);
+        node->arena = NULL;
+        node->arena_cap = 0;
+        return;
+    }
+    uint8_t *a = realloc(node->arena, node->arena_len);
+    if (a) {
+        node->arena = a;
+        node->arena_cap = node->arena_len;
+    }
+}
+
+/* Moves count entries of every array from index from to index to. */
+static void move_entries(bn_node *node, uint32_t to, uint32_t from,
+                         uint32_t count)
+{
+    if (count == 0 || to == from)
+        return;
+    if (node->k64)
+        memmove(node->k64 + to, node->k64 + from, count * sizeof *node->k64);
+    if (node->kb)
+        memmove(node->kb + to, node->kb + from, count * sizeof *node->kb);
+    if (node->val) {
+        memmove(node->val + to, node->val + from, count * sizeof *node->val);
+        memmove(node->vflag + to, node->vflag + from, count);
+    }
+    if (node->child)
+        memmove(node->child + to, node->child + from,
+                count * sizeof *node->child);
+}
+
+/* ---- decoded nodes: the size estimate ----------------------------------- */
+
+/*
+ * est = 16 (header) + keys + values (leaf) or 8 n (branch), from running
+ * sums of per-entry terms.  An entry's key term depends on the entries
+ * just before it only, so a change updates a few terms in O(1) (plus the
+ * key's length for byte keys, to find a shared prefix); bn_move and
+ * bn_decode recompute all in O(n).
+ *
+ * u64 keys, in 1/64 bytes: a group packs every difference d at the width
+ * of its spread (largest d - smallest d), so an entry costs the bits of
+ * |d - previous d| (0 in a run of equal steps, sequential or not), plus up
+ * to 3 bits because the spread of a group is the largest of 63 (for random
+ * keys about 2^3 times the typical one), plus a 64th of a group header
+ * guessed from d: varint(64 d) + 1 + varint(d).  The first key costs its
+ * varint.  This is within a few percent for random or sequential keys;
+ * keys mixing dense runs with big jumps are underestimated, since one jump
+ * widens its whole group.
+ *
+ * byte keys, in bytes: an entry costs varint(p) + varint(len - p) + len - p,
+ * p its prefix shared with the previous key (summed in est_shared).  Every
+ * 16th entry really stores its whole key, so est_shared / 16 is added,
+ * with the 4-byte restart offsets.
+ *
+ * values: VALS_EMPTY costs 0, the general form est_vhdr + est_vbytes.  The
+ * fixed form applies when every length is equal, which holds iff
+ * n * sum(len^2) == sum(len)^2 (Cauchy-Schwarz); that is tested mod 2^64,
+ * where a false match is possible but harmless (1 byte per entry).  So the
+ * value part is exact.
+ */
+
+enum { SUB = 0, ADD = 1 };
+
+static void tally(uint64_t *sum, uint64_t v, int add)
+{
+    *sum = add ? *sum + v : *sum - v;
+}
+
+/* Entry i's u64 key term, in 1/64 bytes. */
+static uint64_t u64_term(const uint64_t *k, uint32_t i)
+{
+    if (i == 0)
+        return 64 * vlen(k[0]);
+    uint64_t d = k[i] - k[i - 1], dp = i > 1 ? k[i - 1] - k[i - 2] : d;
+    unsigned b = bit_len(d > dp ? d - dp : dp - d);
+    uint64_t d64 = d > UINT64_MAX >> 6 ? UINT64_MAX : d << 6;
+    return 8 * (b + (b < 3 ? b : 3)) + vlen(d64) + 1 + vlen(d);
+}
+
+/* Entry i's byte key term, in bytes; *shared its prefix. */
+static uint64_t bytes_term(const bn_node *node, uint32_t i, uint32_t *shared)
+{
+    bn_span k = node->kb[i];
+    uint32_t p = 0;
+    if (i > 0) {
+        bn_span q = node->kb[i - 1];
+        p = common_prefix(span_bytes(node, q), q.len, span_bytes(node, k),
+                          k.len);
+    }
+    *shared = p;
+    return vlen(p) + vlen(k.len - p) + k.len - p;
+}
+
+/* Adds or takes away the key terms of entries [from, to). */
+static void est_key_terms(bn_node *node, uint32_t from, uint32_t to, int add)
+{
+    for (uint32_t i = from; i < to && i < node->n; i++) {
+        if (node->kind == BONSAI_KEY_U64) {
+            tally(&node->est_keys, u64_term(node->k64, i), add);
+        } else {
+            uint32_t p;
+            tally(&node->est_keys, bytes_term(node, i, &p), add);
+            tally(&node->est_shared, p, add);
+        }
+    }
+}
+
+/* How many entries after a key have terms that depend on it. */
+static uint32_t est_reach(const bn_node *node)
+{
+    return node->kind == BONSAI_KEY_U64 ? 2 : 1;
+}
+
+/* Adds or takes away one value's term. */
+static void est_val(bn_node *node, uint32_t len, unsigned vflag, int add)
+{
+    tally(&node->est_vbytes, len, add);
+    tally(&node->est_vsq, (uint64_t)len * len, add);
+    tally(&node->est_vhdr, vlen((uint64_t)len << 1 | vflag), add);
+    if (vflag)
+        node->est_novf = add ? node->est_novf + 1 : node->est_novf - 1;
+}
+
+static uint64_t est_values(const bn_node *node)
+{
+    uint64_t n = node->n, sum = node->est_vbytes;
+    if (node->est_novf == 0 && sum == 0)
+        return 0;
+    if (node->est_novf == 0 && n * node->est_vsq == sum * sum)
+        return vlen(sum / n) + sum;
+    return node->est_vhdr + sum;
+}
+
+static void est_refresh(bn_node *node)
+{
+    uint64_t n = node->n, e = BN_HEADER_SIZE;
+    if (node->kind == BONSAI_KEY_U64)
+        e += (node->est_keys + 63) / 64;
+    else
+        e += node->est_keys + node->est_shared / RESTART +
+             4 * ((n + RESTART - 1) / RESTART);
+    e += node->leaf ? est_values(node) : CHILD_BYTES * n;
+    node->est = (size_t)e;
+}
+
+/* Recomputes every running sum from the entries: O(n). */
+static void est_recompute(bn_node *node)
+{
+    node->est_keys = node->est_shared = 0;
+    node->est_vbytes = node->est_vsq = node->est_vhdr = 0;
+    node->est_novf = 0;
+    est_key_terms(node, 0, node->n, ADD);
+    for (uint32_t i = 0; node->leaf && i < node->n; i++) {
+        if (node->val)
+            est_val(node, node->val[i].len, node->vflag[i], ADD);
+        else
+            est_val(node, 0, 0, ADD);
+    }
+    est_refresh(node);
+}
+
+/* ---- encoding ----------------------------------------------------------- */
+
+/* Section sizes and the value form of the image bn_encode writes. */
+typedef struct layout {
+    uint64_t keys_len;
+    uint64_t ents_len; /* byte keys: the entries before the restarts */
+    unsigned vform;    /* leaf: BN_F_VALS_EMPTY, _FIXED, BN_F_OVERFLOW or 0 */
+    uint64_t tail_len; /* the value or child section */
+} layout;
+
+/* base and width of the group of cnt keys at k. */
+static void group_shape(const uint64_t *k, uint32_t cnt, uint64_t *base,
+                        unsigned *width)
+{
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (uint32_t j = 1; j < cnt; j++) {
+        uint64_t d = k[j] - k[j - 1];
+        lo = d < lo ? d : lo;
+        hi = d > hi ? d : hi;
+    }
+    *base = cnt > 1 ? lo : 0;
+    *width = cnt > 1 ? bit_len(hi - lo) : 0;
+}
+
+static uint64_t group_gdelta(const bn_node *node, uint32_t g)
+{
+    return g ? node->k64[g] - node->k64[g - GROUP] : node->k64[0];
+}
+
+static uint64_t u64_keys_len(const bn_node *node)
+{
+    uint64_t len = 0;
+    for (uint32_t g = 0; g < node->n; g += GROUP) {
+        uint32_t cnt = min_u32(GROUP, node->n - g);
+        uint64_t base;
+        unsigned width;
+        group_shape(node->k64 + g, cnt, &base, &width);
+        len += vlen(group_gdelta(node, g)) + 1 + vlen(base) +
+               packed_bytes(cnt, width);
+    }
+    return len;
+}
+
+static inline const uint8_t *key_bytes(const bn_node *node, uint32_t i)
+{
+    return span_bytes(node, node->kb[i]);
+}
+
+/* The prefix entry i shares in the image: 0 at a restart. */
+static uint32_t image_shared(const bn_node *node, uint32_t i)
+{
+    if (i % RESTART == 0)
+        return 0;
+    return common_prefix(key_bytes(node, i - 1), node->kb[i - 1].len,
+                         key_bytes(node, i), node->kb[i].len);
+}
+
+static uint64_t byte_ents_len(const bn_node *node)
+{
+    uint64_t len = 0;
+    for (uint32_t i = 0; i < node->n; i++) {
+        uint32_t s = image_shared(node, i), u = node->kb[i].len - s;
+        len += vlen(s) + vlen(u) + u;
+    }
+    return len;
+}
+
+static void value_layout(const bn_node *node, layout *lay)
+{
+    uint64_t total = 0, hdr = 0;
+    uint32_t len0 = node->val && node->n ? node->val[0].len : 0;
+    int same = 1, ovf = 0;
+
+    for (uint32_t i = 0; node->val && i < node->n; i++) {
+        uint32_t len = node->val[i].len;
+        unsigned f = node->vflag[i];
+        total += len;
+        hdr += vlen((uint64_t)len << 1 | f);
+        same &= len == len0;
+        ovf |= f != 0;
+    }
+    if (!ovf && total == 0) {
+        lay->vform = BN_F_VALS_EMPTY;
+        lay->tail_len = 0;
+    } else if (!ovf && same) {
+        lay->vform = BN_F_VALS_FIXED;
+        lay->tail_len = vlen(len0) + total;
+    } else {
+        lay->vform = ovf ? BN_F_OVERFLOW : 0;
+        lay->tail_len = hdr + total;
+    }
+}
+
+/* Fills *lay and returns the image size. */
+static uint64_t get_layout(const bn_node *node, layout *lay)
+{
+    memset(lay, 0, sizeof *lay);
+    if (node->kind == BONSAI_KEY_U64) {
+        lay->keys_len = u64_keys_len(node);
+    } else {
+        lay->ents_len = byte_ents_len(node);
+        lay->keys_len = lay->ents_len +
+                        4 * (uint64_t)((node->n + RESTART - 1) / RESTART);
+    }
+    if (node->leaf)
+        value_layout(node, lay);
+    else
+        lay->tail_len = (uint64_t)CHILD_BYTES * node->n;
+    return BN_HEADER_SIZE + lay->keys_len + lay->tail_len;
+}
+
+size_t bn_encoded_size(const bn_node *node)
+{
+    layout lay;
+    return (size_t)get_layout(node, &lay);
+}
+
+static int keys_encodable(const bn_node *node)
+{
+    for (uint32_t i = 0; i < node->n; i++) {
+        if (node->kind == BONSAI_KEY_U64) {
+            if (i > 0 && node->k64[i] <= node->k64[i - 1])
+                return 0;
+            continue;
+        }
+        bn_span k = node->kb[i];
+        if (k.len == 0 || k.len > BONSAI_MAX_KEY)
+            return 0;
+        if (i > 0 && key_cmp(key_bytes(node, i - 1), node->kb[i - 1].len,
+                             key_bytes(node, i), k.len) >= 0)
+            return 0;
+    }
+    return 1;
+}
+
+/* Whether the image would decode: the count fits, keys increase, and
+ * lengths and child extents fit their fields. */
+static int encodable(const bn_node *node)
+{
+    if (node->n > MAX_COUNT || (!node->leaf && node->n == 0))
+        return 0;
+    if (!keys_encodable(node))
+        return 0;
+    for (uint32_t i = 0; i < node->n; i++) {
+        if (node->leaf && node->val && node->val[i].len > MAX_VLEN)
+            return 0;
+        if (!node->leaf) {
+            bn_ext e = node->child[i].ext;
+            if (e.pgno > BN_MAX_PGNO || e.npages == 0 ||
+                e.npages > BN_MAX_NPAGES)
+                return 0;
+        }
+    }
+    return 1;
+}
+
+static uint8_t *put_u64_keys(const bn_node *node, uint8_t *p)
+{
+    for (uint32_t g = 0; g < node->n; g += GROUP) {
+        const uint64_t *k = node->k64 + g;
+        uint32_t cnt = min_u32(GROUP, node->n - g);
+        uint64_t base;
+        unsigned width;
+        group_shape(k, cnt, &base, &width);
+        p = varint_put(p, group_gdelta(node, g));
+        *p++ = (uint8_t)width;
+        p = varint_put(p, base);
+        bitw w = {p, 0, 0};
+        for (uint32_t j = 1; j < cnt; j++)
+            bitw_put(&w, k[j] - k[j - 1] - base, width);
+        p = bitw_end(&w);
+    }
+    return p;
+}
+
+static uint8_t *put_byte_keys(const bn_node *node, uint8_t *p,
+                              uint64_t ents_len)
+{
+    uint8_t *s = p, *restarts = p + ents_len;
+    for (uint32_t i = 0; i < node->n; i++) {
+        uint32_t sh = image_shared(node, i), u = node->kb[i].len - sh;
+        if (i % RESTART == 0)
+            put_le32(restarts + (size_t)(i / RESTART) * 4, (uint32_t)(p - s));
+        p = varint_put(p, sh);
+        p = varint_put(p, u);
+        memcpy(p, key_bytes(node, i) + sh, u);
+        p += u;
+    }
+    assert(p == restarts);
+    return restarts + (size_t)((node->n + RESTART - 1) / RESTART) * 4;
+}
+
+static uint8_t *put_values(const bn_node *node, uint8_t *p, unsigned vform)
+{
+    if (vform == BN_F_VALS_EMPTY)
+        return p;
+    if (vform == BN_F_VALS_FIXED)
+        p = varint_put(p, node->val[0].len);
+    else
+        for (uint32_t i = 0; i < node->n; i++)
+            p = varint_put(p, (uint64_t)node->val[i].len << 1 |
+                                  node->vflag[i]);
+    for (uint32_t i = 0; i < node->n; i++) {
+        memcpy(p, span_bytes(node, node->val[i]), node->val[i].len);
+        p += node->val[i].len;
+    }
+    return p;
+}
+
+static uint8_t *put_children(const bn_node *node, uint8_t *p)
+{
+    for (uint32_t i = 0; i < node->n; i++, p += CHILD_BYTES) {
+        put_le40(p, node->child[i].ext.pgno);
+        put_le24(p + 5, node->child[i].ext.npages);
+    }
+    return p;
+}
+
+int bn_encode(const bn_node *node, uint8_t *out, size_t cap, size_t *len)
+{
+    layout lay;
+    if (!encodable(node))
+        return BONSAI_INVALID;
+    uint64_t size = get_layout(node, &lay);
+    if (size > UINT32_MAX || size > cap || out == NULL)
+        return BONSAI_INVALID;
+
+    uint8_t *p = out + BN_HEADER_SIZE;
+    if (node->kind == BONSAI_KEY_U64)
+        p = put_u64_keys(node, p);
+    else
+        p = put_byte_keys(node, p, lay.ents_len);
+    assert((uint64_t)(p - out) == BN_HEADER_SIZE + lay.keys_len);
+    p = node->leaf ? put_values(node, p, lay.vform) : put_children(node, p);
+    assert((uint64_t)(p - out) == size);
+    (void)p;
+
+    unsigned flags = node->kind == BONSAI_KEY_U64 ? BN_F_KEY_U64 : 0;
+    out[0] = node->leaf ? BN_TYPE_LEAF : BN_TYPE_BRANCH;
+    out[1] = (uint8_t)(flags | (node->leaf ? lay.vform : 0));
+    put_le16(out + 2, (uint16_t)node->n);
+    put_le32(out + 4, (uint32_t)size);
+    put_le32(out + 8, 0);
+    put_le32(out + 12, (uint32_t)lay.keys_len);
+    put_le32(out + 8, bonsai_crc32c(0, out, size));
+    *len = size;
+    return 0;
+}
+
+/* ---- decoding ----------------------------------------------------------- */
+
+/* Unpacks one group into k[gr->start ..] checking that the keys strictly
+ * increase and that base, width and padding are the encoder's. */
+static int decode_group(const grp *gr, const uint8_t *end, uint64_t *k)
+{
+    uint64_t lo = UINT64_MAX, hi = 0, key = gr->first;
+    for (uint32_t j = 1; j < gr->cnt; j++) {
+        uint64_t d = grp_delta(gr, end, j), diff = gr->base + d;
+        if (diff < d || diff == 0 || key > UINT64_MAX - diff)
+            return -1; /* overflow, or not increasing */
+        key += diff;
+        k[gr->start + j] = key;
+        lo = d < lo ? d : lo;
+        hi = d > hi ? d : hi;
+    }
+    k[gr->start] = gr->first;
+    if (gr->cnt == 1)
+        return gr->base == 0 && gr->width == 0 ? 0 : -1;
+    if (lo != 0 || bit_len(hi) != gr->width)
+        return -1;
+    uint64_t bits = (uint64_t)(gr->cnt - 1) * gr->width;
+    size_t nbytes = packed_bytes(gr->cnt, gr->width);
+    if (bits % 8 && gr->packed[nbytes - 1] >> (bits % 8))
+        return -1; /* padding bits must be zero */
+    return 0;
+}
+
+static int decode_u64_keys(const uint8_t *s, const uint8_t *end, uint32_t n,
+                           uint64_t *k)
+{
+    const uint8_t *p = s;
+    grp gr = {0};
+    while (gr.start + gr.cnt < n) {
+        uint64_t prev_first = gr.first;
+        if (grp_next(&p, end, n, &gr) || grp_base(&gr, end))
+            return BONSAI_CORRUPT;
+        /* gdelta > 0 without wrapping, and past the previous group */
+        if (gr.start > 0 &&
+            (gr.first <= prev_first || gr.first <= k[gr.start - 1]))
+            return BONSAI_CORRUPT;
+        if (decode_group(&gr, end, k))
+            return BONSAI_CORRUPT;
+    }
+    return p == end ? 0 : BONSAI_CORRUPT;
+}
+
+/* Whether entry i (shared bytes of prev, then u) sorts after prev.  Off a
+ * restart, shared is the longest common prefix, so comparing one byte
+ * decides it and also rejects a shared shorter than it could be. */
+static int entry_follows(uint32_t i, const uint8_t *prev, uint32_t plen,
+                         uint64_t shared, const uint8_t *u, uint64_t ulen)
+{
+    if (i % RESTART == 0)
+        return key_cmp(u, (uint32_t)ulen, prev, plen) > 0;
+    return shared == plen || u[0] > prev[shared];
+}
+
+static int decode_byte_keys(const uint8_t *s, uint32_t keys_len, uint32_t n,
+                            bn_node *node)
+{
+    bsec b;
+    if (bsec_open(&b, s, keys_len, n))
+        return BONSAI_CORRUPT;
+    const uint8_t *p = s;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t shared, unshared;
+        uint32_t plen = i ? node->kb[i - 1].len : 0;
+        if (i % RESTART == 0 &&
+            get_le32(b.ents + (size_t)(i / RESTART) * 4) != (uint64_t)(p - s))
+            return BONSAI_CORRUPT;
+        if (rd_varint(&p, b.ents, &shared) || rd_varint(&p, b.ents, &unshared))
+            return BONSAI_CORRUPT;
+        if ((i % RESTART == 0 && shared) || shared > plen || unshared == 0 ||
+            unshared > BONSAI_MAX_KEY - shared ||
+            unshared > (uint64_t)(b.ents - p))
+            return BONSAI_CORRUPT;
+        if (arena_reserve(node, shared + unshared))
+            return BONSAI_NOMEM;
+        const uint8_t *prev = i ? key_bytes(node, i - 1) : NULL;
+        if (i > 0 && !entry_follows(i, prev, plen, shared, p, unshared))
+            return BONSAI_CORRUPT;
+        bn_span k = {node->arena_len, (uint32_t)(shared + unshared)};
+        if (shared)
+            memcpy(node->arena + k.off, prev, shared);
+        memcpy(node->arena + k.off + shared, p, unshared);
+        node->arena_len += k.len;
+        node->kb[i] = k;
+        p += unshared;
+    }
+    return p == b.ents ? 0 : BONSAI_CORRUPT;
+}
+
+static int decode_fixed(const uint8_t *p, const uint8_t *end, uint32_t n,
+                        bn_node *node)
+{
+    uint64_t l;
+    if (rd_varint(&p, end, &l) || l == 0 || l > MAX_VLEN ||
+        (uint64_t)n * l != (uint64_t)(end - p))
+        return BONSAI_CORRUPT;
+    if (arena_reserve(node, (uint64_t)n * l))
+        return BONSAI_NOMEM;
+    bn_span all = arena_put(node, p, (uint32_t)(n * l));
+    for (uint32_t i = 0; i < n; i++) {
+        node->val[i].off = all.off + i * (uint32_t)l;
+        node->val[i].len = (uint32_t)l;
+        node->vflag[i] = 0;
+    }
+    return 0;
+}
+
+static int decode_general(const uint8_t *p, const uint8_t *end, uint32_t n,
+                          unsigned flags, bn_node *node)
+{
+    uint64_t total = 0, v;
+    int same = 1, ovf = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (rd_varint(&p, end, &v) || (v >> 1) > MAX_VLEN)
+            return BONSAI_CORRUPT;
+        node->val[i].off = (uint32_t)total; /* rebased below */
+        node->val[i].len = (uint32_t)(v >> 1);
+        node->vflag[i] = (uint8_t)(v & 1);
+        total += v >> 1;
+        same &= node->val[i].len == node->val[0].len;
+        ovf |= (int)(v & 1);
+    }
+    /* the bytes run to the end; the form and flag are the encoder's */
+    if (total != (uint64_t)(end - p) || !!(flags & BN_F_OVERFLOW) != ovf ||
+        (!ovf && same))
+        return BONSAI_CORRUPT;
+    if (arena_reserve(node, total))
+        return BONSAI_NOMEM;
+    bn_span all = arena_put(node, p, (uint32_t)total);
+    for (uint32_t i = 0; i < n; i++)
+        node->val[i].off = node->val[i].len ? node->val[i].off + all.off : 0;
+    return 0;
+}
+
+static int decode_values(const uint8_t *p, const uint8_t *end, uint32_t n,
+                         unsigned flags, bn_node *node)
+{
+    if (flags & BN_F_VALS_EMPTY)
+        return p == end ? 0 : BONSAI_CORRUPT;
+    if (n == 0) /* no entries: always written VALS_EMPTY */
+        return BONSAI_CORRUPT;
+    if (ensure_vals(node))
+        return BONSAI_NOMEM;
+    if (flags & BN_F_VALS_FIXED)
+        return decode_fixed(p, end, n, node);
+    return decode_general(p, end, n, flags, node);
+}
+
+static int decode_children(const uint8_t *p, uint32_t n, bn_node *node)
+{
+    for (uint32_t i = 0; i < n; i++, p += CHILD_BYTES) {
+        node->child[i].ext.pgno = get_le40(p);
+        node->child[i].ext.npages = get_le24(p + 5);
+        node->child[i].mem = NULL;
+        if (node->child[i].ext.npages == 0)
+            return BONSAI_CORRUPT;
+    }
+    return 0;
+}
+
+static int decode_sections(const uint8_t *img, const bn_info *info,
+                           bn_node *node)
+{
+    const uint8_t *ks = img + BN_HEADER_SIZE, *ke = ks + info->keys_len;
+    uint32_t n = info->count;
+    int rc;
+
+    if (n > 0 && (rc = set_cap(node, n)) != 0)
+        return rc;
+    if (node->kind == BONSAI_KEY_U64)
+        rc = decode_u64_keys(ks, ke, n, node->k64);
+    else
+        rc = decode_byte_keys(ks, info->keys_len, n, node);
+    if (rc)
+        return rc;
+    if (node->leaf)
+        return decode_values(ke, img + info->length, n, info->flags, node);
+    return decode_children(ke, n, node); /* its size bn_img_check fixed */
+}
+
+int bn_decode(const uint8_t *img, size_t avail, unsigned kind,
+              bn_node *node)
+{
+    bn_info info;
+    bn_clear(node);
+    int rc = bn_img_check(img, avail, kind, 1, &info);
+    if (rc)
+        return rc;
+    node->kind = (uint8_t)kind;
+    node->leaf = info.type == BN_TYPE_LEAF;
+    rc = decode_sections(img, &info, node);
+    if (rc) {
+        bn_clear(node);
+        return rc;
+    }
+    node->n = info.count;
+    arena_fit(node);
+    est_recompute(node);
+    return 0;
+}
+
+/* ---- decoded nodes: reading --------------------------------------------- */
+
+void bn_init(bn_node *node, unsigned kind, int leaf)
+{
+    assert(kind == BONSAI_KEY_U64 || kind == BONSAI_KEY_BYTES);
+    memset(node, 0, sizeof *node);
+    node->kind = (uint8_t)kind;
+    node->leaf = leaf != 0;
+    est_refresh(node);
+}
+
+void bn_clear(bn_node *node)
+{
+    free(node->k64);
+    free(node->kb);
+    free(node->val);
+    free(node->vflag);
+    free(node->child);
+    free(node->arena);
+    /* the codec's fields only: the owner's stay */
+    node->n = node->cap = 0;
+    node->k64 = NULL;
+    node->kb = NULL;
+    node->val = NULL;
+    node->vflag = NULL;
+    node->child = NULL;
+    node->arena = NULL;
+    node->arena_len = node->arena_cap = node->arena_dead = 0;
+    est_recompute(node);
+}
+
+/* Index of the first key >= key among n >= 1 keys (branch-free halving). */
+static uint32_t lower_bound_u64(const uint64_t *k, uint32_t n, uint64_t key)
+{
+    const uint64_t *base = k;
+    while (n > 1) {
+        uint32_t half = n / 2;
+        base = base[half] < key ? base + half : base;
+        n -= half;
+    }
+    return (uint32_t)(base - k) + (*base < key);
+}
+
+static uint32_t lower_bound_bytes(const bn_node *node, const uint8_t *key,
+                                  uint32_t klen)
+{
+    uint32_t lo = 0, hi = node->n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (key_cmp(key_bytes(node, mid), node->kb[mid].len, key, klen) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+uint32_t bn_search(const bn_node *node, bn_key key, int *found)
+{
+    uint32_t n = node->n, i;
+    int eq;
+    if (n == 0) {
+        i = 0;
+        eq = 0;
+    } else if (node->kind == BONSAI_KEY_U64) {
+        i = lower_bound_u64(node->k64, n, key.u);
+        eq = i < n && node->k64[i] == key.u;
+    } else {
+        i = lower_bound_bytes(node, key.b, key.len);
+        eq = i < n && key_cmp(key_bytes(node, i), node->kb[i].len, key.b,
+                              key.len) == 0;
+    }
+    if (!node->leaf && !eq && i > 0)
+        i--; /* the child whose range holds key */
+    if (found)
+        *found = eq;
+    return i;
+}
+
+bn_key bn_key_at(const bn_node *node, uint32_t idx)
+{
+    bn_key k = {0, NULL, 0};
+    assert(idx < node->n);
+    if (node->kind == BONSAI_KEY_U64) {
+        k.u = node->k64[idx];
+    } else {
+        k.b = key_bytes(node, idx);
+        k.len = node->kb[idx].len;
+    }
+    return k;
+}
+
+void bn_value_at(const bn_node *node, uint32_t idx, const uint8_t **val,
+                 uint32_t *len, unsigned *vflag)
+{
+    assert(node->leaf && idx < node->n);
+    bn_span s = {0, 0};
+    if (node->val)
+        s = node->val[idx];
+    *val = span_bytes(node, s);
+    *len = s.len;
+    *vflag = node->vflag ? node->vflag[idx] : 0;
+}
+
+size_t bn_mem_bytes(const bn_node *node)
+{
+    size_t per = node->kind == BONSAI_KEY_U64 ? sizeof *node->k64
+                                              : sizeof *node->kb;
+    if (node->val)
+        per += sizeof *node->val + 1;
+    if (node->child)
+        per += sizeof *node->child;
+    return sizeof *node + (size_t)node->cap * per + node->arena_cap;
+}
+
+/* ---- decoded nodes: changes --------------------------------------------- */
+
+/* Reserves what inserting one entry needs: after it nothing can fail. */
+static int reserve_insert(bn_node *node, uint64_t bytes, int need_val)
+{
+    int rc = grow_arrays(node, (uint64_t)node->n + 1);
+    if (!rc && need_val)
+        rc = ensure_vals(node);
+    if (!rc)
+        rc = arena_reserve(node, bytes);
+    return rc;
+}
+
+/* Opens a gap at idx, stores the key there and updates the key terms of
+ * the estimate: those of the entries that get a new predecessor. */
+static void insert_key(bn_node *node, uint32_t idx, bn_key key)
+{
+    uint32_t reach = est_reach(node);
+    est_key_terms(node, idx, idx + reach, SUB);
+    move_entries(node, idx + 1, idx, node->n - idx);
+    node->n++;
+    if (node->kind == BONSAI_KEY_U64)
+        node->k64[idx] = key.u;
+    else
+        node->kb[idx] = arena_put(node, key.b, key.len);
+    est_key_terms(node, idx, idx + 1 + reach, ADD);
+}
+
+int bn_insert(bn_node *node, uint32_t idx, bn_key key, const uint8_t *val,
+              uint32_t vlen, unsigned vflag)
+{
+    assert(node->leaf && idx <= node->n);
+    int bytes = node->kind == BONSAI_KEY_BYTES;
+    int64_t koff = bytes ? arena_off(node, key.b) : -1;
+    int64_t voff = vlen ? arena_off(node, val) : -1;
+    vflag &= BN_VAL_OVERFLOW;
+
+    if (reserve_insert(node, (uint64_t)(bytes ? key.len : 0) + vlen,
+                       vlen || vflag))
+        return BONSAI_NOMEM;
+    key.b = arena_rebase(node, key.b, koff);
+    val = arena_rebase(node, val, voff);
+
+    insert_key(node, idx, key);
+    if (node->val) {
+        node->val[idx] = arena_put(node, val, vlen);
+        node->vflag[idx] = (uint8_t)vflag;
+    }
+    est_val(node, vlen, vflag, ADD);
+    est_refresh(node);
+    return 0;
+}
+
+int bn_insert_child(bn_node *node, uint32_t idx, bn_key key, bn_child child)
+{
+    assert(!node->leaf && idx <= node->n);
+    int bytes = node->kind == BONSAI_KEY_BYTES;
+    int64_t koff = bytes ? arena_off(node, key.b) : -1;
+
+    if (reserve_insert(node, bytes ? key.len : 0, 0))
+        return BONSAI_NOMEM;
+    key.b = arena_rebase(node, key.b, koff);
+
+    insert_key(node, idx, key);
+    node->child[idx] = child;
+    est_refresh(node);
+    return 0;
+}
+
+int bn_set_value(bn_node *node, uint32_t idx, const uint8_t *val,
+                 uint32_t vlen, unsigned vflag)
+{
+    assert(node->leaf && idx < node->n);
+    vflag &= BN_VAL_OVERFLOW;
+    if (!node->val && vlen == 0 && vflag == 0)
+        return 0; /* empty stays empty */
+    int64_t voff = vlen ? arena_off(node, val) : -1;
+    if (ensure_vals(node) || arena_reserve(node, vlen))
+        return BONSAI_NOMEM;
+    val = arena_rebase(node, val, voff);
+
+    bn_span old = node->val[idx];
+    est_val(node, old.len, node->vflag[idx], SUB); /* 0, 0 if it was NULL */
+    node->val[idx] = arena_put(node, val, vlen);
+    node->vflag[idx] = (uint8_t)vflag;
+    node->arena_dead += old.len;
+    est_val(node, vlen, vflag, ADD);
+    arena_settle(node);
+    est_refresh(node);
+    return 0;
+}
+
+/* Takes away (or adds back) the key terms that depend on key idx. */
+static void est_around(bn_node *node, uint32_t idx, int add)
+{
+    est_key_terms(node, idx, idx + 1 + est_reach(node), add);
+}
+
+int bn_set_key(bn_node *node, uint32_t idx, bn_key key)
+{
+    assert(idx < node->n);
+    if (node->kind == BONSAI_KEY_U64) {
+        est_around(node, idx, SUB);
+        node->k64[idx] = key.u;
+        est_around(node, idx, ADD);
+        est_refresh(node);
+        return 0;
+    }
+    int64_t koff = arena_off(node, key.b);
+    if (arena_reserve(node, key.len))
+        return BONSAI_NOMEM;
+    key.b = arena_rebase(node, key.b, koff);
+
+    est_around(node, idx, SUB);
+    node->arena_dead += node->kb[idx].len;
+    node->kb[idx] = arena_put(node, key.b, key.len);
+    est_around(node, idx, ADD);
+    arena_settle(node);
+    est_refresh(node);
+    return 0;
+}
+
+void bn_remove(bn_node *node, uint32_t idx)
+{
+    assert(idx < node->n);
+    est_around(node, idx, SUB);
+    if (node->kb)
+        node->arena_dead += node->kb[idx].len;
+    if (node->val) {
+        node->arena_dead += node->val[idx].len;
+        est_val(node, node->val[idx].len, node->vflag[idx], SUB);
+    } else if (node->leaf) {
+        est_val(node, 0, 0, SUB);
+    }
+    move_entries(node, idx, idx + 1, node->n - idx - 1);
+    node->n--;
+    /* the entries that got a new predecessor */
+    est_key_terms(node, idx, idx + est_reach(node), ADD);
+    arena_settle(node);
+    est_refresh(node);
+}
+
+/* Copies src's entry j into dst's slot i (room reserved). */
+static void copy_entry(bn_node *dst, uint32_t i, const bn_node *src,
+                       uint32_t j)
+{
+    if (dst->kind == BONSAI_KEY_U64)
+        dst->k64[i] = src->k64[j];
+    else
+        dst->kb[i] = arena_put(dst, key_bytes(src, j), src->kb[j].len);
+    if (dst->val) {
+        bn_span v = {0, 0};
+        if (src->val)
+            v = src->val[j];
+        dst->val[i] = arena_put(dst, span_bytes(src, v), v.len);
+        dst->vflag[i] = src->vflag ? src->vflag[j] : 0;
+    }
+    if (dst->child)
+        dst->child[i] = src->child[j];
+}
+
+/* Arena bytes of src's entries [from, to) and whether any value is
+ * non-empty (so dst needs value arrays). */
+static uint64_t moved_bytes(const bn_node *src, uint32_t from, uint32_t to,
+                            int *vals)
+{
+    uint64_t bytes = 0;
+    *vals = 0;
+    for (uint32_t i = from; i < to; i++) {
+        if (src->kb)
+            bytes += src->kb[i].len;
+        if (src->val) {
+            bytes += src->val[i].len;
+            *vals |= src->val[i].len || src->vflag[i];
+        }
+    }
+    return bytes;
+}
+
+int bn_move(bn_node *dst, uint32_t at, bn_node *src, uint32_t from,
+            uint32_t to)
+{
+    assert(dst != src && dst->kind == src->kind && dst->leaf == src->leaf);
+    assert(from <= to && to <= src->n && at <= dst->n);
+    uint32_t m = to - from;
+    int vals;
+    if (m == 0)
+        return 0;
+
+    /* everything that can fail first: dst only gains capacity */
+    uint64_t bytes = moved_bytes(src, from, to, &vals);
+    if (grow_arrays(dst, (uint64_t)dst->n + m) ||
+        (vals && ensure_vals(dst)) || arena_reserve(dst, bytes))
+        return BONSAI_NOMEM;
+
+    move_entries(dst, at + m, at, dst->n - at);
+    for (uint32_t i = 0; i < m; i++)
+        copy_entry(dst, at + i, src, from + i);
+    dst->n += m;
+
+    src->arena_dead += (uint32_t)(bytes);
+    move_entries(src, from, to, src->n - to);
+    src->n -= m;
+    arena_settle(src);
+
+    est_recompute(dst);
+    est_recompute(src);
+    return 0;
+}

@@ -1,0 +1,209 @@
+/*
+ * node.h - node images (the bytes in the store) and decoded nodes (the
+ * mutable in-memory form the writer works on).
+ *
+ * PURE: this layer does no I/O and keeps no global state.  It allocates
+ * only the arrays of decoded nodes.  Every function that reads an image
+ * takes the number of bytes available and never reads past it; bad bytes
+ * give BONSAI_CORRUPT.
+ *
+ * The byte grammar is in node.c's opening comment and in format.md.
+ *
+ * Keys: a node is of one key kind (BONSAI_KEY_U64 or BONSAI_KEY_BYTES).
+ * Keys are strictly increasing within a node.  A leaf holds (key, value);
+ * a branch holds (key, child extent): child i holds keys >= key[i] and
+ * < key[i+1]; key[0] of a branch is stored but never compared against
+ * (searches treat it as minus infinity).
+ *
+ * Values: bytes held inline, or (flag BN_VAL_OVERFLOW) an opaque reference
+ * to an out-of-line value whose bytes this layer stores but does not read.
+ */
+#ifndef BONSAI_NODE_H
+#define BONSAI_NODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define BN_HEADER_SIZE 16u
+#define BN_TYPE_LEAF 1u
+#define BN_TYPE_BRANCH 2u
+
+/* image flags (byte 1 of the header) */
+#define BN_F_KEY_U64 0x01u     /* keys are u64; else byte strings */
+#define BN_F_VALS_EMPTY 0x02u  /* leaf: every value is empty */
+#define BN_F_VALS_FIXED 0x04u  /* leaf: every value has one length, inline */
+#define BN_F_OVERFLOW 0x08u    /* leaf: some value is an overflow ref */
+#define BN_F_KNOWN 0x0Fu       /* any other bit set: BONSAI_CORRUPT */
+
+#define BN_VAL_OVERFLOW 1u     /* per-entry value flag */
+
+#define BN_MAX_PGNO ((UINT64_C(1) << 40) - 1) /* branch child pgno: 40 bits */
+#define BN_MAX_NPAGES ((1u << 24) - 1)         /* branch child run: 24 bits */
+
+/* A key as passed to and from this layer; kind tells which part counts. */
+typedef struct bn_key {
+    uint64_t u;        /* BONSAI_KEY_U64 */
+    const uint8_t *b;  /* BONSAI_KEY_BYTES: len bytes (len >= 1) */
+    uint32_t len;
+} bn_key;
+
+/* A run of pages: where a child node (or any extent) lives. */
+typedef struct bn_ext {
+    uint64_t pgno;
+    uint32_t npages;
+} bn_ext;
+
+struct bn_node;
+
+/* A branch's child: its extent, and while the writer holds the child
+ * decoded, a pointer to it (never stored in an image). */
+typedef struct bn_child {
+    bn_ext ext;
+    struct bn_node *mem;
+} bn_child;
+
+/* Offset and length of bytes in a node's arena. */
+typedef struct bn_span {
+    uint32_t off;
+    uint32_t len;
+} bn_span;
+
+/* A decoded node.  The codec owns the arrays and the arena; the fields
+ * after "owner" belong to the caller (the btree) and the codec leaves them
+ * alone (bn_init zeroes them). */
+typedef struct bn_node {
+    uint8_t leaf;         /* 1 leaf, 0 branch */
+    uint8_t kind;         /* BONSAI_KEY_U64 or BONSAI_KEY_BYTES */
+    uint32_t n;           /* entries */
+    uint32_t cap;         /* capacity of the arrays */
+    uint64_t *k64;        /* kind U64: key[i] */
+    bn_span *kb;          /* kind BYTES: key bytes in arena */
+    bn_span *val;         /* leaf: value bytes in arena (len 0 = empty) */
+    uint8_t *vflag;       /* leaf: BN_VAL_* per entry */
+    bn_child *child;      /* branch: child[i] */
+    uint8_t *arena;       /* byte keys and values */
+    uint32_t arena_len;   /* bytes used in arena, live or dead */
+    uint32_t arena_cap;
+    uint32_t arena_dead;  /* bytes no entry refers to any more */
+    size_t est;           /* estimate of the encoded size, kept current */
+
+    /* codec-private: the running sums est is computed from (node.c) */
+    uint64_t est_keys;    /* key terms: u64 in 1/64 bytes, bytes in bytes */
+    uint64_t est_shared;  /* bytes: sum of prefixes shared with the prior */
+    uint64_t est_vbytes;  /* leaf: sum of value lengths */
+    uint64_t est_vsq;     /* leaf: sum of squared value lengths, mod 2^64 */
+    uint64_t est_vhdr;    /* leaf: sum of general-form length varint sizes */
+    uint32_t est_novf;    /* leaf: overflow values */
+
+    /* owner fields: used by the btree, untouched by the codec */
+    bn_ext home;          /* where the image this node came from lives */
+    uint64_t home_txn;    /* txn that wrote home (0 if none) */
+    struct bn_node *parent; /* decoded parent, NULL for a root */
+    void *tree;           /* the tree this node belongs to */
+    bn_ext plan;          /* where the next write goes (during a flush) */
+    uint8_t level;        /* 0 for leaves */
+    uint8_t dirty;        /* changed since decoded or last written */
+    uint8_t has_home;
+    uint8_t dead;         /* removed from its tree, freed after the flush */
+} bn_node;
+
+/* Summary of a checked image header. */
+typedef struct bn_info {
+    uint8_t type;         /* BN_TYPE_LEAF or BN_TYPE_BRANCH */
+    uint8_t flags;
+    uint32_t count;
+    uint32_t length;      /* whole image in bytes */
+    uint32_t keys_len;    /* bytes of the key section */
+} bn_info;
+
+/* ---- images, read in place -------------------------------------------- */
+
+/* Checks the header of an image of at most avail bytes: known type and
+ * flags, length <= avail, key section inside the image, count in range,
+ * kind as expected; with verify_crc also the checksum.  Fills *info.
+ * Returns 0 or BONSAI_CORRUPT. */
+int bn_img_check(const uint8_t *img, size_t avail, unsigned kind,
+                 int verify_crc, bn_info *info);
+
+/* Leaf: *idx = index of the first key >= key (count if none), *found = 1
+ * when that key equals key.  Branch: *idx = index of the child to descend
+ * for key (the last i with key[i] <= key, or 0), *found = exact match.
+ * Returns 0 or BONSAI_CORRUPT. */
+int bn_img_search(const uint8_t *img, const bn_info *info, unsigned kind,
+                  bn_key key, uint32_t *idx, int *found);
+
+/* Key idx of an image.  Byte keys are rebuilt into buf (BONSAI_MAX_KEY
+ * bytes) and out->b points there.  Returns 0 or BONSAI_CORRUPT. */
+int bn_img_key(const uint8_t *img, const bn_info *info, unsigned kind,
+               uint32_t idx, uint8_t *buf, bn_key *out);
+
+/* Leaf value idx, pointing into the image.  Returns 0 or BONSAI_CORRUPT. */
+int bn_img_value(const uint8_t *img, const bn_info *info, uint32_t idx,
+                 const uint8_t **val, uint32_t *len, unsigned *vflag);
+
+/* Branch child idx.  Returns 0 or BONSAI_CORRUPT. */
+int bn_img_child(const uint8_t *img, const bn_info *info, uint32_t idx,
+                 bn_ext *out);
+
+/* ---- decoded nodes ----------------------------------------------------- */
+
+/* Makes an empty node (no allocation yet). */
+void bn_init(bn_node *node, unsigned kind, int leaf);
+
+/* Frees the arrays and arena; the node is empty again (owner fields kept). */
+void bn_clear(bn_node *node);
+
+/* Decodes an image (checked as bn_img_check with verify_crc) into node,
+ * which must be freshly bn_init'ed or bn_clear'ed.  Copies all bytes: the
+ * node does not point into img afterwards.  Returns 0, BONSAI_CORRUPT or
+ * BONSAI_NOMEM (node left empty). */
+int bn_decode(const uint8_t *img, size_t avail, unsigned kind,
+              bn_node *node);
+
+/* Exact size in bytes of the image bn_encode would write. */
+size_t bn_encoded_size(const bn_node *node);
+
+/* Writes the image (header, sections, checksum) into out, which has room
+ * for cap bytes.  *len = bytes written.  Returns 0, or BONSAI_INVALID if
+ * cap is too small or the node cannot be encoded (count over 65535, a
+ * branch child past BN_MAX_PGNO / BN_MAX_NPAGES). */
+int bn_encode(const bn_node *node, uint8_t *out, size_t cap, size_t *len);
+
+/* Same contract as bn_img_search, on a decoded node. */
+uint32_t bn_search(const bn_node *node, bn_key key, int *found);
+
+/* Key idx; byte keys point into the arena (valid until the next change). */
+bn_key bn_key_at(const bn_node *node, uint32_t idx);
+
+/* Leaf value idx, pointing into the arena. */
+void bn_value_at(const bn_node *node, uint32_t idx, const uint8_t **val,
+                 uint32_t *len, unsigned *vflag);
+
+/* Leaf: inserts (key, value) at idx, shifting later entries.  The caller
+ * keeps keys increasing.  Returns 0 or BONSAI_NOMEM (node unchanged). */
+int bn_insert(bn_node *node, uint32_t idx, bn_key key, const uint8_t *val,
+              uint32_t vlen, unsigned vflag);
+
+/* Branch: inserts (key, child) at idx.  Returns 0 or BONSAI_NOMEM. */
+int bn_insert_child(bn_node *node, uint32_t idx, bn_key key, bn_child child);
+
+/* Leaf: replaces the value of entry idx.  Returns 0 or BONSAI_NOMEM. */
+int bn_set_value(bn_node *node, uint32_t idx, const uint8_t *val,
+                 uint32_t vlen, unsigned vflag);
+
+/* Replaces key idx (the caller keeps order).  Returns 0 or BONSAI_NOMEM. */
+int bn_set_key(bn_node *node, uint32_t idx, bn_key key);
+
+/* Removes entry idx. */
+void bn_remove(bn_node *node, uint32_t idx);
+
+/* Moves entries [from, to) of src to dst at index at (both nodes of the
+ * same kind and type), removing them from src.  Used to split, merge and
+ * redistribute.  Returns 0 or BONSAI_NOMEM (both nodes unchanged). */
+int bn_move(bn_node *dst, uint32_t at, bn_node *src, uint32_t from,
+            uint32_t to);
+
+/* Bytes of memory the decoded node holds (for the cache budget). */
+size_t bn_mem_bytes(const bn_node *node);
+
+#endif /* BONSAI_NODE_H */

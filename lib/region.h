@@ -1,0 +1,44 @@
+/*
+ * region.h - the mapping the store lives in: a file mapped MAP_SHARED, or
+ * anonymous memory.
+ *
+ * Invariants: the whole virtual range [base, base+reserved) is reserved at
+ * open, so base never moves and pointers into the store stay valid while
+ * it grows.  Bytes [0, mapped) are backed (file blocks reserved with
+ * fallocate, so writes through the mapping cannot SIGBUS on a full disk).
+ * mapped never exceeds cap (the store's max_size) once the store is open.
+ */
+#ifndef BONSAI_REGION_H
+#define BONSAI_REGION_H
+
+#include <stdint.h>
+
+#include "io.h"
+
+typedef struct region {
+    const bx_io *io;
+    uint8_t *base;
+    uint64_t reserved; /* bytes of address space reserved */
+    uint64_t mapped;   /* bytes backed and mapped now */
+    uint64_t cap;      /* the store may never map more */
+    int fd;            /* -1: anonymous memory */
+    int writable;
+} region;
+
+/* Anonymous memory of cap bytes (pages are touched lazily). */
+int region_open_anon(region *rg, const bx_io *io, uint64_t cap);
+
+/* A file of file_size bytes (a multiple of the OS page size) on fd. */
+int region_open_file(region *rg, const bx_io *io, int fd, uint64_t cap,
+                     uint64_t file_size, int writable);
+
+/* Makes [0, need) backed, growing the file in steps.  Returns 0,
+ * BONSAI_FULL (need > cap), BONSAI_ENOSPC, BONSAI_IO or BONSAI_NOMEM. */
+int region_grow(region *rg, uint64_t need);
+
+/* Writes back [off, off+len) of a file mapping and waits for it. */
+int region_sync(region *rg, uint64_t off, uint64_t len);
+
+void region_close(region *rg);
+
+#endif

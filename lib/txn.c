@@ -1,0 +1,392 @@
+/*
+ * txn.c - write transactions, read snapshots and the commit protocol (see
+ * txn.h for its steps).
+ *
+ * One write transaction at a time (db->wtxn, set under db->lock).  A read
+ * snapshot copies db->meta under the lock and registers its txn id in the
+ * reader table; the writer frees pages released by commit T only when
+ * every registered snapshot is >= T.
+ */
+#include "txn.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "btree.h"
+#include "cache.h"
+#include "maps.h"
+
+int txn_check(const bonsai_txn *txn)
+{
+    if (!txn || !txn->db)
+        return BONSAI_INVALID;
+    return 0;
+}
+
+int txn_check_write(const bonsai_txn *txn)
+{
+    int rc = txn_check(txn);
+    if (rc)
+        return rc;
+    if (txn->rdonly)
+        return BONSAI_READONLY;
+    if (txn->failed)
+        return BONSAI_BADTXN;
+    if (txn->db->failed)
+        return BONSAI_FAILED;
+    return 0;
+}
+
+/* ---- readers ----------------------------------------------------------- */
+
+static int add_reader(bonsai_db *db, uint64_t id)
+{
+    if (db->nreaders == db->cap_readers) {
+        size_t cap = db->cap_readers ? db->cap_readers * 2 : 8;
+        uint64_t *r = realloc(db->readers, cap * sizeof *r);
+        if (!r)
+            return BONSAI_NOMEM;
+        db->readers = r;
+        db->cap_readers = cap;
+    }
+    db->readers[db->nreaders++] = id;
+    return 0;
+}
+
+static void remove_reader(bonsai_db *db, uint64_t id)
+{
+    for (size_t i = 0; i < db->nreaders; i++)
+        if (db->readers[i] == id) {
+            db->readers[i] = db->readers[--db->nreaders];
+            return;
+        }
+}
+
+static uint64_t oldest_snapshot(bonsai_db *db)
+{
+    uint64_t oldest = db->meta.txn_id;
+    for (size_t i = 0; i < db->nreaders; i++)
+        if (db->readers[i] < oldest)
+            oldest = db->readers[i];
+    return oldest;
+}
+
+static int begin_read(bonsai_db *db, bonsai_txn *txn)
+{
+    pthread_mutex_lock(&db->lock);
+    txn->snap = db->meta;
+    int rc = add_reader(db, txn->snap.txn_id);
+    pthread_mutex_unlock(&db->lock);
+    txn->rdonly = 1;
+    txn->id = txn->snap.txn_id;
+    return rc;
+}
+
+static void end_read(bonsai_txn *txn)
+{
+    bonsai_db *db = txn->db;
+    pthread_mutex_lock(&db->lock);
+    remove_reader(db, txn->snap.txn_id);
+    pthread_mutex_unlock(&db->lock);
+    free(txn->rmaps);
+    free(txn->rloaded);
+}
+
+/* ---- writers ----------------------------------------------------------- */
+
+static int begin_write(bonsai_db *db, bonsai_txn *txn)
+{
+    if (db->opt.read_only)
+        return BONSAI_READONLY;
+    if (db->failed)
+        return BONSAI_FAILED;
+    pthread_mutex_lock(&db->lock);
+    int busy = db->wtxn != NULL;
+    uint64_t oldest = oldest_snapshot(db);
+    if (!busy)
+        db->wtxn = txn;
+    txn->id = db->meta.txn_id + 1;
+    pthread_mutex_unlock(&db->lock);
+    if (busy)
+        return BONSAI_BUSY;
+    alloc_reclaim(&db->al, oldest);
+    alloc_txn_begin(&db->al);
+    db->wtxn_id = txn->id;
+    return 0;
+}
+
+static void set_catalog(bonsai_db *db, const bx_meta *m)
+{
+    db->catalog = (bt_tree){.kind = BONSAI_KEY_BYTES};
+    db->catalog.root.ext = m->cat_root;
+    db->catalog.depth = m->cat_depth;
+    db->catalog.count = m->cat_count;
+}
+
+static void abort_write(bonsai_db *db)
+{
+    bt_forget_changes(db);
+    maps_after_abort(db);
+    bt_discard(db, &db->catalog);
+    set_catalog(db, &db->meta);
+    alloc_txn_abort(&db->al);
+    pthread_mutex_lock(&db->lock);
+    db->wtxn = NULL;
+    pthread_mutex_unlock(&db->lock);
+}
+
+/* Steps 1 and 2 of the protocol: every changed node and record written. */
+static int write_changes(bonsai_db *db)
+{
+    int rc = bt_flush(db);
+    if (rc == 0)
+        rc = maps_store_records(db);
+    if (rc == 0)
+        rc = bt_flush(db);
+    if (rc == 0)
+        bt_after_flush(db);
+    return rc;
+}
+
+static bx_meta next_meta(bonsai_db *db, uint64_t txn_id)
+{
+    bx_meta m = {0};
+    m.txn_id = txn_id;
+    m.end = db->al.end;
+    m.cat_root = db->catalog.root.ext;
+    m.cat_depth = db->catalog.depth;
+    m.cat_count = db->catalog.count;
+    return m;
+}
+
+/* Steps 3 to 5.  A failure here leaves the file's state unknown, so the
+ * handle refuses further writes (retrying an fsync is unsafe). */
+static int make_durable(bonsai_db *db, const bx_meta *m)
+{
+    if (db->anonymous)
+        return 0;
+    int rc = 0;
+    if (db->opt.sync)
+        rc = db->io.fsync(db->io.ctx, db->fd);
+    if (rc == 0)
+        rc = bx_write_meta(db, m);
+    if (rc == 0 && db->opt.sync)
+        rc = db->io.fsync(db->io.ctx, db->fd);
+    if (rc)
+        db->failed = 1;
+    return rc;
+}
+
+static void publish(bonsai_db *db, const bx_meta *m)
+{
+    pthread_mutex_lock(&db->lock);
+    db->meta = *m;
+    pthread_mutex_unlock(&db->lock);
+}
+
+static int commit_write(bonsai_db *db, bonsai_txn *txn)
+{
+    int rc = write_changes(db);
+    if (rc) {
+        abort_write(db);
+        return rc;
+    }
+    bx_meta m = next_meta(db, txn->id);
+    rc = make_durable(db, &m);
+    if (alloc_txn_commit(&db->al, txn->id) && rc == 0)
+        rc = BONSAI_NOMEM; /* released pages stay unused until reopen */
+    publish(db, &m);
+    maps_after_commit(db);
+    cache_after_change(db);
+    db->wtxn_id = txn->id + 1;
+    pthread_mutex_lock(&db->lock);
+    db->wtxn = NULL;
+    pthread_mutex_unlock(&db->lock);
+    return rc == BONSAI_IO || rc == BONSAI_ENOSPC ? BONSAI_FAILED : rc;
+}
+
+int txn_write_back(bonsai_db *db)
+{
+    int rc = write_changes(db);
+    if (rc)
+        return rc;
+    bx_meta m = next_meta(db, db->meta.txn_id + 1);
+    if ((rc = make_durable(db, &m)))
+        return BONSAI_FAILED;
+    publish(db, &m);
+    db->wtxn_id = m.txn_id + 1;
+    return 0;
+}
+
+/* ---- public calls ------------------------------------------------------ */
+
+int bonsai_txn_begin(bonsai_db *db, unsigned flags, bonsai_txn **out)
+{
+    if (!db || !out || (flags & ~BONSAI_TXN_RDONLY))
+        return BONSAI_INVALID;
+    *out = NULL;
+    if (!db->cow)
+        return BONSAI_NOTSUP;
+    bonsai_txn *txn = calloc(1, sizeof *txn);
+    if (!txn)
+        return BONSAI_NOMEM;
+    txn->db = db;
+    int rc = (flags & BONSAI_TXN_RDONLY) ? begin_read(db, txn)
+                                          : begin_write(db, txn);
+    if (rc) {
+        if (txn->rdonly)
+            end_read(txn);
+        free(txn);
+        return rc;
+    }
+    *out = txn;
+    return 0;
+}
+
+int bonsai_txn_commit(bonsai_txn *txn)
+{
+    if (!txn)
+        return BONSAI_INVALID;
+    int rc = 0;
+    if (txn->rdonly) {
+        end_read(txn);
+    } else if (txn->failed) {
+        abort_write(txn->db);
+        rc = BONSAI_BADTXN;
+    } else {
+        rc = commit_write(txn->db, txn);
+    }
+    free(txn);
+    return rc;
+}
+
+void bonsai_txn_abort(bonsai_txn *txn)
+{
+    if (!txn)
+        return;
+    if (txn->rdonly)
+        end_read(txn);
+    else
+        abort_write(txn->db);
+    free(txn);
+}
+
+uint64_t bonsai_txn_id(const bonsai_txn *txn)
+{
+    return txn ? txn->id : 0;
+}
+
+/* ---- running changes and reads ----------------------------------------- */
+
+void txn_note_tree(bonsai_db *db, bt_tree *t)
+{
+    if (db->op_tree)
+        return;
+    db->op_tree = t;
+    db->op_saved = *t;
+}
+
+/* With a write cache a failed change cannot be undone alone: the cached
+ * changes before it have not been written anywhere else. */
+static int cached_outcome(bonsai_db *db, int rc, uint64_t gen0)
+{
+    if (rc == 0) {
+        cache_after_change(db); /* a failed write leaves changes cached */
+        return 0;
+    }
+    if (db->write_gen != gen0)
+        db->failed = 1; /* half done among cached changes */
+    return rc;
+}
+
+/* Clean decoded leaves kept between direct changes, so a run of changes to
+ * one leaf does not decode it every time. */
+#define DIRECT_LEAF_KEEP 256u
+
+static int change_directly(bonsai_db *db, txn_change_fn fn, void *arg)
+{
+    if (db->failed)
+        return BONSAI_FAILED;
+    uint64_t gen0 = db->write_gen;
+    db->op_tree = NULL;
+    int rc = fn(db, NULL, arg);
+    if (db->opt.write_cache_bytes)
+        return cached_outcome(db, rc, gen0);
+    if (rc == 0)
+        rc = bt_flush(db);
+    int touched = db->write_gen != gen0 || db->dirty.n || db->op_alloc.n;
+    if (rc == 0 || !touched) {
+        bt_after_flush(db);
+        bt_evict_leaves(db, DIRECT_LEAF_KEEP);
+        return rc;
+    }
+    bt_forget_changes(db);
+    if (db->op_tree) {
+        bt_discard(db, db->op_tree);
+        *db->op_tree = db->op_saved;
+        db->op_tree->root.mem = NULL;
+    }
+    return rc;
+}
+
+int txn_change(bonsai_db *db, bonsai_txn *txn, txn_change_fn fn, void *arg)
+{
+    if (txn) {
+        int rc = txn_check_write(txn);
+        if (rc)
+            return rc;
+        uint64_t gen0 = txn->db->write_gen;
+        rc = fn(txn->db, txn, arg);
+        if (rc && txn->db->write_gen != gen0)
+            txn->failed = 1;
+        if (rc == 0 && txn->db->opt.write_cache_bytes)
+            cache_after_change(txn->db); /* failure: stays cached */
+        return rc;
+    }
+    if (!db)
+        return BONSAI_INVALID;
+    if (db->opt.read_only)
+        return BONSAI_READONLY;
+    if (!db->cow)
+        return change_directly(db, fn, arg);
+    bonsai_txn *own;
+    int rc = bonsai_txn_begin(db, 0, &own);
+    if (rc)
+        return rc;
+    rc = txn_change(db, own, fn, arg);
+    if (rc) {
+        bonsai_txn_abort(own);
+        return rc;
+    }
+    return bonsai_txn_commit(own);
+}
+
+int txn_read(bonsai_db *db, bonsai_txn *txn, txn_read_fn fn, void *arg)
+{
+    if (txn) {
+        int rc = txn_check(txn);
+        return rc ? rc : fn(txn->db, txn, arg);
+    }
+    if (!db)
+        return BONSAI_INVALID;
+    if (!db->cow)
+        return fn(db, NULL, arg);
+    bonsai_txn *own;
+    int rc = bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &own);
+    if (rc)
+        return rc;
+    rc = fn(db, own, arg);
+    bonsai_txn_commit(own);
+    return rc;
+}
+
+int txn_tree(bonsai_db *db, bonsai_txn *txn, bonsai_map map, bt_tree **t,
+             uint64_t *end)
+{
+    if (txn && txn->rdonly) {
+        *end = txn->snap.end;
+        return maps_reader_tree(txn, map, t);
+    }
+    *end = db->al.end;
+    return maps_writer_tree(db, map, t);
+}

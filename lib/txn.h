@@ -1,0 +1,48 @@
+/*
+ * txn.h - the commit protocol and the reader table (txn.c).
+ *
+ * Commit, in order (format.md, "Commit protocol"):
+ *  1. write every changed node to pages no committed snapshot uses;
+ *  2. write the changed map records into the catalog, and its nodes;
+ *  3. sync the data;
+ *  4. write the meta slot (txn_id & 1) naming the new catalog root;
+ *  5. sync again.  Only then is the commit reported durable.
+ * Pages the commit stopped using become free once no reader's snapshot
+ * is older than it.
+ */
+#ifndef BONSAI_TXN_H
+#define BONSAI_TXN_H
+
+#include "internal.h"
+
+/* No-transaction mode on a file: write records, nodes and a meta slot. */
+int txn_write_back(bonsai_db *db);
+
+/* Writes a meta slot (db.c). */
+int bx_write_meta(bonsai_db *db, const bx_meta *m);
+
+/* Checks a transaction may write. */
+int txn_check_write(const bonsai_txn *txn);
+
+/* Checks a transaction is usable at all (read or write). */
+int txn_check(const bonsai_txn *txn);
+
+/* Runs fn as one change: inside txn when given; in a transaction of its
+ * own (transaction mode, txn NULL); or directly (no-transaction mode),
+ * where the change is written at once and rolled back if that fails.  fn
+ * calls txn_note_tree() on the tree it is about to change. */
+typedef int (*txn_change_fn)(bonsai_db *db, bonsai_txn *txn, void *arg);
+int txn_change(bonsai_db *db, bonsai_txn *txn, txn_change_fn fn, void *arg);
+void txn_note_tree(bonsai_db *db, bt_tree *t);
+
+/* Runs fn to read: in txn, in a snapshot of its own (transaction mode,
+ * txn NULL), or on the store's current state (no-transaction mode). */
+typedef int (*txn_read_fn)(bonsai_db *db, bonsai_txn *txn, void *arg);
+int txn_read(bonsai_db *db, bonsai_txn *txn, txn_read_fn fn, void *arg);
+
+/* The tree of map as txn sees it (txn NULL: the writer's), and the page
+ * limit to read it with. */
+int txn_tree(bonsai_db *db, bonsai_txn *txn, bonsai_map map, bt_tree **t,
+             uint64_t *end);
+
+#endif

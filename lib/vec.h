@@ -1,0 +1,64 @@
+/*
+ * vec.h - growable arrays of page runs and of pending frees, the only
+ * containers the allocator and the writer need.
+ */
+#ifndef BONSAI_VEC_H
+#define BONSAI_VEC_H
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "bonsai.h"
+#include "node.h"
+
+typedef struct extvec {
+    bn_ext *v;
+    size_t n, cap;
+} extvec;
+
+static inline int extvec_push(extvec *a, bn_ext e)
+{
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 16;
+        bn_ext *v = realloc(a->v, cap * sizeof *v);
+        if (!v)
+            return BONSAI_NOMEM;
+        a->v = v;
+        a->cap = cap;
+    }
+    a->v[a->n++] = e;
+    return 0;
+}
+
+static inline void extvec_free(extvec *a)
+{
+    free(a->v);
+    *a = (extvec){0};
+}
+
+typedef struct ptrvec {
+    void **v;
+    size_t n, cap;
+} ptrvec;
+
+static inline int ptrvec_push(ptrvec *a, void *p)
+{
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 16;
+        void **v = realloc(a->v, cap * sizeof *v);
+        if (!v)
+            return BONSAI_NOMEM;
+        a->v = v;
+        a->cap = cap;
+    }
+    a->v[a->n++] = p;
+    return 0;
+}
+
+static inline void ptrvec_free(ptrvec *a)
+{
+    free(a->v);
+    *a = (ptrvec){0};
+}
+
+#endif

@@ -1,0 +1,1713 @@
+/*
+ * test_api.c - the public API, call by call: options, open/close, maps,
+ * put/get/del, sizes, cursors, transactions, read-only stores, snapshots,
+ * error strings and bad arguments.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bonsai.h"
+#include "util.h"
+
+TestSuite(api, .init = tu_setup, .fini = tu_teardown);
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static bonsai_val sval(const char *s)
+{
+    return tu_val(s, strlen(s));
+}
+
+static bonsai_val u64val(const uint64_t *k)
+{
+    return tu_val(k, 8);
+}
+
+/* Asserts that key k of a byte map holds exactly the string want. */
+static void expect_str(bonsai_txn *txn, bonsai_map map, const char *k,
+                       const char *want)
+{
+    bonsai_val key = sval(k), val = {0, NULL};
+    int rc = bonsai_get(txn, map, &key, &val);
+    cr_assert(rc == 0, "get(%s) -> %s, expected value \"%s\"", k, tu_err(rc),
+              want);
+    cr_assert(val.size == strlen(want) &&
+                  (val.size == 0 || memcmp(val.data, want, val.size) == 0),
+              "get(%s) = \"%.*s\", expected \"%s\"", k, (int)val.size,
+              val.size ? (const char *)val.data : "", want);
+}
+
+static void expect_absent(bonsai_txn *txn, bonsai_map map, const char *k)
+{
+    bonsai_val key = sval(k), val = {0, NULL};
+    TU_RC(bonsai_get(txn, map, &key, &val), BONSAI_NOTFOUND);
+}
+
+static void put_str(bonsai_txn *txn, bonsai_map map, const char *k,
+                    const char *v)
+{
+    bonsai_val key = sval(k), val = sval(v);
+    TU_OK(bonsai_put(txn, map, &key, &val, 0));
+}
+
+static uint64_t count_of(bonsai_txn *txn, bonsai_map map)
+{
+    uint64_t n = UINT64_MAX;
+    TU_OK(bonsai_count(txn, map, &n));
+    return n;
+}
+
+static bonsai_options file_opts(void)
+{
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.sync = 0; /* durability across crashes is not what these tests check */
+    return o;
+}
+
+/* ---- options, open, close ----------------------------------------------- */
+
+Test(api, options_defaults)
+{
+    bonsai_options o;
+    memset(&o, 0xA5, sizeof o);
+    bonsai_options_init(&o);
+    cr_assert_eq(o.max_size, UINT64_C(1) << 30);
+    cr_assert_eq(o.page_size, 512u);
+    cr_assert_eq(o.node_bytes, 4096u);
+    cr_assert_eq(o.node_entries, 4096u);
+    cr_assert_eq(o.transactions, -1);
+    cr_assert_eq(o.sync, 1);
+    cr_assert_eq(o.read_only, 0);
+    cr_assert_eq(o.create, 1);
+    cr_assert_eq(o.file_mode, 0644u);
+}
+
+Test(api, open_close_anonymous)
+{
+    bonsai_db *db = tu_open(NULL, NULL);
+    bonsai_stat st;
+    memset(&st, 0xA5, sizeof st);
+    TU_OK(bonsai_db_stat(db, &st));
+    cr_assert_eq(st.anonymous, 1);
+    cr_assert_eq(st.transactions, 0, "anonymous default is no-transaction");
+    cr_assert_eq(st.max_size, UINT64_C(1) << 30);
+    cr_assert_eq(st.page_size, 512u);
+    cr_assert_eq(st.node_bytes, 4096u);
+    cr_assert_eq(st.node_entries, 4096u);
+
+    /* no-transaction mode: transactions are not supported */
+    bonsai_txn *txn = NULL;
+    TU_RC(bonsai_txn_begin(db, 0, &txn), BONSAI_NOTSUP);
+    TU_RC(bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &txn), BONSAI_NOTSUP);
+
+    /* it works without */
+    bonsai_map m = tu_map_create(db, NULL, "m", BONSAI_KEY_BYTES);
+    put_str(NULL, m, "k", "v");
+    expect_str(NULL, m, "k", "v");
+    TU_OK(bonsai_sync(db));
+    TU_OK(bonsai_close(db));
+    TU_OK(bonsai_close(NULL));
+
+    /* explicit default options behave the same; a fresh anonymous store is
+     * empty (nothing of the previous one survives) */
+    bonsai_options o;
+    bonsai_options_init(&o);
+    db = tu_open(NULL, &o);
+    bonsai_map m2;
+    TU_RC(bonsai_map_open(db, NULL, "m", &m2, NULL), BONSAI_NOTFOUND);
+    TU_OK(bonsai_close(db));
+}
+
+Test(api, open_close_file)
+{
+    const char *path = tu_path("a.db");
+    bonsai_db *db = tu_open(path, NULL);
+    bonsai_stat st;
+    TU_OK(bonsai_db_stat(db, &st));
+    cr_assert_eq(st.anonymous, 0);
+    cr_assert_eq(st.transactions, 1, "file default is transaction mode");
+    struct stat sb;
+    cr_assert(stat(path, &sb) == 0 && S_ISREG(sb.st_mode),
+              "the store file was not created");
+    TU_OK(bonsai_close(db));
+
+    /* reopen an existing file without create */
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.create = 0;
+    db = tu_open(path, &o);
+    TU_OK(bonsai_close(db));
+
+    /* a missing file with create = 0 */
+    const char *missing = tu_path("missing.db");
+    db = NULL;
+    TU_RC(bonsai_open(missing, &o, &db), BONSAI_NOTFOUND);
+    cr_assert(stat(missing, &sb) != 0, "open with create=0 created a file");
+
+    /* a directory */
+    const char *dir = tu_path("dir");
+    cr_assert(mkdir(dir, 0755) == 0);
+    TU_RC(bonsai_open(dir, NULL, &db), BONSAI_IO);
+
+    /* file_mode is used for a created file */
+    mode_t old = umask(022);
+    bonsai_options_init(&o);
+    o.file_mode = 0600;
+    const char *p2 = tu_path("mode.db");
+    db = tu_open(p2, &o);
+    TU_OK(bonsai_close(db));
+    umask(old);
+    cr_assert(stat(p2, &sb) == 0);
+    cr_assert_eq(sb.st_mode & 0777, 0600u, "file mode %o, expected 0600",
+                 (unsigned)(sb.st_mode & 0777));
+}
+
+Test(api, empty_file_store_reopens_empty)
+{
+    const char *path = tu_path("e.db");
+    bonsai_db *db = tu_open(path, NULL);
+    TU_OK(bonsai_close(db));
+    db = tu_open(path, NULL);
+    bonsai_map m;
+    TU_RC(bonsai_map_open(db, NULL, "anything", &m, NULL), BONSAI_NOTFOUND);
+    TU_OK(bonsai_close(db));
+}
+
+Test(api, bad_options_rejected)
+{
+    struct {
+        const char *what;
+        uint32_t page, nbytes, nentries;
+    } bad[] = {
+        {"page_size 1000 (not a power of two)", 1000, 4096, 4096},
+        {"page_size 256", 256, 4096, 4096},
+        {"page_size 131072", 131072, 4096, 4096},
+        {"node_bytes 255", 512, 255, 4096},
+        {"node_bytes 2 MiB", 512, 2u << 20, 4096},
+        {"node_entries 1", 512, 4096, 1},
+        {"node_entries 65536", 512, 4096, 65536},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        bonsai_options o;
+        bonsai_options_init(&o);
+        o.page_size = bad[i].page;
+        o.node_bytes = bad[i].nbytes;
+        o.node_entries = bad[i].nentries;
+        bonsai_db *db = NULL;
+        int rc = bonsai_open(NULL, &o, &db);
+        cr_assert(rc == BONSAI_INVALID, "anonymous open with %s -> %s",
+                  bad[i].what, tu_err(rc));
+        rc = bonsai_open(tu_path("bad.db"), &o, &db);
+        cr_assert(rc == BONSAI_INVALID, "file create with %s -> %s",
+                  bad[i].what, tu_err(rc));
+    }
+}
+
+/* The extreme legal options still give a working store. */
+Test(api, extreme_options_work)
+{
+    struct {
+        uint32_t page, nbytes, nentries;
+    } cfg[] = {
+        {65536, 256, 2},
+        {512, 256, 2},
+        {512, 1u << 20, 65535},
+    };
+    for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+        bonsai_options o;
+        bonsai_options_init(&o);
+        o.page_size = cfg[c].page;
+        o.node_bytes = cfg[c].nbytes;
+        o.node_entries = cfg[c].nentries;
+        bonsai_db *db = tu_open(NULL, &o);
+        bonsai_stat st;
+        TU_OK(bonsai_db_stat(db, &st));
+        cr_assert_eq(st.page_size, cfg[c].page);
+        cr_assert_eq(st.node_bytes, cfg[c].nbytes);
+        cr_assert_eq(st.node_entries, cfg[c].nentries);
+        bonsai_map m = tu_map_create(db, NULL, "m", BONSAI_KEY_U64);
+        tm_model model;
+        tm_init(&model, BONSAI_KEY_U64);
+        for (uint64_t i = 0; i < 300; i++) {
+            uint64_t k = tu_mix64(i) % 1000;
+            char v[24];
+            int n = snprintf(v, sizeof v, "v%" PRIu64, i);
+            bonsai_val val = tu_val(v, (size_t)n);
+            TU_OK(bonsai_put_u64(NULL, m, k, &val, 0));
+            tm_put(&model, &k, 8, v, (size_t)n);
+            if (i % 3 == 2) {
+                uint64_t d = tu_mix64(i * 7) % 1000;
+                int rc = bonsai_del_u64(NULL, m, d);
+                bool had = tm_del(&model, &d, 8);
+                cr_assert_eq(rc, had ? 0 : BONSAI_NOTFOUND, "del -> %s",
+                             tu_err(rc));
+            }
+        }
+        TU_ASSERT_SAME(NULL, m, &model, "extreme options");
+        tm_free(&model);
+        TU_OK(bonsai_close(db));
+    }
+}
+
+/* ---- maps --------------------------------------------------------------- */
+
+struct list_rec {
+    int n;
+    char names[16][64];
+    unsigned kinds[16];
+    uint64_t entries[16];
+};
+
+static int list_cb(void *ctx, const char *name, unsigned kind,
+                   uint64_t entries)
+{
+    struct list_rec *r = ctx;
+    if (r->n < 16) {
+        snprintf(r->names[r->n], 64, "%s", name);
+        r->kinds[r->n] = kind;
+        r->entries[r->n] = entries;
+    }
+    r->n++;
+    return 0;
+}
+
+static int stop_cb(void *ctx, const char *name, unsigned kind,
+                   uint64_t entries)
+{
+    (void)name;
+    (void)kind;
+    (void)entries;
+    int *calls = ctx;
+    ++*calls;
+    return 42;
+}
+
+Test(api, maps_create_open_list_drop)
+{
+    bonsai_db *db = tu_open(NULL, NULL);
+    bonsai_map b = tu_map_create(db, NULL, "b", BONSAI_KEY_BYTES);
+    bonsai_map a = tu_map_create(db, NULL, "a", BONSAI_KEY_U64);
+    bonsai_map B = tu_map_create(db, NULL, "B", BONSAI_KEY_BYTES);
+    bonsai_map ab = tu_map_create(db, NULL, "ab", BONSAI_KEY_U64);
+    cr_assert(a != b && a != B && a != ab && b != B && b != ab && B != ab,
+              "map handles must differ");
+
+    put_str(NULL, b, "x", "1");
+    put_str(NULL, b, "y", "2");
+    TU_OK(bonsai_put_u64(NULL, a, 7, NULL, 0));
+
+    /* duplicates */
+    bonsai_map again = 0;
+    TU_RC(bonsai_map_create(db, NULL, "b", BONSAI_KEY_BYTES, &again),
+          BONSAI_EXISTS);
+    /* *map is set when the kinds agree: it reaches the same map */
+    expect_str(NULL, again, "x", "1");
+    TU_RC(bonsai_map_create(db, NULL, "b", BONSAI_KEY_U64, &again), BONSAI_EXISTS);
+    TU_RC(bonsai_map_create(db, NULL, "a", BONSAI_KEY_BYTES, &again),
+          BONSAI_EXISTS);
+    cr_assert_eq(count_of(NULL, b), 2, "a failed create must not clear");
+
+    /* open */
+    unsigned kind = 0;
+    bonsai_map o = 0;
+    TU_OK(bonsai_map_open(db, NULL, "a", &o, &kind));
+    cr_assert_eq(kind, BONSAI_KEY_U64);
+    TU_RC(bonsai_get_u64(NULL, o, 7, &(bonsai_val){0, NULL}), 0);
+    TU_OK(bonsai_map_open(db, NULL, "b", &o, &kind));
+    cr_assert_eq(kind, BONSAI_KEY_BYTES);
+    expect_str(NULL, o, "y", "2");
+    TU_OK(bonsai_map_open(db, NULL, "B", &o, NULL)); /* kind may be NULL */
+    TU_RC(bonsai_map_open(db, NULL, "c", &o, &kind), BONSAI_NOTFOUND);
+    TU_RC(bonsai_map_open(db, NULL, "A", &o, &kind), BONSAI_NOTFOUND);
+
+    /* list, in name order */
+    struct list_rec r;
+    memset(&r, 0, sizeof r);
+    TU_OK(bonsai_map_list(db, NULL, list_cb, &r));
+    cr_assert_eq(r.n, 4, "listed %d maps", r.n);
+    const char *want[] = {"B", "a", "ab", "b"};
+    unsigned wkind[] = {BONSAI_KEY_BYTES, BONSAI_KEY_U64, BONSAI_KEY_U64,
+                        BONSAI_KEY_BYTES};
+    uint64_t went[] = {0, 1, 0, 2};
+    for (int i = 0; i < 4; i++) {
+        cr_assert_str_eq(r.names[i], want[i], "list[%d] = %s", i, r.names[i]);
+        cr_assert_eq(r.kinds[i], wkind[i], "list[%d] kind", i);
+        cr_assert_eq(r.entries[i], went[i], "list[%d] (%s) entries %" PRIu64,
+                     i, want[i], r.entries[i]);
+    }
+    /* a non-zero callback result stops the walk and is returned */
+    int calls = 0;
+    TU_RC(bonsai_map_list(db, NULL, stop_cb, &calls), 42);
+    cr_assert_eq(calls, 1);
+
+    /* drop */
+    TU_OK(bonsai_map_drop(db, NULL, "b"));
+    TU_RC(bonsai_map_drop(db, NULL, "b"), BONSAI_NOTFOUND);
+    TU_RC(bonsai_map_drop(db, NULL, "zzz"), BONSAI_NOTFOUND);
+    TU_RC(bonsai_map_open(db, NULL, "b", &o, &kind), BONSAI_NOTFOUND);
+    memset(&r, 0, sizeof r);
+    TU_OK(bonsai_map_list(db, NULL, list_cb, &r));
+    cr_assert_eq(r.n, 3);
+    cr_assert_str_eq(r.names[0], "B");
+    cr_assert_str_eq(r.names[1], "a");
+    cr_assert_str_eq(r.names[2], "ab");
+    /* the other maps are untouched */
+    TU_RC(bonsai_get_u64(NULL, a, 7, &(bonsai_val){0, NULL}), 0);
+    /* the name can be created again, empty, with another kind */
+    bonsai_map nb = tu_map_create(db, NULL, "b", BONSAI_KEY_U64);
+    cr_assert_eq(count_of(NULL, nb), 0, "a re-created map must be empty");
+    TU_RC(bonsai_get_u64(NULL, nb, 7, &(bonsai_val){0, NULL}),
+          BONSAI_NOTFOUND);
+    TU_OK(bonsai_close(db));
+}
+
+Test(api, map_names_and_kinds_validated)
+{
+    bonsai_db *db = tu_open(NULL, NULL);
+    bonsai_map m;
+    TU_RC(bonsai_map_create(db, NULL, "", BONSAI_KEY_BYTES, &m), BONSAI_INVALID);
+    TU_RC(bonsai_map_create(db, NULL, "k0", 0, &m), BONSAI_INVALID);
+    TU_RC(bonsai_map_create(db, NULL, "k3", 3, &m), BONSAI_INVALID);
+    char name[BONSAI_MAX_NAME + 2];
+    memset(name, 'n', sizeof name);
+    name[BONSAI_MAX_NAME + 1] = 0; /* 256 bytes */
+    TU_RC(bonsai_map_create(db, NULL, name, BONSAI_KEY_BYTES, &m), BONSAI_INVALID);
+    name[BONSAI_MAX_NAME] = 0; /* 255 bytes */
+    bonsai_map longm = tu_map_create(db, NULL, name, BONSAI_KEY_BYTES);
+    put_str(NULL, longm, "k", "v");
+    bonsai_map o;
+    unsigned kind;
+    TU_OK(bonsai_map_open(db, NULL, name, &o, &kind));
+    expect_str(NULL, o, "k", "v");
+    int rc = bonsai_map_open(db, NULL, "", &o, &kind);
+    cr_assert(rc == BONSAI_INVALID || rc == BONSAI_NOTFOUND,
+              "map_open of an empty name -> %s", tu_err(rc));
+    TU_OK(bonsai_close(db));
+}
+
+Test(api, map_kind_survives_reopen)
+{
+    const char *path = tu_path("k.db");
+    bonsai_db *db = tu_open(path, NULL);
+    bonsai_map u = tu_map_create(db, NULL, "ints", BONSAI_KEY_U64);
+    bonsai_map b = tu_map_create(db, NULL, "strs", BONSAI_KEY_BYTES);
+    TU_OK(bonsai_put_u64(NULL, u, 5, NULL, 0));
+    put_str(NULL, b, "k", "v");
+    TU_OK(bonsai_close(db));
+
+    db = tu_open(path, NULL);
+    unsigned kind = 0;
+    bonsai_map m;
+    TU_OK(bonsai_map_open(db, NULL, "ints", &m, &kind));
+    cr_assert_eq(kind, BONSAI_KEY_U64, "kind after reopen: %u", kind);
+    TU_OK(bonsai_get_u64(NULL, m, 5, &(bonsai_val){0, NULL}));
+    TU_RC(bonsai_put_u64(NULL, tu_map_open(db, NULL, "strs",
+                                           BONSAI_KEY_BYTES),
+                         1, NULL, 0),
+          BONSAI_MAPKIND);
+    struct list_rec r;
+    memset(&r, 0, sizeof r);
+    TU_OK(bonsai_map_list(db, NULL, list_cb, &r));
+    cr_assert_eq(r.n, 2);
+    cr_assert_str_eq(r.names[0], "ints");
+    cr_assert_eq(r.kinds[0], BONSAI_KEY_U64);
+    cr_assert_eq(r.entries[0], 1);
+    cr_assert_str_eq(r.names[1], "strs");
+    cr_assert_eq(r.kinds[1], BONSAI_KEY_BYTES);
+    cr_assert_eq(r.entries[1], 1);
+    TU_RC(bonsai_map_create(db, NULL, "ints", BONSAI_KEY_BYTES, &m),
+          BONSAI_EXISTS);
+
+    /* a drop survives reopen too */
+    TU_OK(bonsai_map_drop(db, NULL, "ints"));
+    TU_OK(bonsai_close(db));
+    db = tu_open(path, NULL);
+    TU_RC(bonsai_map_open(db, NULL, "ints", &m, &kind), BONSAI_NOTFOUND);
+    b = tu_map_open(db, NULL, "strs", BONSAI_KEY_BYTES);
+    expect_str(NULL, b, "k", "v");
+    TU_OK(bonsai_close(db));
+}
+
+Test(api, map_kind_mismatch)
+{
+    bonsai_db *db = tu_open(NULL, NULL);
+    bonsai_map b = tu_map_create(db, NULL, "b", BONSAI_KEY_BYTES);
+    bonsai_map u = tu_map_create(db, NULL, "u", BONSAI_KEY_U64);
+    bonsai_val v = sval("v"), out = {0, NULL};
+    /* u64 calls on a byte map */
+    TU_RC(bonsai_put_u64(NULL, b, 1, &v, 0), BONSAI_MAPKIND);
+    TU_RC(bonsai_get_u64(NULL, b, 1, &out), BONSAI_MAPKIND);
+    TU_RC(bonsai_del_u64(NULL, b, 1), BONSAI_MAPKIND);
+    cr_assert_eq(count_of(NULL, b), 0);
+    bonsai_cursor *cur;
+    TU_OK(bonsai_cursor_open(NULL, b, &cur));
+    TU_RC(bonsai_cursor_seek_u64(cur, 1), BONSAI_MAPKIND);
+    bonsai_cursor_close(cur);
+
+    /* a u64 map takes 8-byte keys only */
+    uint8_t k9[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    for (size_t n = 1; n <= 9; n++) {
+        if (n == 8)
+            continue;
+        bonsai_val k = tu_val(k9, n);
+        TU_RC(bonsai_put(NULL, u, &k, &v, 0), BONSAI_KEYSIZE);
+        TU_RC(bonsai_get(NULL, u, &k, &out), BONSAI_KEYSIZE);
+        TU_RC(bonsai_del(NULL, u, &k), BONSAI_KEYSIZE);
+    }
+    cr_assert_eq(count_of(NULL, u), 0);
+    /* 8 native bytes and the u64 calls are the same key */
+    uint64_t key = UINT64_C(0x0102030405060708);
+    bonsai_val k8 = u64val(&key);
+    TU_OK(bonsai_put(NULL, u, &k8, &v, 0));
+    TU_OK(bonsai_get_u64(NULL, u, key, &out));
+    cr_assert(out.size == 1 && memcmp(out.data, "v", 1) == 0);
+    TU_OK(bonsai_del_u64(NULL, u, key));
+    TU_RC(bonsai_get(NULL, u, &k8, &out), BONSAI_NOTFOUND);
+    TU_OK(bonsai_close(db));
+}
+
+Test(api, maps_full_at_max_maps)
+{
+    bonsai_db *db = tu_open(NULL, NULL);
+    char name[32];
+    bonsai_map first = NULL, last = NULL;
+    for (unsigned i = 0; i < BONSAI_MAX_MAPS; i++) {
+        bonsai_map m;
+        snprintf(name, sizeof name, "map%05u", i);
+        int rc = bonsai_map_create(db, NULL, name, BONSAI_KEY_U64, &m);
+        cr_assert(rc == 0, "create of map %u of %u -> %s", i + 1,
+                  BONSAI_MAX_MAPS, tu_err(rc));
+        if (i == 0)
+            first = m;
+        last = m;
+    }
+    bonsai_map m;
+    TU_RC(bonsai_map_create(db, NULL, "one-too-many", BONSAI_KEY_U64, &m),
+          BONSAI_MAPS_FULL);
+    TU_RC(bonsai_map_open(db, NULL, "one-too-many", &m, NULL),
+          BONSAI_NOTFOUND);
+    /* the maps created are fine */
+    TU_OK(bonsai_put_u64(NULL, first, 1, NULL, 0));
+    TU_OK(bonsai_get_u64(NULL, first, 1, &(bonsai_val){0, NULL}));
+    TU_OK(bonsai_put_u64(NULL, last, 2, NULL, 0));
+    TU_RC(bonsai_get_u64(NULL, last, 1, &(bonsai_val){0, NULL}),
+          BONSAI_NOTFOUND);
+    TU_OK(bonsai_close(db));
+}
+
+/* ---- put / get / del ---------------------------------------------------- */
+
+Test(api, put_get_del_overwrite_bytes)
+{
+    bonsai_db *db = tu_open(NULL, NULL);
+    bonsai_map m = tu_map_create(db, NULL, "m", BONSAI_KEY_BYTES);
+    expect_absent(NULL, m, "a");
+    put_str(NULL, m, "a", "1");
+    put_str(NULL, m, "b", "2");
+    put_str(NULL, m, "ab", "3");
+    expect_str(NULL, m, "a", "1");
+    expect_str(NULL, m, "b", "2");
+    expect_str(NULL, m, "ab", "3");
+    expect_absent(NULL, m, "abc");
+    expect_absent(NULL, m, "A");
+    /* overwrite, longer and shorter */
+    put_str(NULL, m, "a", "one, much longer than before");
+    expect_str(NULL, m, "a", "one, much longer than before");
+    put_str(NULL, m, "a", "");
+    expect_str(NULL, m, "a", "");
+    put_str(NULL, m, "a", "1b");
+    expect_str(NULL, m, "a", "1b");
+    cr_assert_eq(count_of(NULL, m), 3);
+    /* delete */
+    bonsai_val k = sval("ab");
+    TU_OK(bonsai_del(NULL, m, &k));
+    expect_absent(NULL, m, "ab");
+    TU_RC(bonsai_del(NULL, m, &k), BONSAI_NOTFOUND);
+    expect_str(NULL, m, "a", "1b");
+    expect_str(NULL, m, "b", "2");
+    /* keys and values may hold any bytes, including NUL */
+    uint8_t kb[4] = {0, 0xff, 0, 1}, vb[5] = {0, 1, 0, 0xff, 0};
+    bonsai_val kk = tu_val(kb, 4), vv = tu_val(vb, 5), out = {0, NULL};
+    TU_OK(bonsai_put(NULL, m, &kk, &vv, 0));
+    TU_OK(bonsai_get(NULL, m, &kk, &out));
+    cr_assert(out.size == 5 && memcmp(out.data, vb, 5) == 0);
+    bonsai_val k3 = tu_val(kb, 3);
+    TU_RC(bonsai_get(NULL, m, &k3, &out), BONSAI_NOTFOUND);
+    cr_assert_eq(count_of(NULL, m), 3);
+    TU_OK(bonsai_close(db));
+}
+
+Test(api, put_get_del_overwrite_u64)
+{
+    bonsai_db *db = tu_open(NULL, NULL);
+    bonsai_map m = tu_map_create(db, NULL, "m", BONSAI_KEY_U64);
+    uint64_t keys[] = {0, 1, 255, 256, 65536, UINT64_C(1) << 32,
+                       UINT64_C(1) << 63, UINT64_MAX - 1, UINT64_MAX};
+    size_t nk = sizeof keys / sizeof keys[0];
+    bonsai_val out;
+    for (size_t i = 0; i < nk; i++)
+        TU_RC(bonsai_get_u64(NULL, m, keys[i], &out), BONSAI_NOTFOUND);
+    for (size_t i = 0; i < nk; i++) {
+        uint64_t v = ~keys[i];
+        bonsai_val val = tu_val(&v, 8);
+        TU_OK(bonsai_put_u64(NULL, m, keys[i], &val, 0));
+    }
+    for (size_t i = 0; i < nk; i++) {
+        TU_OK(bonsai_get_u64(NULL, m, keys[i], &out));
+        uint64_t v;
+        cr_assert_eq(out.size, 8);
+        memcpy(&v, out.data, 8);
+        cr_assert_eq(v, ~keys[i], "value of key %" PRIu64, keys[i]);
+    }
+    TU_RC(bonsai_get_u64(NULL, m, 2, &out), BONSAI_NOTFOUND);
+    cr_assert_eq(count_of(NULL, m), nk);
+    /* overwrite with NULL (empty) and a string */
+    TU_OK(bonsai_put_u64(NULL, m, 255, NULL, 0));
+    TU_OK(bonsai_get_u64(NULL, m, 255, &out));
+    cr_assert_eq(out.size, 0);
+    bonsai_val s = sval("hello");
+    TU_OK(bonsai_put_u64(NULL, m, UINT64_MAX, &s, 0));
+    TU_OK(bonsai_get_u64(NULL, m, UINT64_MAX, &out));
+    cr_assert(out.size == 5 && memcmp(out.data, "hello", 5) == 0);
+    cr_assert_eq(count_of(NULL, m), nk);
+    /* delete the extremes */
+    TU_OK(bonsai_del_u64(NULL, m, 0));
+    TU_OK(bonsai_del_u64(NULL, m, UINT64_MAX));
+    TU_RC(bonsai_del_u64(NULL, m, 0), BONSAI_NOTFOUND);
+    TU_RC(bonsai_del_u64(NULL, m, 12345), BONSAI_NOTFOUND);
+    TU_RC(bonsai_get_u64(NULL, m, 0, &out), BONSAI_NOTFOUND);
+    TU_RC(bonsai_get_u64(NULL, m, UINT64_MAX, &out), BONSAI_NOTFOUND);
+    TU_OK(bonsai_get_u64(NULL, m, UINT64_MAX - 1, &out));
+    cr_assert_eq(count_of(NULL, m), nk - 2);
+    TU_OK(bonsai_close(db));
+}
+
+Test(api, nooverwrite)
+{
+    bonsai_db *db = tu_open(NULL, NULL);
+    bonsai_map m = tu_map_create(db, NULL, "m", BONSAI_KEY_BYTES);
+    bonsai_map u = tu_map_create(db, NULL, "u", BONSAI_KEY_U64);
+    bonsai_val k = sval("key"), v1 = sval("first"), v2 = sval("second");
+    TU_OK(bonsai_put(NULL, m, &k, &v1, BONSAI_NOOVERWRITE));
+    TU_RC(bonsai_put(NULL, m, &k, &v2, BONSAI_NOOVERWRITE), BONSAI_EXISTS);
+    expect_str(NULL, m, "key", "first");
+    bonsai_val e = tu_val(NULL, 0);
+    TU_RC(bonsai_put(NULL, m, &k, &e, BONSAI_NOOVERWRITE), BONSAI_EXISTS);
+    expect_str(NULL, m, "key", "first");
+    cr_assert_eq(count_of(NULL, m), 1);
+    /* without the flag it overwrites */
+    TU_OK(bonsai_put(NULL, m, &k, &v2, 0));
+    expect_str(NULL, m, "key", "second");
+
+    TU_OK(bonsai_put_u64(NULL, u, 9, &v1, BONSAI_NOOVERWRITE));
+    TU_RC(bonsai_put_u64(NULL, u, 9, &v2, BONSAI_NOOVERWRITE), BONSAI_EXISTS);
+    TU_RC(bonsai_put_u64(NULL, u, 9, NULL, BONSAI_NOOVERWRITE), BONSAI_EXISTS);
+    bonsai_val out;
+    TU_OK(bonsai_get_u64(NULL, u, 9, &out));
+    cr_assert(out.size == 5 && memcmp(out.data, "first", 5) == 0);
+    cr_assert_eq(count_of(NULL, u), 1);
+    /* after a delete the key is new again */
+    TU_OK(bonsai_del_u64(NULL, u, 9));
+    TU_OK(bonsai_put_u64(NULL, u, 9, &v2, BONSAI_NOOVERWRITE));
+    TU_OK(bonsai_get_u64(NULL, u, 9, &out));
+    cr_assert(out.size == 6 && memcmp(out.data, "second", 6) == 0);
+    TU_OK(bonsai_close(db));
+}
+
+Test(api, count_tracks_changes)
+{
+    bonsai_db *db = tu_open(NULL, NULL);
+    bonsai_map m = tu_map_create(db, NULL, "m", BONSAI_KEY_U64);
+    bonsai_map other = tu_map_create(db, NULL, "other", BONSAI_KEY_U64);
+    cr_assert_eq(count_of(NULL, m), 0);
+    uint64_t n = 0;
+    for (uint64_t i = 0; i < 5000; i++) {
+        uint64_t k = tu_mix64(i) % 3000;
+        int rc = bonsai_put_u64(NULL, m, k, NULL, BONSAI_NOOVERWRITE);
+        cr_assert(rc == 0 || rc == BONSAI_EXISTS, "put -> %s", tu_err(rc));
+        if (rc == 0)
+            n++;
+        if (i % 500 == 0)
+            cr_assert_eq(count_of(NULL, m), n, "after %" PRIu64 " puts", i);
+    }
+    cr_assert_eq(count_of(NULL, m), n);
+    /* overwrites do not count */
+    for (uint64_t k = 0; k < 3000; k += 7) {
+        bonsai_val out;
+        if (bonsai_get_u64(NULL, m, k, &out) == 0) {
+            bonsai_val v = sval("x");
+            TU_OK(bonsai_put_u64(NULL, m, k, &v, 0));
+        }
+    }
+    cr_assert_eq(count_of(NULL, m), n);
+    /* deletes, present and absent */
+    for (uint64_t k = 0; k < 3000; k += 2) {
+        int rc = bonsai_del_u64(NULL, m, k);
+        cr_assert(rc == 0 || rc == BONSAI_NOTFOUND);
+        if (rc == 0)
+            n--;
+    }
+    cr_assert_eq(count_of(NULL, m), n);
+    cr_assert_eq(count_of(NULL, other), 0, "another map's count moved");
+    /* down to empty */
+    for (uint64_t k = 0; k < 3000; k++) {
+        int rc = bonsai_del_u64(NULL, m, k);
+        cr_assert(rc == 0 || rc == BONSAI_NOTFOUND);
+    }
+    cr_assert_eq(count_of(NULL, m), 0);
+    TU_OK(bonsai_close(db));
+}
+
+Test(api, key_sizes)
+{
+    bonsai_db *db = tu_open(NULL, NULL);
+    bonsai_map m = tu_map_create(db, NULL, "m", BONSAI_KEY_BYTES);
+    static uint8_t big[BONSAI_MAX_KEY + 2];
+    memset(big, 'k', sizeof big);
+    bonsai_val v = sval("v"), out;
+    bonsai_val k0 = tu_val(big, 0);
+    bonsai_val k0null = tu_val(NULL, 0);
+    bonsai_val k1025 = tu_val(big, BONSAI_MAX_KEY + 1);
+    bonsai_val *bad[] = {&k0, &k0null, &k1025};
+    for (size_t i = 0; i < 3; i++) {
+        TU_RC(bonsai_put(NULL, m, bad[i], &v, 0), BONSAI_KEYSIZE);
+        TU_RC(bonsai_put(NULL, m, bad[i], &v, BONSAI_NOOVERWRITE),
+              BONSAI_KEYSIZE);
+        TU_RC(bonsai_get(NULL, m, bad[i], &out), BONSAI_KEYSIZE);
+        TU_RC(bonsai_del(NULL, m, bad[i]), BONSAI_KEYSIZE);
+    }
+    cr_assert_eq(count_of(NULL, m), 0);
+    bonsai_val k1 = tu_val(big, 1), k1024 = tu_val(big, BONSAI_MAX_KEY);
+    TU_OK(bonsai_put(NULL, m, &k1, &v, 0));
+    TU_OK(bonsai_put(NULL, m, &k1024, &v, 0));
+    TU_OK(bonsai_get(NULL, m, &k1, &out));
+    TU_OK(bonsai_get(NULL, m, &k1024, &out));
+    cr_assert_eq(count_of(NULL, m), 2);
+    TU_RC(bonsai_get(NULL, m, &k1025, &out), BONSAI_KEYSIZE);
+    TU_OK(bonsai_close(db));
+}
+
+/* ---- value sizes -------------------------------------------------------- */
+
+static const size_t value_sizes[] = {0, 1, 4096, 1u << 20, 64u << 20};
+#define NVALUES (sizeof value_sizes / sizeof value_sizes[0])
+
+static uint8_t *pattern(size_t n, uint64_t salt)
+{
+    uint8_t *p = malloc(n ? n : 1);
+    cr_assert(p != NULL);
+    tu_rng r = {salt};
+    tu_fill(&r, p, n);
+    return p;
+}
+
+static void check_value(bonsai_txn *txn, bonsai_map m, uint64_t key,
+                        const uint8_t *want, size_t n)
+{
+    bonsai_val out = {0, NULL};
+    int rc = bonsai_get_u64(txn, m, key, &out);
+    cr_assert(rc == 0, "get of the %zu-byte value -> %s", n, tu_err(rc));
+    cr_assert(out.size == n, "value of %zu bytes came back as %zu", n,
+              out.size);
+    cr_assert(n == 0 || memcmp(out.data, want, n) == 0,
+              "value of %zu bytes came back different", n);
+}
+
+static void value_sizes_test(const char *path)
+{
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.max_size = UINT64_C(512) << 20;
+    bonsai_db *db = tu_open(path, &o);
+    bonsai_map m = tu_map_create(db, NULL, "v", BONSAI_KEY_U64);
+    uint8_t *pat[NVALUES];
+    for (size_t i = 0; i < NVALUES; i++) {
+        pat[i] = pattern(value_sizes[i], i + 1);
+        bonsai_val v = tu_val(pat[i], value_sizes[i]);
+        int rc = bonsai_put_u64(NULL, m, i, &v, 0);
+        cr_assert(rc == 0, "put of a %zu-byte value -> %s", value_sizes[i],
+                  tu_err(rc));
+        /* neighbours with small values around the big ones */
+        bonsai_val s = tu_val(&i, sizeof i);
+        TU_OK(bonsai_put_u64(NULL, m, 1000 + i, &s, 0));
+    }
+    for (size_t i = 0; i < NVALUES; i++)
+        check_value(NULL, m, i, pat[i], value_sizes[i]);
+    if (path) {
+        TU_OK(bonsai_close(db));
+        db = tu_open(path, &o);
+        m = tu_map_open(db, NULL, "v", BONSAI_KEY_U64);
+        for (size_t i = 0; i < NVALUES; i++)
+            check_value(NULL, m, i, pat[i], value_sizes[i]);
+    }
+    for (size_t i = 0; i < NVALUES; i++)
+        check_value(NULL, m, 1000 + i, (const uint8_t *)&i, sizeof i);
+    /* shrink the big ones, grow the small ones */
+    for (size_t i = 0; i < NVALUES; i++) {
+        size_t j = NVALUES - 1 - i;
+        bonsai_val v = tu_val(pat[j], value_sizes[j]);
+        TU_OK(bonsai_put_u64(NULL, m, i, &v, 0));
+    }
+    for (size_t i = 0; i < NVALUES; i++)
+        check_value(NULL, m, i, pat[NVALUES - 1 - i],
+                    value_sizes[NVALUES - 1 - i]);
+    /* delete them all */
+    for (size_t i = 0; i < NVALUES; i++)
+        TU_OK(bonsai_del_u64(NULL, m, i));
+    cr_assert_eq(count_of(NULL, m), NVALUES);
+    if (path) {
+        TU_OK(bonsai_close(db));
+        db = tu_open(path, &o);
+        m = tu_map_open(db, NULL, "v", BONSAI_KEY_U64);
+        cr_assert_eq(count_of(NULL, m), NVALUES);
+        bonsai_val out;
+        TU_RC(bonsai_get_u64(NULL, m, NVALUES - 1, &out), BONSAI_NOTFOUND);
+    }
+    for (size_t i = 0; i < NVALUES; i++)
+        free(pat[i]);
+    TU_OK(bonsai_close(db));
+}
+
+Test(api, value_sizes_anonymous)
+{
+    value_sizes_test(NULL);
+}
+
+Test(api, value_sizes_file_survive_reopen)
+{
+    value_sizes_test(tu_path("values.db"));
+}
+
+Test(api, value_too_big)
+{
+    bonsai_db *db = tu_open(NULL, NULL);
+    bonsai_map m = tu_map_create(db, NULL, "m", BONSAI_KEY_U64);
+    /* 1 GiB + 1 readable (zero) bytes, no memory behind them */
+    size_t n = (size_t)BONSAI_MAX_VALUE + 1;
+    void *p = mmap(NULL, n + 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS |
+                   MAP_NORESERVE, -1, 0);
+    cr_assert(p != MAP_FAILED, "mmap: %s", strerror(errno));
+    bonsai_val v = tu_val(p, n);
+    TU_RC(bonsai_put_u64(NULL, m, 1, &v, 0), BONSAI_VALSIZE);
+    cr_assert_eq(count_of(NULL, m), 0);
+    munmap(p, n + 4096);
+    TU_OK(bonsai_close(db));
+}
+
+/* ---- big keys ----------------------------------------------------------- */
+
+static void big_keys_test(uint32_t node_bytes)
+{
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.node_bytes = node_bytes;
+    bonsai_db *db = tu_open(NULL, &o);
+    bonsai_map m = tu_map_create(db, NULL, "m", BONSAI_KEY_BYTES);
+    tm_model model;
+    tm_init(&model, BONSAI_KEY_BYTES);
+    uint8_t key[BONSAI_MAX_KEY];
+    /* 1 KiB keys that share all but their last two bytes ... */
+    for (unsigned i = 0; i < 300; i++) {
+        memset(key, 'p', sizeof key);
+        unsigned x = (i * 7919u) % 300u;
+        key[BONSAI_MAX_KEY - 2] = (uint8_t)(x >> 8);
+        key[BONSAI_MAX_KEY - 1] = (uint8_t)x;
+        bonsai_val k = tu_val(key, sizeof key), v = tu_val(&x, sizeof x);
+        TU_OK(bonsai_put(NULL, m, &k, &v, 0));
+        tm_put(&model, key, sizeof key, &x, sizeof x);
+    }
+    /* ... that differ in their first byte, and prefixes of each other */
+    for (unsigned i = 0; i < 256; i++) {
+        memset(key, 'q', sizeof key);
+        key[0] = (uint8_t)(255 - i);
+        size_t len = i % 3 == 0 ? BONSAI_MAX_KEY : BONSAI_MAX_KEY - i;
+        bonsai_val k = tu_val(key, len), v = tu_val(key, i % 50);
+        TU_OK(bonsai_put(NULL, m, &k, &v, 0));
+        tm_put(&model, key, len, key, i % 50);
+    }
+    /* all 256 one-byte keys: memcmp order puts 0x00 first, 0xff last */
+    for (unsigned i = 0; i < 256; i++) {
+        uint8_t b = (uint8_t)(i * 37u);
+        bonsai_val k = tu_val(&b, 1), v = tu_val(&b, 1);
+        TU_OK(bonsai_put(NULL, m, &k, &v, 0));
+        tm_put(&model, &b, 1, &b, 1);
+    }
+    TU_ASSERT_SAME(NULL, m, &model, "after inserting big keys");
+    /* delete every other big key */
+    for (size_t i = 0, orig = 0; i < model.n; orig++) {
+        tm_entry *e = &model.e[i];
+        if (e->klen > 1 && orig % 2 == 0) {
+            bonsai_val k = tu_val(e->key, e->klen);
+            TU_OK(bonsai_del(NULL, m, &k));
+            tm_del(&model, e->key, e->klen); /* e->key now freed */
+        } else {
+            i++;
+        }
+    }
+    TU_ASSERT_SAME(NULL, m, &model, "after deleting big keys");
+    tm_free(&model);
+    TU_OK(bonsai_close(db));
+}
+
+Test(api, big_keys_default_nodes)
+{
+    big_keys_test(4096);
+}
+
+Test(api, big_keys_nodes_smaller_than_a_key)
+{
+    big_keys_test(512);
+}
+
+/* ---- cursors ------------------------------------------------------------ */
+
+static void cur_expect_u64(bonsai_cursor *cur, uint64_t want, const char *ctx)
+{
+    uint64_t k = ~want;
+    bonsai_val v = {0, NULL};
+    int rc = bonsai_cursor_get_u64(cur, &k, &v);
+    cr_assert(rc == 0, "%s: cursor_get_u64 -> %s", ctx, tu_err(rc));
+    cr_assert(k == want, "%s: cursor at %" PRIu64 ", expected %" PRIu64, ctx,
+              k, want);
+    cr_assert(v.size == 8 && tu_u64_of(v.data) == ~want,
+              "%s: wrong value at key %" PRIu64, ctx, want);
+    /* the generic call agrees */
+    bonsai_val kb = {0, NULL};
+    TU_OK(bonsai_cursor_get(cur, &kb, NULL));
+    cr_assert(kb.size == 8 && tu_u64_of(kb.data) == want,
+              "%s: cursor_get key differs from cursor_get_u64", ctx);
+}
+
+Test(api, cursor_u64)
+{
+    bonsai_db *db = tu_open(NULL, NULL);
+    bonsai_map m = tu_map_create(db, NULL, "m", BONSAI_KEY_U64);
+    /* numeric order, unlike the native little-endian bytes' memcmp order */
+    uint64_t keys[] = {0, 1, 255, 256, 257, 65536, UINT64_C(1) << 40,
+                       UINT64_C(1) << 63, UINT64_MAX};
+    size_t nk = sizeof keys / sizeof keys[0];
+    for (size_t i = nk; i-- > 0;) {
+        uint64_t v = ~keys[i];
+        bonsai_val val = tu_val(&v, 8);
+        TU_OK(bonsai_put_u64(NULL, m, keys[i], &val, 0));
+    }
+    bonsai_cursor *cur;
+    TU_OK(bonsai_cursor_open(NULL, m, &cur));
+    TU_OK(bonsai_cursor_first(cur));
+    for (size_t i = 0; i < nk; i++) {
+        cur_expect_u64(cur, keys[i], "next walk");
+        TU_RC(bonsai_cursor_next(cur), i + 1 < nk ? 0 : BONSAI_NOTFOUND);
+    }
+    cr_assert(bonsai_cursor_get_u64(cur, NULL, NULL) != 0,
+              "a cursor past the end has no current entry");
+    TU_OK(bonsai_cursor_last(cur));
+    for (size_t i = nk; i-- > 0;) {
+        cur_expect_u64(cur, keys[i], "prev walk");
+        TU_RC(bonsai_cursor_prev(cur), i > 0 ? 0 : BONSAI_NOTFOUND);
+    }
+    /* seek: first key >= k */
+    TU_OK(bonsai_cursor_seek_u64(cur, 0));
+    cur_expect_u64(cur, 0, "seek 0");
+    TU_OK(bonsai_cursor_seek_u64(cur, 2));
+    cur_expect_u64(cur, 255, "seek 2");
+    TU_OK(bonsai_cursor_seek_u64(cur, 256));
+    cur_expect_u64(cur, 256, "seek 256");
+    TU_OK(bonsai_cursor_seek_u64(cur, 258));
+    cur_expect_u64(cur, 65536, "seek 258");
+    TU_OK(bonsai_cursor_next(cur));
+    cur_expect_u64(cur, UINT64_C(1) << 40, "seek 258, next");
+    TU_OK(bonsai_cursor_prev(cur));
+    TU_OK(bonsai_cursor_prev(cur));
+    cur_expect_u64(cur, 257, "seek 258, next, prev, prev");
+    TU_OK(bonsai_cursor_seek_u64(cur, (UINT64_C(1) << 63) + 1));
+    cur_expect_u64(cur, UINT64_MAX, "seek 2^63+1");
+    uint64_t k8 = 300;
+    bonsai_val kv = u64val(&k8);
+    TU_OK(bonsai_cursor_seek(cur, &kv));
+    cur_expect_u64(cur, 65536, "seek (bytes) 300");
+    /* seek past the end */
+    TU_OK(bonsai_del_u64(NULL, m, UINT64_MAX));
+    bonsai_cursor_close(cur);
+    TU_OK(bonsai_cursor_open(NULL, m, &cur));
+    TU_RC(bonsai_cursor_seek_u64(cur, UINT64_MAX), BONSAI_NOTFOUND);
+    cr_assert(bonsai_cursor_get_u64(cur, NULL, NULL) != 0);
+    TU_RC(bonsai_cursor_seek_u64(cur, (UINT64_C(1) << 63) + 1),
+          BONSAI_NOTFOUND);
+    TU_OK(bonsai_cursor_seek_u64(cur, UINT64_C(1) << 63));
+    cur_expect_u64(cur, UINT64_C(1) << 63, "seek 2^63 after delete");
+    TU_RC(bonsai_cursor_next(cur), BONSAI_NOTFOUND);
+    /* a key of the wrong size */
+    uint32_t k4 = 1;
+    bonsai_val bad = tu_val(&k4, 4);
+    TU_RC(bonsai_cursor_seek(cur, &bad), BONSAI_KEYSIZE);
+    bonsai_cursor_close(cur);
+    TU_OK(bonsai_close(db));
+}
+
+static void cur_expect_str(bonsai_cursor *cur, const char *want,
+                           const char *ctx)
+{
+    bonsai_val k = {0, NULL}, v = {0, NULL};
+    int rc = bonsai_cursor_get(cur, &k, &v);
+    cr_assert(rc == 0, "%s: cursor_get -> %s", ctx, tu_err(rc));
+    size_t n = strlen(want);
+    cr_assert(k.size == n && memcmp(k.data, want, n) == 0,
+              "%s: cursor at %s, expected \"%s\"", ctx,
+              tu_fmt(BONSAI_KEY_BYTES, k.data, k.size), want);
+    /* values are the key reversed */
+    cr_assert(v.size == n, "%s: value size %zu", ctx, v.size);
+    for (size_t i = 0; i < n; i++)
+        cr_assert(((const char *)v.data)[i] == want[n - 1 - i],
+                  "%s: wrong value", ctx);
+    /* key only, value only */
+    bonsai_val only = {0, NULL};
+    TU_OK(bonsai_cursor_get(cur, &only, NULL));
+    cr_assert(only.size == n);
+    TU_OK(bonsai_cursor_get(cur, NULL, &only));
+    cr_assert(only.size == n);
+}
+
+Test(api, cursor_bytes)
+{
+    bonsai_db *db = tu_open(NULL, NULL);
+    bonsai_map m = tu_map_create(db, NULL, "m", BONSAI_KEY_BYTES);
+    const char *sorted[] = {"A", "B", "a", "ab", "abc", "abd", "b", "ba",
+                            "bb", "z"};
+    size_t nk = sizeof sorted / sizeof sorted[0];
+    const char *insert_order[] = {"ba", "a", "z", "abc", "B", "ab", "bb",
+                                  "b", "A", "abd"};
+    for (size_t i = 0; i < nk; i++) {
+        const char *s = insert_order[i];
+        size_t n = strlen(s);
+        char rev[8];
+        for (size_t j = 0; j < n; j++)
+            rev[j] = s[n - 1 - j];
+        bonsai_val k = sval(s), v = tu_val(rev, n);
+        TU_OK(bonsai_put(NULL, m, &k, &v, 0));
+    }
+    bonsai_cursor *cur;
+    TU_OK(bonsai_cursor_open(NULL, m, &cur));
+    TU_OK(bonsai_cursor_first(cur));
+    for (size_t i = 0; i < nk; i++) {
+        cur_expect_str(cur, sorted[i], "next walk");
+        TU_RC(bonsai_cursor_next(cur), i + 1 < nk ? 0 : BONSAI_NOTFOUND);
+    }
+    TU_OK(bonsai_cursor_last(cur));
+    for (size_t i = nk; i-- > 0;) {
+        cur_expect_str(cur, sorted[i], "prev walk");
+        TU_RC(bonsai_cursor_prev(cur), i > 0 ? 0 : BONSAI_NOTFOUND);
+    }
+    struct {
+        const char *seek, *want;
+    } seeks[] = {
+        {"\x01", "A"}, {"A", "A"},   {"AA", "B"}, {"a", "a"},  {"aa", "ab"},
+        {"abc", "abc"}, {"abcd", "abd"}, {"abz", "b"}, {"b\x01", "ba"},
+        {"y", "z"},   {"z", "z"},
+    };
+    for (size_t i = 0; i < sizeof seeks / sizeof seeks[0]; i++) {
+        bonsai_val k = sval(seeks[i].seek);
+        char ctx[64];
+        snprintf(ctx, sizeof ctx, "seek \"%s\"", seeks[i].seek);
+        TU_OK(bonsai_cursor_seek(cur, &k));
+        cur_expect_str(cur, seeks[i].want, ctx);
+    }
+    bonsai_val k = sval("ab");
+    TU_OK(bonsai_cursor_seek(cur, &k));
+    TU_OK(bonsai_cursor_prev(cur));
+    cur_expect_str(cur, "a", "seek ab, prev");
+    TU_OK(bonsai_cursor_next(cur));
+    TU_OK(bonsai_cursor_next(cur));
+    cur_expect_str(cur, "abc", "seek ab, prev, next, next");
+    /* past the end */
+    const char *past[] = {"z\x00", "za", "\xff"};
+    size_t pastlen[] = {2, 2, 1};
+    for (size_t i = 0; i < 3; i++) {
+        bonsai_val pk = tu_val(past[i], pastlen[i]);
+        TU_RC(bonsai_cursor_seek(cur, &pk), BONSAI_NOTFOUND);
+        cr_assert(bonsai_cursor_get(cur, NULL, NULL) != 0);
+    }
+    /* a cursor can start over after an end */
+    TU_OK(bonsai_cursor_last(cur));
+    cur_expect_str(cur, "z", "last after end");
+    bonsai_val bad = tu_val("", 0);
+    TU_RC(bonsai_cursor_seek(cur, &bad), BONSAI_KEYSIZE);
+    bonsai_cursor_close(cur);
+    TU_OK(bonsai_close(db));
+}
+
+Test(api, cursor_empty_map)
+{
+    bonsai_db *db = tu_open(NULL, NULL);
+    bonsai_map u = tu_map_create(db, NULL, "u", BONSAI_KEY_U64);
+    bonsai_map b = tu_map_create(db, NULL, "b", BONSAI_KEY_BYTES);
+    bonsai_cursor *cur;
+    TU_OK(bonsai_cursor_open(NULL, u, &cur));
+    TU_RC(bonsai_cursor_first(cur), BONSAI_NOTFOUND);
+    TU_RC(bonsai_cursor_last(cur), BONSAI_NOTFOUND);
+    TU_RC(bonsai_cursor_seek_u64(cur, 0), BONSAI_NOTFOUND);
+    TU_RC(bonsai_cursor_seek_u64(cur, UINT64_MAX), BONSAI_NOTFOUND);
+    cr_assert(bonsai_cursor_get_u64(cur, NULL, NULL) != 0);
+    bonsai_cursor_close(cur);
+    TU_OK(bonsai_cursor_open(NULL, b, &cur));
+    TU_RC(bonsai_cursor_first(cur), BONSAI_NOTFOUND);
+    TU_RC(bonsai_cursor_last(cur), BONSAI_NOTFOUND);
+    bonsai_val k = sval("a");
+    TU_RC(bonsai_cursor_seek(cur, &k), BONSAI_NOTFOUND);
+    cr_assert(bonsai_cursor_get(cur, NULL, NULL) != 0);
+    bonsai_cursor_close(cur);
+
+    /* a map emptied by deletes behaves the same */
+    for (uint64_t i = 0; i < 2000; i++)
+        TU_OK(bonsai_put_u64(NULL, u, i * 3, NULL, 0));
+    for (uint64_t i = 0; i < 2000; i++)
+        TU_OK(bonsai_del_u64(NULL, u, i * 3));
+    TU_OK(bonsai_cursor_open(NULL, u, &cur));
+    TU_RC(bonsai_cursor_first(cur), BONSAI_NOTFOUND);
+    TU_RC(bonsai_cursor_last(cur), BONSAI_NOTFOUND);
+    TU_RC(bonsai_cursor_seek_u64(cur, 0), BONSAI_NOTFOUND);
+    bonsai_cursor_close(cur);
+    cr_assert_eq(count_of(NULL, u), 0);
+    TU_OK(bonsai_close(db));
+}
+
+/* Small nodes so the writes below split and merge around the cursor. */
+static void cursor_survives_writes(bonsai_txn *txn, bonsai_map m)
+{
+    for (uint64_t i = 0; i < 200; i++)
+        TU_OK(bonsai_put_u64(txn, m, i * 10, NULL, 0));
+    bonsai_cursor *cur;
+    TU_OK(bonsai_cursor_open(txn, m, &cur));
+    TU_OK(bonsai_cursor_seek_u64(cur, 500));
+    /* inserts after and before the cursor's key, many, to split nodes */
+    for (uint64_t i = 0; i < 200; i++) {
+        TU_OK(bonsai_put_u64(txn, m, i * 10 + 5, NULL, 0));
+        TU_OK(bonsai_put_u64(txn, m, i * 10 + 1, NULL, 0));
+    }
+    uint64_t k = 0;
+    TU_OK(bonsai_cursor_get_u64(cur, &k, NULL));
+    cr_assert_eq(k, 500, "cursor moved to %" PRIu64 " after inserts", k);
+    TU_OK(bonsai_cursor_next(cur));
+    TU_OK(bonsai_cursor_get_u64(cur, &k, NULL));
+    cr_assert_eq(k, 501, "next after inserts gave %" PRIu64, k);
+    TU_OK(bonsai_cursor_prev(cur));
+    TU_OK(bonsai_cursor_prev(cur));
+    TU_OK(bonsai_cursor_get_u64(cur, &k, NULL));
+    cr_assert_eq(k, 495, "prev, prev after inserts gave %" PRIu64, k);
+    /* deletes of other keys, many, to merge nodes */
+    for (uint64_t i = 0; i < 200; i++) {
+        if (i * 10 + 5 != 495)
+            TU_OK(bonsai_del_u64(txn, m, i * 10 + 5));
+        TU_OK(bonsai_del_u64(txn, m, i * 10 + 1));
+    }
+    TU_OK(bonsai_cursor_get_u64(cur, &k, NULL));
+    cr_assert_eq(k, 495, "cursor moved to %" PRIu64 " after deletes", k);
+    TU_OK(bonsai_cursor_next(cur));
+    TU_OK(bonsai_cursor_get_u64(cur, &k, NULL));
+    cr_assert_eq(k, 500, "next after deletes gave %" PRIu64, k);
+    TU_OK(bonsai_cursor_prev(cur));
+    TU_OK(bonsai_cursor_prev(cur));
+    TU_OK(bonsai_cursor_get_u64(cur, &k, NULL));
+    cr_assert_eq(k, 490, "prev, prev after deletes gave %" PRIu64, k);
+    bonsai_cursor_close(cur);
+}
+
+Test(api, cursor_survives_writes_direct)
+{
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.node_bytes = 256;
+    o.node_entries = 4;
+    bonsai_db *db = tu_open(NULL, &o);
+    bonsai_map m = tu_map_create(db, NULL, "m", BONSAI_KEY_U64);
+    cursor_survives_writes(NULL, m);
+    TU_OK(bonsai_close(db));
+}
+
+Test(api, cursor_survives_writes_txn)
+{
+    bonsai_options o = file_opts();
+    o.node_bytes = 256;
+    o.node_entries = 4;
+    bonsai_db *db = tu_open(tu_path("c.db"), &o);
+    bonsai_map m = tu_map_create(db, NULL, "m", BONSAI_KEY_U64);
+    bonsai_txn *txn;
+    TU_OK(bonsai_txn_begin(db, 0, &txn));
+    cursor_survives_writes(txn, m);
+    TU_OK(bonsai_txn_commit(txn));
+    TU_OK(bonsai_close(db));
+}
+
+/* ---- transactions ------------------------------------------------------- */
+
+Test(api, txn_commit_and_abort)
+{
+    const char *path = tu_path("t.db");
+    bonsai_options o = file_opts();
+    bonsai_db *db = tu_open(path, &o);
+    bonsai_txn *t;
+    TU_OK(bonsai_txn_begin(db, 0, &t));
+    bonsai_map m = tu_map_create(db, t, "m", BONSAI_KEY_BYTES);
+    put_str(t, m, "a", "1");
+    put_str(t, m, "b", "2");
+    expect_str(t, m, "a", "1"); /* a txn sees its own writes */
+    cr_assert_eq(count_of(t, m), 2);
+    TU_OK(bonsai_txn_commit(t));
+
+    /* an aborted txn: puts, overwrites, deletes, a new map, a drop */
+    TU_OK(bonsai_txn_begin(db, 0, &t));
+    put_str(t, m, "c", "3");
+    put_str(t, m, "a", "changed");
+    bonsai_val kb = sval("b");
+    TU_OK(bonsai_del(t, m, &kb));
+    bonsai_map x = tu_map_create(db, t, "x", BONSAI_KEY_U64);
+    TU_OK(bonsai_put_u64(t, x, 1, NULL, 0));
+    expect_str(t, m, "a", "changed");
+    expect_absent(t, m, "b");
+    cr_assert_eq(count_of(t, m), 2);
+    bonsai_txn_abort(t);
+
+    TU_OK(bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &t));
+    expect_str(t, m, "a", "1");
+    expect_str(t, m, "b", "2");
+    expect_absent(t, m, "c");
+    cr_assert_eq(count_of(t, m), 2);
+    bonsai_map xx;
+    TU_RC(bonsai_map_open(db, t, "x", &xx, NULL), BONSAI_NOTFOUND);
+    bonsai_txn_abort(t);
+
+    /* an aborted drop */
+    TU_OK(bonsai_txn_begin(db, 0, &t));
+    TU_OK(bonsai_map_drop(db, t, "m"));
+    TU_RC(bonsai_map_open(db, t, "m", &xx, NULL), BONSAI_NOTFOUND);
+    bonsai_txn_abort(t);
+
+    /* a committed txn with the same kind of changes */
+    TU_OK(bonsai_txn_begin(db, 0, &t));
+    m = tu_map_open(db, t, "m", BONSAI_KEY_BYTES);
+    put_str(t, m, "c", "3");
+    put_str(t, m, "a", "changed");
+    TU_OK(bonsai_del(t, m, &kb));
+    x = tu_map_create(db, t, "x", BONSAI_KEY_U64);
+    TU_OK(bonsai_put_u64(t, x, 1, NULL, 0));
+    TU_OK(bonsai_txn_commit(t));
+    TU_OK(bonsai_close(db));
+
+    db = tu_open(path, &o);
+    TU_OK(bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &t));
+    m = tu_map_open(db, t, "m", BONSAI_KEY_BYTES);
+    expect_str(t, m, "a", "changed");
+    expect_absent(t, m, "b");
+    expect_str(t, m, "c", "3");
+    cr_assert_eq(count_of(t, m), 2);
+    x = tu_map_open(db, t, "x", BONSAI_KEY_U64);
+    TU_OK(bonsai_get_u64(t, x, 1, &(bonsai_val){0, NULL}));
+    bonsai_txn_abort(t);
+
+    /* an open write txn is aborted by close */
+    TU_OK(bonsai_txn_begin(db, 0, &t));
+    put_str(t, m, "lost", "yes");
+    TU_OK(bonsai_close(db));
+    db = tu_open(path, &o);
+    m = tu_map_open(db, NULL, "m", BONSAI_KEY_BYTES);
+    expect_absent(NULL, m, "lost");
+    cr_assert_eq(count_of(NULL, m), 2);
+    TU_OK(bonsai_close(db));
+}
+
+Test(api, txn_rules)
+{
+    bonsai_options o = file_opts();
+    bonsai_db *db = tu_open(tu_path("r.db"), &o);
+    bonsai_map m = tu_map_create(db, NULL, "m", BONSAI_KEY_U64);
+    bonsai_stat st;
+    TU_OK(bonsai_db_stat(db, &st));
+    uint64_t last = st.txn_id;
+
+    bonsai_txn *w, *w2 = NULL, *r;
+    TU_OK(bonsai_txn_begin(db, 0, &w));
+    cr_assert(bonsai_txn_id(w) > last, "write txn id %" PRIu64
+              " not after last commit %" PRIu64, bonsai_txn_id(w), last);
+    /* one writer at a time */
+    TU_RC(bonsai_txn_begin(db, 0, &w2), BONSAI_BUSY);
+    /* readers may start meanwhile and see the last commit */
+    TU_OK(bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &r));
+    cr_assert_eq(bonsai_txn_id(r), last);
+    TU_OK(bonsai_put_u64(w, m, 1, NULL, 0));
+    bonsai_val out;
+    TU_RC(bonsai_get_u64(r, m, 1, &out), BONSAI_NOTFOUND);
+    cr_assert_eq(count_of(r, m), 0, "a reader saw an uncommitted put");
+    uint64_t wid = bonsai_txn_id(w);
+    TU_OK(bonsai_txn_commit(w));
+    TU_RC(bonsai_get_u64(r, m, 1, &out), BONSAI_NOTFOUND);
+    cr_assert_eq(count_of(r, m), 0, "a reader saw a later commit");
+    TU_OK(bonsai_db_stat(db, &st));
+    cr_assert_eq(st.txn_id, wid, "stat txn_id after commit");
+    cr_assert_eq(bonsai_txn_id(r), last, "a reader's snapshot id moved");
+
+    /* a read txn refuses writes */
+    TU_RC(bonsai_put_u64(r, m, 2, NULL, 0), BONSAI_READONLY);
+    TU_RC(bonsai_del_u64(r, m, 1), BONSAI_READONLY);
+    bonsai_map m2;
+    TU_RC(bonsai_map_create(db, r, "m2", BONSAI_KEY_U64, &m2), BONSAI_READONLY);
+    TU_RC(bonsai_map_drop(db, r, "m"), BONSAI_READONLY);
+    TU_OK(bonsai_txn_commit(r)); /* a read txn just ends */
+
+    /* an abort does not move the committed id */
+    TU_OK(bonsai_txn_begin(db, 0, &w));
+    TU_OK(bonsai_put_u64(w, m, 3, NULL, 0));
+    bonsai_txn_abort(w);
+    TU_OK(bonsai_db_stat(db, &st));
+    cr_assert_eq(st.txn_id, wid, "an abort changed txn_id");
+    bonsai_txn_abort(NULL);
+
+    /* the writer slot is free again after commit and abort */
+    TU_OK(bonsai_txn_begin(db, 0, &w));
+    bonsai_txn_abort(w);
+    TU_OK(bonsai_close(db));
+}
+
+Test(api, autocommit)
+{
+    const char *path = tu_path("auto.db");
+    bonsai_options o = file_opts();
+    bonsai_db *db = tu_open(path, &o);
+    bonsai_map m = tu_map_create(db, NULL, "m", BONSAI_KEY_BYTES);
+    bonsai_stat st;
+    TU_OK(bonsai_db_stat(db, &st));
+    uint64_t before = st.txn_id;
+    put_str(NULL, m, "k", "v");
+    TU_OK(bonsai_db_stat(db, &st));
+    cr_assert(st.txn_id > before, "an autocommit put did not commit");
+    /* a read snapshot begun after sees it */
+    bonsai_txn *r;
+    TU_OK(bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &r));
+    expect_str(r, m, "k", "v");
+    bonsai_txn_abort(r);
+    /* explicit and autocommit transactions mix */
+    bonsai_txn *w;
+    TU_OK(bonsai_txn_begin(db, 0, &w));
+    put_str(w, m, "w", "1");
+    TU_OK(bonsai_txn_commit(w));
+    bonsai_val k = sval("k");
+    TU_OK(bonsai_del(NULL, m, &k));
+    TU_OK(bonsai_close(db));
+    db = tu_open(path, &o);
+    m = tu_map_open(db, NULL, "m", BONSAI_KEY_BYTES);
+    expect_absent(NULL, m, "k");
+    expect_str(NULL, m, "w", "1");
+    TU_OK(bonsai_close(db));
+}
+
+Test(api, no_transaction_file)
+{
+    const char *path = tu_path("direct.db");
+    bonsai_options o = file_opts();
+    o.transactions = 0;
+    bonsai_db *db = tu_open(path, &o);
+    bonsai_stat st;
+    TU_OK(bonsai_db_stat(db, &st));
+    cr_assert_eq(st.transactions, 0);
+    cr_assert_eq(st.anonymous, 0);
+    bonsai_txn *t;
+    TU_RC(bonsai_txn_begin(db, 0, &t), BONSAI_NOTSUP);
+    bonsai_map m = tu_map_create(db, NULL, "m", BONSAI_KEY_U64);
+    for (uint64_t i = 0; i < 3000; i++)
+        TU_OK(bonsai_put_u64(NULL, m, i, NULL, 0));
+    TU_OK(bonsai_sync(db));
+    for (uint64_t i = 0; i < 3000; i += 2)
+        TU_OK(bonsai_del_u64(NULL, m, i));
+    TU_OK(bonsai_close(db)); /* writes everything back */
+    db = tu_open(path, &o);
+    m = tu_map_open(db, NULL, "m", BONSAI_KEY_U64);
+    cr_assert_eq(count_of(NULL, m), 1500);
+    bonsai_val out;
+    TU_RC(bonsai_get_u64(NULL, m, 0, &out), BONSAI_NOTFOUND);
+    TU_OK(bonsai_get_u64(NULL, m, 2999, &out));
+    TU_OK(bonsai_close(db));
+    /* and the file opens in transaction mode too */
+    db = tu_open(path, NULL);
+    TU_OK(bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &t));
+    m = tu_map_open(db, t, "m", BONSAI_KEY_U64);
+    cr_assert_eq(count_of(t, m), 1500);
+    bonsai_txn_abort(t);
+    TU_OK(bonsai_close(db));
+}
+
+/* ---- read-only stores --------------------------------------------------- */
+
+static uint8_t *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert(f != NULL, "fopen %s: %s", path, strerror(errno));
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *p = malloc(len > 0 ? (size_t)len : 1);
+    cr_assert(p != NULL);
+    cr_assert(fread(p, 1, (size_t)len, f) == (size_t)len);
+    fclose(f);
+    *n = (size_t)len;
+    return p;
+}
+
+Test(api, read_only_open_rejects_writes)
+{
+    const char *path = tu_path("ro.db");
+    bonsai_db *db = tu_open(path, NULL);
+    bonsai_map u = tu_map_create(db, NULL, "u", BONSAI_KEY_U64);
+    bonsai_map b = tu_map_create(db, NULL, "b", BONSAI_KEY_BYTES);
+    for (uint64_t i = 0; i < 10; i++)
+        TU_OK(bonsai_put_u64(NULL, u, i, NULL, 0));
+    put_str(NULL, b, "k", "v");
+    TU_OK(bonsai_close(db));
+    size_t n0;
+    uint8_t *before = slurp(path, &n0);
+
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.read_only = 1;
+    db = tu_open(path, &o);
+    u = tu_map_open(db, NULL, "u", BONSAI_KEY_U64);
+    b = tu_map_open(db, NULL, "b", BONSAI_KEY_BYTES);
+    cr_assert_eq(count_of(NULL, u), 10);
+    expect_str(NULL, b, "k", "v");
+    bonsai_val k = sval("k"), v = sval("w");
+    TU_RC(bonsai_put(NULL, b, &k, &v, 0), BONSAI_READONLY);
+    TU_RC(bonsai_put(NULL, b, &v, &v, BONSAI_NOOVERWRITE), BONSAI_READONLY);
+    TU_RC(bonsai_del(NULL, b, &k), BONSAI_READONLY);
+    TU_RC(bonsai_put_u64(NULL, u, 100, NULL, 0), BONSAI_READONLY);
+    TU_RC(bonsai_del_u64(NULL, u, 1), BONSAI_READONLY);
+    bonsai_map m;
+    TU_RC(bonsai_map_create(db, NULL, "new", BONSAI_KEY_U64, &m),
+          BONSAI_READONLY);
+    TU_RC(bonsai_map_drop(db, NULL, "u"), BONSAI_READONLY);
+    bonsai_txn *t;
+    TU_RC(bonsai_txn_begin(db, 0, &t), BONSAI_READONLY);
+    /* reading works, in a snapshot too */
+    TU_OK(bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &t));
+    expect_str(t, b, "k", "v");
+    tm_model model;
+    tm_init(&model, BONSAI_KEY_U64);
+    char why[256];
+    TU_OK(tu_walk(t, u, &model, why, sizeof why));
+    cr_assert_eq(model.n, 10, "%s", why);
+    tm_free(&model);
+    bonsai_txn_abort(t);
+    TU_OK(bonsai_close(db));
+
+    /* nothing was written */
+    size_t n1;
+    uint8_t *after = slurp(path, &n1);
+    cr_assert(n0 == n1 && memcmp(before, after, n0) == 0,
+              "a read-only open changed the file");
+    free(before);
+    free(after);
+    db = tu_open(path, NULL);
+    u = tu_map_open(db, NULL, "u", BONSAI_KEY_U64);
+    cr_assert_eq(count_of(NULL, u), 10);
+    TU_OK(bonsai_close(db));
+}
+
+Test(api, unwritable_file_needs_read_only)
+{
+    if (geteuid() == 0) {
+        tu_teardown(); /* a skipped test does not reach .fini */
+        cr_skip_test("root can write any file");
+    }
+    const char *path = tu_path("perm.db");
+    bonsai_db *db = tu_open(path, NULL);
+    bonsai_map m = tu_map_create(db, NULL, "m", BONSAI_KEY_U64);
+    TU_OK(bonsai_put_u64(NULL, m, 1, NULL, 0));
+    TU_OK(bonsai_close(db));
+    cr_assert(chmod(path, 0444) == 0);
+    TU_RC(bonsai_open(path, NULL, &db), BONSAI_READONLY);
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.read_only = 1;
+    db = tu_open(path, &o);
+    m = tu_map_open(db, NULL, "m", BONSAI_KEY_U64);
+    cr_assert_eq(count_of(NULL, m), 1);
+    TU_OK(bonsai_close(db));
+}
+
+/* ---- snapshots (one thread) --------------------------------------------- */
+
+Test(api, snapshot_stable_while_writer_commits)
+{
+    bonsai_options o = file_opts();
+    bonsai_db *db = tu_open(tu_path("snap.db"), &o);
+    bonsai_map m = tu_map_create(db, NULL, "m", BONSAI_KEY_U64);
+    tm_model old;
+    tm_init(&old, BONSAI_KEY_U64);
+    bonsai_txn *w, *r, *r2;
+    TU_OK(bonsai_txn_begin(db, 0, &w));
+    for (uint64_t i = 0; i < 500; i++) {
+        uint64_t v = i * 3;
+        bonsai_val val = tu_val(&v, 8);
+        TU_OK(bonsai_put_u64(w, m, i, &val, 0));
+        tm_put(&old, &i, 8, &v, 8);
+    }
+    TU_OK(bonsai_txn_commit(w));
+
+    TU_OK(bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &r));
+    TU_ASSERT_SAME(r, m, &old, "snapshot before the write");
+
+    /* a write txn changes a lot and commits */
+    tm_model cur;
+    tm_init(&cur, BONSAI_KEY_U64);
+    tm_copy(&cur, &old);
+    TU_OK(bonsai_txn_begin(db, 0, &w));
+    for (uint64_t i = 0; i < 500; i += 2) {
+        TU_OK(bonsai_del_u64(w, m, i));
+        tm_del(&cur, &i, 8);
+    }
+    for (uint64_t i = 1000; i < 1300; i++) {
+        TU_OK(bonsai_put_u64(w, m, i, NULL, 0));
+        tm_put(&cur, &i, 8, NULL, 0);
+    }
+    for (uint64_t i = 1; i < 500; i += 4) {
+        bonsai_val val = sval("new");
+        TU_OK(bonsai_put_u64(w, m, i, &val, 0));
+        tm_put(&cur, &i, 8, "new", 3);
+    }
+    /* the reader does not see uncommitted changes ... */
+    TU_ASSERT_SAME(r, m, &old, "snapshot while a writer works");
+    TU_OK(bonsai_txn_commit(w));
+    /* ... nor committed ones */
+    TU_ASSERT_SAME(r, m, &old, "snapshot after the writer committed");
+    bonsai_val out;
+    TU_RC(bonsai_get_u64(r, m, 1000, &out), BONSAI_NOTFOUND);
+    TU_OK(bonsai_get_u64(r, m, 0, &out));
+    /* an autocommit write is a commit too */
+    TU_OK(bonsai_put_u64(NULL, m, 5000, NULL, 0));
+    tm_put(&cur, &(uint64_t){5000}, 8, NULL, 0);
+    TU_ASSERT_SAME(r, m, &old, "snapshot after an autocommit");
+
+    /* a new snapshot sees everything */
+    TU_OK(bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &r2));
+    TU_ASSERT_SAME(r2, m, &cur, "new snapshot");
+    cr_assert(bonsai_txn_id(r2) > bonsai_txn_id(r));
+    bonsai_txn_abort(r);
+    bonsai_txn_abort(r2);
+    tm_free(&old);
+    tm_free(&cur);
+    TU_OK(bonsai_close(db));
+}
+
+/* ---- error strings and bad arguments ------------------------------------ */
+
+Test(api, strerror_distinct)
+{
+    int codes[] = {BONSAI_OK,       BONSAI_NOTFOUND, BONSAI_EXISTS,
+                   BONSAI_FULL,     BONSAI_CORRUPT,  BONSAI_VERSION,
+                   BONSAI_INVALID,  BONSAI_KEYSIZE,  BONSAI_VALSIZE,
+                   BONSAI_NOMEM,    BONSAI_IO,       BONSAI_BUSY,
+                   BONSAI_READONLY, BONSAI_BADTXN,   BONSAI_MAPKIND,
+                   BONSAI_ENOSPC,   BONSAI_FAILED,   BONSAI_NOTSUP,
+                   BONSAI_MAPS_FULL};
+    size_t n = sizeof codes / sizeof codes[0];
+    for (size_t i = 0; i < n; i++) {
+        const char *s = bonsai_strerror(codes[i]);
+        cr_assert(s != NULL && s[0] != 0, "strerror(%d) is empty", codes[i]);
+        for (size_t j = 0; j < i; j++)
+            cr_assert(strcmp(s, bonsai_strerror(codes[j])) != 0,
+                      "strerror(%d) == strerror(%d) == \"%s\"", codes[i],
+                      codes[j], s);
+    }
+    int unknown[] = {1, -1, -30700, -30719, 12345, INT32_MIN};
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
+        const char *s = bonsai_strerror(unknown[i]);
+        cr_assert(s != NULL && s[0] != 0, "strerror(%d) is empty",
+                  unknown[i]);
+    }
+}
+
+static int never_cb(void *ctx, const char *name, unsigned kind,
+                    uint64_t entries)
+{
+    (void)ctx;
+    (void)name;
+    (void)kind;
+    (void)entries;
+    return 0;
+}
+
+Test(api, bad_arguments)
+{
+    bonsai_db *db = NULL;
+    bonsai_stat st;
+    bonsai_txn *t = NULL;
+    TU_RC(bonsai_open(NULL, NULL, NULL), BONSAI_INVALID);
+    TU_RC(bonsai_open(tu_path("x.db"), NULL, NULL), BONSAI_INVALID);
+    TU_RC(bonsai_sync(NULL), BONSAI_INVALID);
+    TU_RC(bonsai_db_stat(NULL, &st), BONSAI_INVALID);
+    TU_RC(bonsai_txn_begin(NULL, 0, &t), BONSAI_INVALID);
+    TU_RC(bonsai_txn_begin(NULL, BONSAI_TXN_RDONLY, &t), BONSAI_INVALID);
+    TU_RC(bonsai_txn_commit(NULL), BONSAI_INVALID);
+    bonsai_txn_abort(NULL);
+    bonsai_cursor_close(NULL);
+    TU_RC(bonsai_cursor_first(NULL), BONSAI_INVALID);
+    TU_RC(bonsai_cursor_last(NULL), BONSAI_INVALID);
+    TU_RC(bonsai_cursor_next(NULL), BONSAI_INVALID);
+    TU_RC(bonsai_cursor_prev(NULL), BONSAI_INVALID);
+    TU_RC(bonsai_cursor_seek_u64(NULL, 1), BONSAI_INVALID);
+    bonsai_val k = sval("k"), v = sval("v"), out;
+    TU_RC(bonsai_cursor_seek(NULL, &k), BONSAI_INVALID);
+    TU_RC(bonsai_cursor_get(NULL, &k, &v), BONSAI_INVALID);
+    uint64_t u;
+    TU_RC(bonsai_cursor_get_u64(NULL, &u, &v), BONSAI_INVALID);
+
+    /* with a store open: NULL out-pointers */
+    bonsai_options o = file_opts();
+    db = tu_open(tu_path("args.db"), &o);
+    TU_RC(bonsai_db_stat(db, NULL), BONSAI_INVALID);
+    TU_RC(bonsai_txn_begin(db, 0, NULL), BONSAI_INVALID);
+    bonsai_map m = tu_map_create(db, NULL, "m", BONSAI_KEY_BYTES);
+    TU_RC(bonsai_map_create(db, NULL, NULL, BONSAI_KEY_BYTES, &m),
+          BONSAI_INVALID);
+    TU_RC(bonsai_map_create(db, NULL, "y", BONSAI_KEY_BYTES, NULL),
+          BONSAI_INVALID);
+    TU_RC(bonsai_map_open(db, NULL, NULL, &m, NULL), BONSAI_INVALID);
+    TU_RC(bonsai_map_open(db, NULL, "m", NULL, NULL), BONSAI_INVALID);
+    TU_RC(bonsai_map_drop(db, NULL, NULL), BONSAI_INVALID);
+    TU_RC(bonsai_map_list(db, NULL, NULL, NULL), BONSAI_INVALID);
+    TU_RC(bonsai_count(NULL, m, NULL), BONSAI_INVALID);
+    TU_RC(bonsai_put(NULL, m, NULL, &v, 0), BONSAI_INVALID);
+    TU_RC(bonsai_get(NULL, m, NULL, &out), BONSAI_INVALID);
+    /* get without a place for the value: refused, or at most an
+     * existence check (k is absent) */
+    int rc = bonsai_get(NULL, m, &k, NULL);
+    cr_assert(rc == BONSAI_INVALID || rc == BONSAI_NOTFOUND,
+              "get with a NULL val -> %s", tu_err(rc));
+    TU_RC(bonsai_del(NULL, m, NULL), BONSAI_INVALID);
+    TU_RC(bonsai_cursor_open(NULL, m, NULL), BONSAI_INVALID);
+    bonsai_txn *r;
+    TU_OK(bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &r));
+    TU_RC(bonsai_cursor_open(r, m, NULL), BONSAI_INVALID);
+    bonsai_txn_abort(r);
+    /* no map */
+    uint64_t cnt;
+    bonsai_cursor *cur;
+    TU_RC(bonsai_put(NULL, NULL, &k, &v, 0), BONSAI_INVALID);
+    TU_RC(bonsai_get(NULL, NULL, &k, &out), BONSAI_INVALID);
+    TU_RC(bonsai_del(NULL, NULL, &k), BONSAI_INVALID);
+    TU_RC(bonsai_count(NULL, NULL, &cnt), BONSAI_INVALID);
+    TU_RC(bonsai_put_u64(NULL, NULL, 1, NULL, 0), BONSAI_INVALID);
+    TU_RC(bonsai_cursor_open(NULL, NULL, &cur), BONSAI_INVALID);
+    /* no db */
+    bonsai_map m2;
+    TU_RC(bonsai_map_create(NULL, NULL, "m2", BONSAI_KEY_U64, &m2),
+          BONSAI_INVALID);
+    TU_RC(bonsai_map_open(NULL, NULL, "m", &m2, NULL), BONSAI_INVALID);
+    TU_RC(bonsai_map_drop(NULL, NULL, "m"), BONSAI_INVALID);
+    TU_RC(bonsai_map_list(NULL, NULL, never_cb, NULL), BONSAI_INVALID);
+
+    /* a txn of another store */
+    bonsai_db *db2 = tu_open(tu_path("other.db"), &o);
+    bonsai_map other = tu_map_create(db2, NULL, "o", BONSAI_KEY_BYTES);
+    bonsai_txn *t2;
+    TU_OK(bonsai_txn_begin(db2, 0, &t2));
+    TU_RC(bonsai_put(t2, m, &k, &v, 0), BONSAI_INVALID);
+    TU_RC(bonsai_get(t2, m, &k, &out), BONSAI_INVALID);
+    TU_RC(bonsai_count(t2, m, &cnt), BONSAI_INVALID);
+    TU_RC(bonsai_map_create(db, t2, "m3", BONSAI_KEY_U64, &m2),
+          BONSAI_INVALID);
+    TU_RC(bonsai_map_open(db, t2, "m", &m2, NULL), BONSAI_INVALID);
+    TU_OK(bonsai_put(t2, other, &k, &v, 0));
+    TU_OK(bonsai_txn_commit(t2));
+    TU_OK(bonsai_close(db2));
+
+    /* none of it changed anything */
+    TU_RC(bonsai_get(NULL, m, &k, &out), BONSAI_NOTFOUND);
+    TU_RC(bonsai_map_open(db, NULL, "m2", &m2, NULL), BONSAI_NOTFOUND);
+    TU_RC(bonsai_map_open(db, NULL, "m3", &m2, NULL), BONSAI_NOTFOUND);
+    TU_OK(bonsai_close(db));
+}
+
+/* ---- reopen gives identical contents ------------------------------------ */
+
+Test(api, reopen_identical_contents)
+{
+    uint64_t seed = tu_seed("reopen_identical_contents", 20240601);
+    tu_rng rng = {seed};
+    const char *path = tu_path("same.db");
+    bonsai_options o = file_opts();
+    o.node_bytes = 1024;
+    bonsai_db *db = tu_open(path, &o);
+    const char *names[] = {"alpha", "beta", "gamma"};
+    unsigned kinds[] = {BONSAI_KEY_U64, BONSAI_KEY_BYTES, BONSAI_KEY_BYTES};
+    tm_model before[3], after[3];
+    bonsai_txn *t;
+    TU_OK(bonsai_txn_begin(db, 0, &t));
+    for (int i = 0; i < 3; i++) {
+        bonsai_map m = tu_map_create(db, t, names[i], kinds[i]);
+        tm_init(&before[i], kinds[i]);
+        tm_init(&after[i], kinds[i]);
+        for (int j = 0; j < 3000; j++) {
+            uint8_t key[64], val[600];
+            size_t kl = kinds[i] == BONSAI_KEY_U64 ? 8
+                                                   : tu_range(&rng, 1, 64);
+            size_t vl = tu_chance(&rng, 300) ? 0 : tu_range(&rng, 1, 600);
+            tu_fill(&rng, key, kl);
+            tu_fill(&rng, val, vl);
+            if (kinds[i] == BONSAI_KEY_BYTES && kl > 4)
+                memcpy(key, "pfx:", 4); /* shared prefixes */
+            bonsai_val k = tu_val(key, kl), v = tu_val(val, vl);
+            TU_OK(bonsai_put(t, m, &k, &v, 0));
+        }
+    }
+    TU_OK(bonsai_txn_commit(t));
+    /* and some autocommitted deletes */
+    TU_OK(bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &t));
+    bonsai_map m0 = tu_map_open(db, t, names[0], kinds[0]);
+    char why[512];
+    TU_OK(tu_walk(t, m0, &before[0], why, sizeof why));
+    bonsai_txn_abort(t);
+    for (size_t j = 0; j < before[0].n; j += 3) {
+        bonsai_val k = tu_val(before[0].e[j].key, 8);
+        TU_OK(bonsai_del(NULL, m0, &k));
+    }
+    TU_OK(bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &t));
+    for (int i = 0; i < 3; i++) {
+        bonsai_map m = tu_map_open(db, t, names[i], kinds[i]);
+        int rc = tu_walk(t, m, &before[i], why, sizeof why);
+        cr_assert(rc == 0, "walk of %s: %s", names[i], why);
+    }
+    bonsai_txn_abort(t);
+    cr_assert(before[1].n > 2900 && before[0].n < 2100);
+    TU_OK(bonsai_close(db));
+
+    for (int round = 0; round < 2; round++) {
+        db = tu_open(path, &o);
+        TU_OK(bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &t));
+        for (int i = 0; i < 3; i++) {
+            bonsai_map m = tu_map_open(db, t, names[i], kinds[i]);
+            char ctx[64];
+            snprintf(ctx, sizeof ctx, "map %s after reopen %d (seed %" PRIu64
+                     ")", names[i], round + 1, seed);
+            TU_ASSERT_SAME(t, m, &before[i], ctx);
+            TU_OK(tu_walk(t, m, &after[i], why, sizeof why));
+            cr_assert_eq(tm_checksum(&after[i]), tm_checksum(&before[i]));
+        }
+        bonsai_txn_abort(t);
+        TU_OK(bonsai_close(db));
+    }
+    for (int i = 0; i < 3; i++) {
+        tm_free(&before[i]);
+        tm_free(&after[i]);
+    }
+}

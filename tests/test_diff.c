@@ -1,0 +1,1061 @@
+/*
+ * test_diff.c - randomised differential test: a bonsai map against the
+ * reference model of util.h (a sorted array), op by op.
+ *
+ * Operations, in a random mix whose balance drifts in phases (grow to a
+ * random target size, shrink to another, sometimes to empty) so trees
+ * split and merge all the way up and down: put of a new key, overwrite,
+ * put NOOVERWRITE (present and absent keys), delete (present and absent),
+ * get (present and absent), cursor stretches forward and backward, seek to
+ * a random key then a few next/prev steps, first/last, count, and a cursor
+ * kept across a write (it must re-find its key).
+ *
+ * Configurations:
+ *  (a) anonymous memory, no-transaction mode (NULL txn), with small nodes
+ *      (deep trees, many splits and merges) and with the defaults;
+ *  (b) a file in transaction mode: write transactions of random size,
+ *      committed or aborted at random (the model is rolled back through an
+ *      undo log on abort), autocommit (NULL txn) runs in between, read
+ *      snapshots begun between and inside write transactions that must keep
+ *      seeing the state committed when they began, and close/reopen with a
+ *      full comparison.
+ * Each store also holds a small "decoy" map of the other key kind that must
+ * never change.  Every configuration ends with a full comparison.
+ *
+ * Reproduce a failure with BONSAI_TEST_SEED=<seed> (printed in the failure
+ * message); BONSAI_TEST_SCALE scales the op counts (default 1, 1/4 under
+ * AddressSanitizer).  At scale 1 the configurations run 1,050,000 ops.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <criterion/criterion.h>
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bonsai.h"
+#include "util.h"
+
+TestSuite(diff, .init = tu_setup, .fini = tu_teardown);
+
+/* ---- configuration ------------------------------------------------------ */
+
+typedef struct cfg {
+    const char *name;
+    unsigned kind;
+    int file;              /* 0: anonymous, no txn; 1: file, transactions */
+    uint32_t page_size;    /* 0: default */
+    uint32_t node_bytes;   /* 0: default */
+    uint32_t node_entries; /* 0: default */
+    int sync;
+    uint64_t ops;          /* at scale 1 */
+    size_t max_entries;    /* phase targets are drawn from [0, this] */
+    uint64_t seed;         /* default seed */
+} cfg;
+
+/* ---- state -------------------------------------------------------------- */
+
+typedef struct undo {
+    uint8_t *key;
+    uint8_t *val;
+    uint32_t klen, vlen;
+    bool had;
+} undo;
+
+#define NREADERS 2
+
+typedef struct reader {
+    bonsai_txn *t;
+    tm_model snap; /* the committed state when it began */
+    int ttl;       /* write txns left before it is checked and ended */
+} reader;
+
+typedef struct dt {
+    const cfg *c;
+    uint64_t seed;
+    tu_rng rng;
+    uint64_t op, total;
+    const char *opname;
+    const char *path;
+    bonsai_options opts;
+    bonsai_db *db;
+    bonsai_map map, decoy;
+    tm_model model;       /* what the current txn (or the store) sees */
+    tm_model decoy_model; /* never changes after setup */
+    bonsai_txn *txn;      /* the write txn, or NULL */
+    undo *log;
+    size_t nlog, caplog;
+    reader rd[NREADERS];
+    /* phases */
+    size_t target;
+    uint64_t phase_left;
+    bool grow;
+    /* key generation */
+    uint64_t seq;
+    uint8_t prefix[6][48];
+    size_t prefix_len[6];
+    uint8_t key[BONSAI_MAX_KEY];
+    size_t klen;
+    uint8_t *vbuf;
+    size_t vlen;
+    /* statistics */
+    uint64_t n_commit, n_abort, n_auto, n_reopen, n_reader, n_full;
+    size_t max_seen;
+} dt;
+
+#define VBUF_MAX (256u * 1024u)
+
+#define DFAIL(d, ...)                                                        \
+    do {                                                                     \
+        char dmsg_[768];                                                     \
+        snprintf(dmsg_, sizeof dmsg_, __VA_ARGS__);                          \
+        cr_assert_fail("[%s] seed=%" PRIu64 " op=%" PRIu64 " (%s, %zu "      \
+                       "entries): %s",                                       \
+                       (d)->c->name, (d)->seed, (d)->op, (d)->opname,        \
+                       (d)->model.n, dmsg_);                                 \
+    } while (0)
+
+#define DCHECK(d, cond, ...)                                                 \
+    do {                                                                     \
+        if (!(cond))                                                         \
+            DFAIL(d, __VA_ARGS__);                                           \
+    } while (0)
+
+#define DRC(d, expr, want)                                                   \
+    do {                                                                     \
+        int drc_ = (expr);                                                   \
+        int dwant_ = (want);                                                 \
+        DCHECK(d, drc_ == dwant_, "%s -> %s, expected %s", #expr,            \
+               tu_err(drc_), tu_err(dwant_));                                \
+    } while (0)
+
+static const char *kstr(const dt *d, const void *k, size_t kl)
+{
+    return tu_fmt(d->c->kind, k, kl);
+}
+
+/* ---- key and value generation ------------------------------------------- */
+
+static void gen_u64(dt *d)
+{
+    uint64_t k;
+    unsigned r = (unsigned)tu_below(&d->rng, 100);
+    if (r < 25) {
+        k = tu_below(&d->rng, 2000);
+    } else if (r < 55) {
+        k = tu_rand(&d->rng);
+    } else if (r < 60) {
+        switch (tu_below(&d->rng, 4)) {
+        case 0: k = 0; break;
+        case 1: k = UINT64_MAX; break;
+        case 2: k = UINT64_MAX - tu_below(&d->rng, 10); break;
+        default: k = tu_below(&d->rng, 10); break;
+        }
+    } else if (r < 80) {
+        if (tu_chance(&d->rng, 20))
+            d->seq = tu_rand(&d->rng) >> tu_below(&d->rng, 64);
+        k = d->seq++;
+    } else if (d->model.n) {
+        const tm_entry *e = &d->model.e[tu_below(&d->rng, d->model.n)];
+        k = tu_u64_of(e->key) + tu_below(&d->rng, 7) - 3;
+    } else {
+        k = tu_rand(&d->rng);
+    }
+    memcpy(d->key, &k, 8);
+    d->klen = 8;
+}
+
+static size_t gen_len(dt *d)
+{
+    unsigned r = (unsigned)tu_below(&d->rng, 1000);
+    if (r < 900)
+        return (size_t)tu_range(&d->rng, 1, 64);
+    if (r < 980)
+        return (size_t)tu_range(&d->rng, 65, 300);
+    return (size_t)tu_range(&d->rng, 301, BONSAI_MAX_KEY);
+}
+
+static void fill_alpha(dt *d, uint8_t *p, size_t n)
+{
+    static const uint8_t alpha[] = {0x00, 0x01, 'a', 'b', 0xfe, 0xff};
+    for (size_t i = 0; i < n; i++)
+        p[i] = alpha[tu_below(&d->rng, sizeof alpha)];
+}
+
+static void gen_bytes(dt *d)
+{
+    size_t n = gen_len(d);
+    unsigned r = (unsigned)tu_below(&d->rng, 100);
+    if (r < 30) {
+        tu_fill(&d->rng, d->key, n);
+    } else if (r < 50) {
+        fill_alpha(d, d->key, n);
+    } else if (r < 80) {
+        /* a shared prefix, then random or small-alphabet bytes */
+        unsigned p = (unsigned)tu_below(&d->rng, 6);
+        size_t pl = d->prefix_len[p];
+        memcpy(d->key, d->prefix[p], pl);
+        size_t extra = tu_below(&d->rng, 4) ? tu_range(&d->rng, 0, 24)
+                                            : gen_len(d);
+        if (pl + extra > BONSAI_MAX_KEY)
+            extra = BONSAI_MAX_KEY - pl;
+        if (tu_chance(&d->rng, 500))
+            tu_fill(&d->rng, d->key + pl, extra);
+        else
+            fill_alpha(d, d->key + pl, extra);
+        n = pl + extra;
+    } else if (d->model.n) {
+        /* derived from a present key: cut, extended, or last byte bumped */
+        const tm_entry *e = &d->model.e[tu_below(&d->rng, d->model.n)];
+        n = e->klen;
+        memcpy(d->key, e->key, n);
+        switch (tu_below(&d->rng, 3)) {
+        case 0:
+            n = (size_t)tu_range(&d->rng, 1, n);
+            break;
+        case 1: {
+            size_t extra = (size_t)tu_range(&d->rng, 1, 8);
+            if (n + extra > BONSAI_MAX_KEY)
+                extra = BONSAI_MAX_KEY - n;
+            fill_alpha(d, d->key + n, extra);
+            n += extra;
+            break;
+        }
+        default:
+            d->key[n - 1] = (uint8_t)(d->key[n - 1] +
+                                      (tu_below(&d->rng, 2) ? 1 : 255));
+            break;
+        }
+    } else {
+        tu_fill(&d->rng, d->key, n);
+    }
+    if (n == 0) {
+        d->key[0] = 'k';
+        n = 1;
+    }
+    d->klen = n;
+}
+
+static void gen_key(dt *d)
+{
+    if (d->c->kind == BONSAI_KEY_U64)
+        gen_u64(d);
+    else
+        gen_bytes(d);
+}
+
+/* A key not in the model (gives up after a few tries: then any key). */
+static bool gen_absent(dt *d)
+{
+    for (int i = 0; i < 16; i++) {
+        gen_key(d);
+        if (!tm_find(&d->model, d->key, d->klen, NULL))
+            return true;
+    }
+    return false;
+}
+
+/* A present key copied into d->key; false when the model is empty. */
+static bool pick_present(dt *d, size_t *idx)
+{
+    if (d->model.n == 0)
+        return false;
+    size_t i = tu_below(&d->rng, d->model.n);
+    memcpy(d->key, d->model.e[i].key, d->model.e[i].klen);
+    d->klen = d->model.e[i].klen;
+    if (idx)
+        *idx = i;
+    return true;
+}
+
+static void gen_val(dt *d)
+{
+    unsigned r = (unsigned)tu_below(&d->rng, 100000);
+    size_t n;
+    if (r < 45000)
+        n = 0;
+    else if (r < 90000)
+        n = (size_t)tu_range(&d->rng, 1, 32);
+    else if (r < 99000)
+        n = (size_t)tu_range(&d->rng, 33, 512);
+    else if (r < 99800)
+        n = (size_t)tu_range(&d->rng, 513, 4096);
+    else if (r < 99980)
+        n = (size_t)tu_range(&d->rng, 4097, 65536);
+    else
+        n = (size_t)tu_range(&d->rng, 65537, VBUF_MAX);
+    tu_fill(&d->rng, d->vbuf, n);
+    d->vlen = n;
+}
+
+/* ---- undo log and snapshots --------------------------------------------- */
+
+static uint8_t *dup_or_null(const void *p, size_t n)
+{
+    if (!n)
+        return NULL;
+    uint8_t *q = malloc(n);
+    cr_assert(q != NULL);
+    memcpy(q, p, n);
+    return q;
+}
+
+/* Before a change of key k inside a write txn: remember its old state. */
+static void log_change(dt *d, const void *k, size_t kl)
+{
+    if (!d->txn)
+        return;
+    if (d->nlog == d->caplog) {
+        d->caplog = d->caplog ? d->caplog * 2 : 256;
+        d->log = realloc(d->log, d->caplog * sizeof *d->log);
+        cr_assert(d->log != NULL);
+    }
+    undo *u = &d->log[d->nlog++];
+    size_t i;
+    u->had = tm_find(&d->model, k, kl, &i);
+    u->key = dup_or_null(k, kl);
+    u->klen = (uint32_t)kl;
+    u->val = u->had ? dup_or_null(d->model.e[i].val, d->model.e[i].vlen)
+                    : NULL;
+    u->vlen = u->had ? d->model.e[i].vlen : 0;
+}
+
+static void undo_apply(const dt *d, tm_model *m)
+{
+    for (size_t j = d->nlog; j-- > 0;) {
+        const undo *u = &d->log[j];
+        if (u->had)
+            tm_put(m, u->key, u->klen, u->val, u->vlen);
+        else
+            tm_del(m, u->key, u->klen);
+    }
+}
+
+static void log_clear(dt *d)
+{
+    for (size_t j = 0; j < d->nlog; j++) {
+        free(d->log[j].key);
+        free(d->log[j].val);
+    }
+    d->nlog = 0;
+}
+
+/* The last committed state: the model without the current txn's changes. */
+static void committed_copy(const dt *d, tm_model *out)
+{
+    tm_copy(out, &d->model);
+    undo_apply(d, out);
+}
+
+/* ---- checks ------------------------------------------------------------- */
+
+static void full_check(dt *d, bonsai_txn *t, bonsai_map map,
+                       const tm_model *m, const char *what)
+{
+    char why[512];
+    d->n_full++;
+    if (!tu_same(t, map, m, why, sizeof why))
+        DFAIL(d, "%s: %s", what, why);
+}
+
+/* A read txn for cursor work when no write txn is at hand (file mode). */
+static bonsai_txn *read_txn(dt *d, bool *temp)
+{
+    *temp = false;
+    if (d->txn || !d->c->file)
+        return d->txn;
+    bonsai_txn *t = NULL;
+    DRC(d, bonsai_txn_begin(d->db, BONSAI_TXN_RDONLY, &t), 0);
+    *temp = true;
+    return t;
+}
+
+/* The cursor's entry must be model entry i. */
+static void cur_check(dt *d, bonsai_cursor *cur, const tm_model *m, size_t i,
+                      const char *how)
+{
+    bonsai_val k = {0, NULL}, v = {0, NULL};
+    int rc;
+    if (d->c->kind == BONSAI_KEY_U64 && tu_chance(&d->rng, 300)) {
+        uint64_t u = 0;
+        rc = bonsai_cursor_get_u64(cur, &u, &v);
+        DCHECK(d, rc == 0, "%s: cursor_get_u64 -> %s", how, tu_err(rc));
+        DCHECK(d, u == tu_u64_of(m->e[i].key),
+               "%s: cursor at u64 %" PRIu64 ", model entry %zu is %s", how, u,
+               i, kstr(d, m->e[i].key, m->e[i].klen));
+    } else {
+        rc = bonsai_cursor_get(cur, &k, &v);
+        DCHECK(d, rc == 0, "%s: cursor_get -> %s", how, tu_err(rc));
+        DCHECK(d, k.data && tm_cmp(d->c->kind, k.data, k.size, m->e[i].key,
+                                   m->e[i].klen) == 0 &&
+                      k.size == m->e[i].klen,
+               "%s: cursor at %s, model entry %zu of %zu is %s", how,
+               kstr(d, k.data, k.size), i, m->n,
+               kstr(d, m->e[i].key, m->e[i].klen));
+    }
+    DCHECK(d, v.size == m->e[i].vlen &&
+                  (v.size == 0 || memcmp(v.data, m->e[i].val, v.size) == 0),
+           "%s: value at %s is %s, model %s", how,
+           kstr(d, m->e[i].key, m->e[i].klen),
+           tu_fmt(BONSAI_KEY_BYTES, v.data, v.size),
+           tu_fmt(BONSAI_KEY_BYTES, m->e[i].val, m->e[i].vlen));
+}
+
+/* Checks get of key (d->key) against the model m in txn t. */
+static void check_get(dt *d, bonsai_txn *t, bonsai_map map, const tm_model *m,
+                      const void *k, size_t kl)
+{
+    size_t i;
+    bool have = tm_find(m, k, kl, &i);
+    bonsai_val key = tu_val(k, kl), val = {0, NULL};
+    int rc = bonsai_get(t, map, &key, &val);
+    if (!have) {
+        DCHECK(d, rc == BONSAI_NOTFOUND, "get(%s) -> %s, model: absent",
+               kstr(d, k, kl), tu_err(rc));
+        return;
+    }
+    DCHECK(d, rc == 0, "get(%s) -> %s, model: present", kstr(d, k, kl),
+           tu_err(rc));
+    DCHECK(d, val.size == m->e[i].vlen &&
+                  (val.size == 0 || memcmp(val.data, m->e[i].val,
+                                           val.size) == 0),
+           "get(%s) = %s, model %s", kstr(d, k, kl),
+           tu_fmt(BONSAI_KEY_BYTES, val.data, val.size),
+           tu_fmt(BONSAI_KEY_BYTES, m->e[i].val, m->e[i].vlen));
+}
+
+/* ---- operations --------------------------------------------------------- */
+
+static int do_put(dt *d, unsigned flags)
+{
+    bonsai_val k = tu_val(d->key, d->klen), v = tu_val(d->vbuf, d->vlen);
+    if (d->c->kind == BONSAI_KEY_U64 && tu_chance(&d->rng, 300))
+        return bonsai_put_u64(d->txn, d->map, tu_u64_of(d->key),
+                              d->vlen || tu_chance(&d->rng, 500) ? &v : NULL,
+                              flags);
+    return bonsai_put(d->txn, d->map, &k, &v, flags);
+}
+
+static int do_del(dt *d)
+{
+    bonsai_val k = tu_val(d->key, d->klen);
+    if (d->c->kind == BONSAI_KEY_U64 && tu_chance(&d->rng, 300))
+        return bonsai_del_u64(d->txn, d->map, tu_u64_of(d->key));
+    return bonsai_del(d->txn, d->map, &k);
+}
+
+static void op_put_new(dt *d)
+{
+    d->opname = "put new key";
+    gen_absent(d);
+    gen_val(d);
+    log_change(d, d->key, d->klen);
+    int rc = do_put(d, 0);
+    DCHECK(d, rc == 0, "put(%s, %zu-byte value) -> %s", kstr(d, d->key,
+           d->klen), d->vlen, tu_err(rc));
+    tm_put(&d->model, d->key, d->klen, d->vbuf, d->vlen);
+    if (tu_chance(&d->rng, 200))
+        check_get(d, d->txn, d->map, &d->model, d->key, d->klen);
+}
+
+static void op_overwrite(dt *d)
+{
+    d->opname = "overwrite";
+    if (!pick_present(d, NULL)) {
+        op_put_new(d);
+        return;
+    }
+    gen_val(d);
+    log_change(d, d->key, d->klen);
+    int rc = do_put(d, 0);
+    DCHECK(d, rc == 0, "overwrite(%s, %zu-byte value) -> %s",
+           kstr(d, d->key, d->klen), d->vlen, tu_err(rc));
+    tm_put(&d->model, d->key, d->klen, d->vbuf, d->vlen);
+    if (tu_chance(&d->rng, 200))
+        check_get(d, d->txn, d->map, &d->model, d->key, d->klen);
+}
+
+static void op_nooverwrite(dt *d)
+{
+    d->opname = "put NOOVERWRITE";
+    if (tu_below(&d->rng, 2) == 0 || !pick_present(d, NULL))
+        gen_key(d); /* present or not, whatever came out */
+    gen_val(d);
+    bool had = tm_find(&d->model, d->key, d->klen, NULL);
+    if (!had)
+        log_change(d, d->key, d->klen);
+    int rc = do_put(d, BONSAI_NOOVERWRITE);
+    if (had) {
+        DCHECK(d, rc == BONSAI_EXISTS,
+               "put NOOVERWRITE of present %s -> %s, expected EXISTS",
+               kstr(d, d->key, d->klen), tu_err(rc));
+        /* the old value stays */
+        check_get(d, d->txn, d->map, &d->model, d->key, d->klen);
+    } else {
+        DCHECK(d, rc == 0, "put NOOVERWRITE of absent %s -> %s",
+               kstr(d, d->key, d->klen), tu_err(rc));
+        tm_put(&d->model, d->key, d->klen, d->vbuf, d->vlen);
+    }
+}
+
+static void op_del_present(dt *d)
+{
+    d->opname = "delete present";
+    if (!pick_present(d, NULL))
+        return;
+    log_change(d, d->key, d->klen);
+    int rc = do_del(d);
+    DCHECK(d, rc == 0, "del(%s) -> %s, model: present",
+           kstr(d, d->key, d->klen), tu_err(rc));
+    tm_del(&d->model, d->key, d->klen);
+    if (tu_chance(&d->rng, 200))
+        check_get(d, d->txn, d->map, &d->model, d->key, d->klen);
+}
+
+static void op_del_absent(dt *d)
+{
+    d->opname = "delete absent";
+    if (!gen_absent(d))
+        return;
+    int rc = do_del(d);
+    DCHECK(d, rc == BONSAI_NOTFOUND, "del(%s) -> %s, model: absent",
+           kstr(d, d->key, d->klen), tu_err(rc));
+}
+
+static void op_get_present(dt *d)
+{
+    d->opname = "get present";
+    if (!pick_present(d, NULL))
+        return;
+    if (d->c->kind == BONSAI_KEY_U64 && tu_chance(&d->rng, 300)) {
+        size_t i;
+        tm_find(&d->model, d->key, 8, &i);
+        bonsai_val v = {0, NULL};
+        int rc = bonsai_get_u64(d->txn, d->map, tu_u64_of(d->key), &v);
+        DCHECK(d, rc == 0 && v.size == d->model.e[i].vlen &&
+                      (v.size == 0 ||
+                       memcmp(v.data, d->model.e[i].val, v.size) == 0),
+               "get_u64(%s) -> %s with %zu bytes, model %u bytes",
+               kstr(d, d->key, 8), tu_err(rc), v.size, d->model.e[i].vlen);
+        return;
+    }
+    check_get(d, d->txn, d->map, &d->model, d->key, d->klen);
+}
+
+static void op_get_absent(dt *d)
+{
+    d->opname = "get absent";
+    gen_absent(d);
+    check_get(d, d->txn, d->map, &d->model, d->key, d->klen);
+}
+
+static void op_count(dt *d)
+{
+    d->opname = "count";
+    uint64_t n = UINT64_MAX;
+    DRC(d, bonsai_count(d->txn, d->map, &n), 0);
+    DCHECK(d, n == d->model.n, "count = %" PRIu64 ", model %zu", n,
+           d->model.n);
+}
+
+/* Positions cur at model index i (seeking its key) or at a random key's
+ * lower bound; returns the index (n when past the end). */
+static size_t position(dt *d, bonsai_cursor *cur, const tm_model *m)
+{
+    size_t i;
+    int rc;
+    unsigned how = (unsigned)tu_below(&d->rng, 10);
+    if (how == 0) {
+        rc = bonsai_cursor_first(cur);
+        i = 0;
+    } else if (how == 1) {
+        rc = bonsai_cursor_last(cur);
+        i = m->n ? m->n - 1 : m->n; /* empty: past the end */
+    } else if (how < 6 && m->n) {
+        i = tu_below(&d->rng, m->n);
+        bonsai_val k = tu_val(m->e[i].key, m->e[i].klen);
+        if (d->c->kind == BONSAI_KEY_U64 && tu_chance(&d->rng, 300))
+            rc = bonsai_cursor_seek_u64(cur, tu_u64_of(k.data));
+        else
+            rc = bonsai_cursor_seek(cur, &k);
+    } else {
+        gen_key(d);
+        i = tm_lower_bound(m, d->key, d->klen);
+        bonsai_val k = tu_val(d->key, d->klen);
+        rc = bonsai_cursor_seek(cur, &k);
+    }
+    if (i >= m->n) {
+        DCHECK(d, rc == BONSAI_NOTFOUND,
+               "cursor positioning (mode %u) past the end / in an empty map "
+               "-> %s, expected NOTFOUND",
+               how, tu_err(rc));
+        return m->n;
+    }
+    DCHECK(d, rc == 0, "cursor positioning (mode %u) at entry %zu (%s) -> %s",
+           how, i, kstr(d, m->e[i].key, m->e[i].klen), tu_err(rc));
+    cur_check(d, cur, m, i, "after positioning");
+    return i;
+}
+
+/* Walks up to steps entries in direction dir (+1 next, -1 prev) from i. */
+static void stretch(dt *d, bonsai_cursor *cur, const tm_model *m, size_t i,
+                    int dir, unsigned steps)
+{
+    for (unsigned s = 0; s < steps; s++) {
+        int rc = dir > 0 ? bonsai_cursor_next(cur) : bonsai_cursor_prev(cur);
+        bool end = dir > 0 ? i + 1 >= m->n : i == 0;
+        if (end) {
+            DCHECK(d, rc == BONSAI_NOTFOUND,
+                   "%s from entry %zu of %zu (the %s) -> %s, expected "
+                   "NOTFOUND",
+                   dir > 0 ? "next" : "prev", i, m->n,
+                   dir > 0 ? "last" : "first", tu_err(rc));
+            return;
+        }
+        i = dir > 0 ? i + 1 : i - 1;
+        DCHECK(d, rc == 0, "%s to entry %zu of %zu (%s) -> %s",
+               dir > 0 ? "next" : "prev", i, m->n,
+               kstr(d, m->e[i].key, m->e[i].klen), tu_err(rc));
+        cur_check(d, cur, m, i, dir > 0 ? "walking forward" :
+                                          "walking backward");
+    }
+}
+
+static void op_cursor(dt *d, int mode)
+{
+    static const char *names[] = {"cursor stretch forward",
+                                  "cursor stretch backward",
+                                  "cursor seek and wander"};
+    d->opname = names[mode];
+    bool temp;
+    bonsai_txn *t = read_txn(d, &temp);
+    bonsai_cursor *cur = NULL;
+    DRC(d, bonsai_cursor_open(t, d->map, &cur), 0);
+    size_t i = position(d, cur, &d->model);
+    if (i < d->model.n) {
+        if (mode == 0) {
+            stretch(d, cur, &d->model, i, +1,
+                    (unsigned)tu_range(&d->rng, 1, 64));
+        } else if (mode == 1) {
+            stretch(d, cur, &d->model, i, -1,
+                    (unsigned)tu_range(&d->rng, 1, 64));
+        } else {
+            /* a few steps each way; stop at an end (the cursor then has no
+             * current entry) */
+            for (int s = 0; s < 6; s++) {
+                int dir = tu_below(&d->rng, 2) ? 1 : -1;
+                bool end = dir > 0 ? i + 1 >= d->model.n : i == 0;
+                stretch(d, cur, &d->model, i, dir, 1);
+                if (end)
+                    break;
+                i = dir > 0 ? i + 1 : i - 1;
+            }
+        }
+    }
+    bonsai_cursor_close(cur);
+    if (temp)
+        bonsai_txn_abort(t);
+}
+
+/* A cursor kept across a write of another key re-finds its key. */
+static void op_cursor_across_write(dt *d)
+{
+    d->opname = "cursor across a write";
+    if (d->c->file && !d->txn)
+        return; /* autocommit writes end no txn of ours: nothing to test */
+    if (d->model.n < 2) {
+        op_put_new(d);
+        return;
+    }
+    bonsai_cursor *cur = NULL;
+    DRC(d, bonsai_cursor_open(d->txn, d->map, &cur), 0);
+    size_t i = tu_below(&d->rng, d->model.n);
+    uint8_t ck[BONSAI_MAX_KEY];
+    size_t cl = d->model.e[i].klen;
+    memcpy(ck, d->model.e[i].key, cl);
+    bonsai_val k = tu_val(ck, cl);
+    DRC(d, bonsai_cursor_seek(cur, &k), 0);
+    /* a write of some other key */
+    unsigned w = (unsigned)tu_below(&d->rng, 3);
+    if (w == 0) {
+        op_put_new(d);
+    } else {
+        size_t j = tu_below(&d->rng, d->model.n - 1);
+        if (j >= i)
+            j++;
+        memcpy(d->key, d->model.e[j].key, d->model.e[j].klen);
+        d->klen = d->model.e[j].klen;
+        if (w == 1) {
+            gen_val(d);
+            log_change(d, d->key, d->klen);
+            DRC(d, do_put(d, 0), 0);
+            tm_put(&d->model, d->key, d->klen, d->vbuf, d->vlen);
+        } else {
+            log_change(d, d->key, d->klen);
+            DRC(d, do_del(d), 0);
+            tm_del(&d->model, d->key, d->klen);
+        }
+    }
+    d->opname = "cursor across a write";
+    bool found = tm_find(&d->model, ck, cl, &i);
+    DCHECK(d, found, "test bug: cursor key vanished");
+    cur_check(d, cur, &d->model, i, "same cursor after a write");
+    stretch(d, cur, &d->model, i, tu_below(&d->rng, 2) ? 1 : -1, 3);
+    bonsai_cursor_close(cur);
+}
+
+/* One random operation; the balance of puts and deletes follows the phase. */
+static void one_op(dt *d)
+{
+    if (d->phase_left == 0 || (d->grow && d->model.n >= d->target) ||
+        (!d->grow && d->model.n <= d->target)) {
+        d->target = tu_chance(&d->rng, 150)
+                        ? 0
+                        : (size_t)tu_below(&d->rng, d->c->max_entries + 1);
+        d->grow = d->model.n < d->target;
+        d->phase_left = tu_range(&d->rng, 2000, 30000);
+    }
+    d->phase_left--;
+    unsigned wput = d->grow ? 300 : 60;
+    unsigned wdel = d->grow ? 60 : 300;
+    /* weights: put new, overwrite, noovw, del, del absent, get, get absent,
+     * fwd, back, seek, count, across */
+    unsigned w[] = {wput, 100, 60, wdel, 30, 150, 50, 25, 25, 40, 15, 8};
+    unsigned total = 0;
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+        total += w[i];
+    unsigned r = (unsigned)tu_below(&d->rng, total);
+    size_t op = 0;
+    while (r >= w[op])
+        r -= w[op++];
+    switch (op) {
+    case 0: op_put_new(d); break;
+    case 1: op_overwrite(d); break;
+    case 2: op_nooverwrite(d); break;
+    case 3: op_del_present(d); break;
+    case 4: op_del_absent(d); break;
+    case 5: op_get_present(d); break;
+    case 6: op_get_absent(d); break;
+    case 7: op_cursor(d, 0); break;
+    case 8: op_cursor(d, 1); break;
+    case 9: op_cursor(d, 2); break;
+    case 10: op_count(d); break;
+    default: op_cursor_across_write(d); break;
+    }
+    if (d->model.n > d->max_seen)
+        d->max_seen = d->model.n;
+    d->op++;
+}
+
+/* ---- setup, readers, reopen --------------------------------------------- */
+
+static void open_maps(dt *d, bool create)
+{
+    unsigned other = d->c->kind == BONSAI_KEY_U64 ? BONSAI_KEY_BYTES
+                                                   : BONSAI_KEY_U64;
+    if (create) {
+        d->map = tu_map_create(d->db, NULL, "data", d->c->kind);
+        d->decoy = tu_map_create(d->db, NULL, "decoy", other);
+    } else {
+        d->map = tu_map_open(d->db, NULL, "data", d->c->kind);
+        d->decoy = tu_map_open(d->db, NULL, "decoy", other);
+    }
+}
+
+static void setup(dt *d, const cfg *c)
+{
+    memset(d, 0, sizeof *d);
+    d->c = c;
+    d->seed = tu_seed(c->name, c->seed);
+    d->rng.s = d->seed;
+    d->total = tu_scaled(c->ops, 1000);
+    d->opname = "setup";
+    d->vbuf = malloc(VBUF_MAX);
+    cr_assert(d->vbuf != NULL);
+    tm_init(&d->model, c->kind);
+    unsigned other = c->kind == BONSAI_KEY_U64 ? BONSAI_KEY_BYTES
+                                                : BONSAI_KEY_U64;
+    tm_init(&d->decoy_model, other);
+    for (int p = 0; p < 6; p++) {
+        d->prefix_len[p] = (size_t)tu_range(&d->rng, 1, 48);
+        if (p % 2)
+            tu_fill(&d->rng, d->prefix[p], d->prefix_len[p]);
+        else
+            fill_alpha(d, d->prefix[p], d->prefix_len[p]);
+    }
+    d->seq = tu_rand(&d->rng) >> 8;
+
+    bonsai_options_init(&d->opts);
+    if (c->page_size)
+        d->opts.page_size = c->page_size;
+    if (c->node_bytes)
+        d->opts.node_bytes = c->node_bytes;
+    if (c->node_entries)
+        d->opts.node_entries = c->node_entries;
+    d->opts.sync = c->sync;
+    d->path = c->file ? tu_path("diff.db") : NULL;
+    d->db = tu_open(d->path, &d->opts);
+    bonsai_stat st;
+    TU_OK(bonsai_db_stat(d->db, &st));
+    cr_assert_eq(st.transactions, c->file ? 1 : 0);
+    open_maps(d, true);
+
+    /* the decoy: 50 entries of the other kind */
+    for (uint64_t i = 0; i < 50; i++) {
+        uint64_t u = tu_mix64(i + d->seed);
+        uint8_t kb[16];
+        size_t kl = other == BONSAI_KEY_U64 ? 8 : (size_t)(1 + i % 16);
+        memset(kb, 0, sizeof kb);
+        memcpy(kb, &u, 8);
+        if (kl > 8)
+            memcpy(kb + 8, &i, kl - 8);
+        bonsai_val k = tu_val(kb, kl), v = tu_val(&u, i % 9);
+        TU_OK(bonsai_put(NULL, d->decoy, &k, &v, 0));
+        tm_put(&d->decoy_model, kb, kl, &u, i % 9);
+    }
+}
+
+static void check_all(dt *d, bonsai_txn *t, const char *what)
+{
+    const char *save = d->opname;
+    d->opname = what;
+    full_check(d, t, d->map, &d->model, "data map");
+    full_check(d, t, d->decoy, &d->decoy_model, "decoy map");
+    d->opname = save;
+}
+
+static void reader_begin(dt *d, reader *r)
+{
+    DRC(d, bonsai_txn_begin(d->db, BONSAI_TXN_RDONLY, &r->t), 0);
+    tm_init(&r->snap, d->c->kind);
+    committed_copy(d, &r->snap);
+    r->ttl = (int)tu_range(&d->rng, 1, 8);
+    d->n_reader++;
+}
+
+static void reader_end(dt *d, reader *r)
+{
+    const char *save = d->opname;
+    d->opname = "read snapshot check";
+    /* random gets, then the whole map */
+    for (int i = 0; i < 20 && r->snap.n; i++) {
+        const tm_entry *e = &r->snap.e[tu_below(&d->rng, r->snap.n)];
+        check_get(d, r->t, d->map, &r->snap, e->key, e->klen);
+    }
+    for (int i = 0; i < 10; i++) {
+        gen_key(d);
+        check_get(d, r->t, d->map, &r->snap, d->key, d->klen);
+    }
+    full_check(d, r->t, d->map, &r->snap, "read snapshot");
+    bonsai_txn_abort(r->t);
+    r->t = NULL;
+    tm_free(&r->snap);
+    d->opname = save;
+}
+
+static void readers_tick(dt *d, bool all)
+{
+    for (int i = 0; i < NREADERS; i++)
+        if (d->rd[i].t && (all || --d->rd[i].ttl <= 0))
+            reader_end(d, &d->rd[i]);
+}
+
+static void maybe_reader(dt *d, unsigned per_mille)
+{
+    for (int i = 0; i < NREADERS; i++)
+        if (!d->rd[i].t) {
+            if (tu_chance(&d->rng, per_mille))
+                reader_begin(d, &d->rd[i]);
+            return;
+        }
+}
+
+static void reopen(dt *d)
+{
+    d->opname = "reopen";
+    readers_tick(d, true);
+    TU_OK(bonsai_close(d->db));
+    d->db = NULL;
+    int rc = bonsai_open(d->path, &d->opts, &d->db);
+    DCHECK(d, rc == 0, "reopen -> %s", tu_err(rc));
+    open_maps(d, false);
+    bonsai_txn *t;
+    DRC(d, bonsai_txn_begin(d->db, BONSAI_TXN_RDONLY, &t), 0);
+    check_all(d, t, "after reopen");
+    bonsai_txn_abort(t);
+    d->n_reopen++;
+}
+
+/* After an abort: every key the txn touched is back as committed. */
+static void check_rollback(dt *d)
+{
+    bonsai_txn *t;
+    DRC(d, bonsai_txn_begin(d->db, BONSAI_TXN_RDONLY, &t), 0);
+    d->opname = "after abort";
+    for (size_t j = 0; j < d->nlog && j < 200; j++)
+        check_get(d, t, d->map, &d->model, d->log[j].key, d->log[j].klen);
+    bonsai_txn_abort(t);
+}
+
+/* ---- the two modes ------------------------------------------------------ */
+
+static void run_direct(dt *d)
+{
+    uint64_t next_full = 20000;
+    while (d->op < d->total) {
+        one_op(d);
+        if (d->op >= next_full) {
+            check_all(d, NULL, "periodic full check");
+            next_full += 20000;
+        }
+    }
+}
+
+static void run_txn(dt *d)
+{
+    uint64_t txns = 0;
+    while (d->op < d->total) {
+        txns++;
+        if (tu_chance(&d->rng, 20))
+            reopen(d);
+        maybe_reader(d, 80);
+
+        if (tu_chance(&d->rng, 50)) {
+            /* autocommit: each call is a transaction of its own */
+            unsigned n = (unsigned)tu_range(&d->rng, 1, 10);
+            for (unsigned i = 0; i < n; i++)
+                one_op(d);
+            d->n_auto += n;
+            readers_tick(d, false);
+            continue;
+        }
+
+        unsigned r = (unsigned)tu_below(&d->rng, 100);
+        uint64_t n = r < 70 ? tu_range(&d->rng, 1, 20)
+                   : r < 95 ? tu_range(&d->rng, 21, 200)
+                            : tu_range(&d->rng, 201, 2000);
+        d->opname = "begin";
+        DRC(d, bonsai_txn_begin(d->db, 0, &d->txn), 0);
+        uint64_t mid = tu_chance(&d->rng, 60) ? tu_below(&d->rng, n) : n;
+        for (uint64_t i = 0; i < n; i++) {
+            if (i == mid)
+                maybe_reader(d, 1000); /* a snapshot begun mid-txn */
+            one_op(d);
+        }
+        bool commit = tu_below(&d->rng, 100) < 80;
+        if (commit) {
+            d->opname = "commit";
+            int rc = bonsai_txn_commit(d->txn);
+            d->txn = NULL;
+            DCHECK(d, rc == 0, "commit of %" PRIu64 " ops -> %s", n,
+                   tu_err(rc));
+            log_clear(d);
+            d->n_commit++;
+        } else {
+            d->opname = "abort";
+            bonsai_txn_abort(d->txn);
+            d->txn = NULL;
+            undo_apply(d, &d->model);
+            check_rollback(d);
+            log_clear(d);
+            d->n_abort++;
+        }
+        readers_tick(d, false);
+        if (txns % 100 == 0) {
+            bonsai_txn *t;
+            DRC(d, bonsai_txn_begin(d->db, BONSAI_TXN_RDONLY, &t), 0);
+            check_all(d, t, "periodic full check");
+            bonsai_txn_abort(t);
+        }
+    }
+    readers_tick(d, true);
+}
+
+static void run(const cfg *c)
+{
+    dt d;
+    setup(&d, c);
+    if (c->file)
+        run_txn(&d);
+    else
+        run_direct(&d);
+
+    /* the end: everything, then (file) after a reopen */
+    if (c->file) {
+        bonsai_txn *t;
+        DRC(&d, bonsai_txn_begin(d.db, BONSAI_TXN_RDONLY, &t), 0);
+        check_all(&d, t, "final check");
+        bonsai_txn_abort(t);
+        reopen(&d);
+    } else {
+        check_all(&d, NULL, "final check");
+    }
+    /* a plain walk agrees too (tu_walk checks strict order on its own) */
+    tm_model w;
+    tm_init(&w, c->kind);
+    char why[512];
+    bool temp;
+    d.opname = "final walk";
+    bonsai_txn *t = read_txn(&d, &temp);
+    int rc = tu_walk(t, d.map, &w, why, sizeof why);
+    DCHECK(&d, rc == 0, "walk: %s", why);
+    DCHECK(&d, w.n == d.model.n && tm_checksum(&w) == tm_checksum(&d.model),
+           "final walk: %zu entries, model %zu (or contents differ)", w.n,
+           d.model.n);
+    if (temp)
+        bonsai_txn_abort(t);
+    tm_free(&w);
+
+    cr_log_info("[%s] %" PRIu64 " ops, %zu entries at the end, %zu at most; "
+                "%" PRIu64 " commits, %" PRIu64 " aborts, %" PRIu64
+                " autocommit ops, %" PRIu64 " reopens, %" PRIu64
+                " snapshots, %" PRIu64 " full checks",
+                c->name, d.op, d.model.n, d.max_seen, d.n_commit, d.n_abort,
+                d.n_auto, d.n_reopen, d.n_reader, d.n_full);
+    TU_OK(bonsai_close(d.db));
+    tm_free(&d.model);
+    tm_free(&d.decoy_model);
+    log_clear(&d);
+    free(d.log);
+    free(d.vbuf);
+}
+
+/* ---- the configurations (1,050,000 ops at scale 1) ---------------------- */
+
+static const cfg cfg_anon_u64_small = {
+    "anon-u64-small-nodes", BONSAI_KEY_U64, 0, 512, 512, 8, 0,
+    200000, 3000, 0x5EED0001};
+static const cfg cfg_anon_u64_default = {
+    "anon-u64-default", BONSAI_KEY_U64, 0, 0, 0, 0, 0,
+    150000, 20000, 0x5EED0002};
+static const cfg cfg_anon_bytes_small = {
+    "anon-bytes-small-nodes", BONSAI_KEY_BYTES, 0, 512, 512, 8, 0,
+    200000, 3000, 0x5EED0003};
+static const cfg cfg_anon_bytes_default = {
+    "anon-bytes-default-4k-pages", BONSAI_KEY_BYTES, 0, 4096, 0, 0, 0,
+    100000, 8000, 0x5EED0004};
+static const cfg cfg_file_u64_small = {
+    "file-u64-small-nodes", BONSAI_KEY_U64, 1, 512, 512, 8, 0,
+    150000, 3000, 0x5EED0005};
+static const cfg cfg_file_u64_default = {
+    "file-u64-default-sync", BONSAI_KEY_U64, 1, 0, 0, 0, 1,
+    50000, 10000, 0x5EED0006};
+static const cfg cfg_file_bytes_small = {
+    "file-bytes-small-nodes", BONSAI_KEY_BYTES, 1, 512, 1024, 16, 0,
+    150000, 3000, 0x5EED0007};
+static const cfg cfg_file_bytes_default = {
+    "file-bytes-default-1k-pages", BONSAI_KEY_BYTES, 1, 1024, 0, 0, 0,
+    50000, 6000, 0x5EED0008};
+
+Test(diff, anon_u64_small_nodes) { run(&cfg_anon_u64_small); }
+Test(diff, anon_u64_default) { run(&cfg_anon_u64_default); }
+Test(diff, anon_bytes_small_nodes) { run(&cfg_anon_bytes_small); }
+Test(diff, anon_bytes_default) { run(&cfg_anon_bytes_default); }
+Test(diff, file_u64_small_nodes) { run(&cfg_file_u64_small); }
+Test(diff, file_u64_default_sync) { run(&cfg_file_u64_default); }
+Test(diff, file_bytes_small_nodes) { run(&cfg_file_bytes_small); }
+Test(diff, file_bytes_default) { run(&cfg_file_bytes_default); }

@@ -1,0 +1,505 @@
+/*
+ * test_full.c - filling a store to its cap (max_size): BONSAI_FULL is a
+ * clean result, the store stays consistent, readable and writable for
+ * deletes, and space freed by deletes is used again.
+ *
+ *  - anonymous memory (no-transaction mode), 1 MiB cap, default options:
+ *    u64 keys with empty values, then byte keys with 100-byte values;
+ *  - a file in transaction mode, 1 MiB cap: the write transaction that
+ *    hits the cap reports BONSAI_FULL (at a put or at commit); after the
+ *    abort the committed contents are intact, also after a reopen.  A
+ *    copy-on-write delete needs space too, so there delete transactions
+ *    may report FULL as well (the header allows it); whatever they report,
+ *    the store must match what was committed.
+ *
+ * Keys are tu_mix64(seed + id) (distinct for distinct ids); values are a
+ * function of the id, so no copy of them is kept.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <criterion/criterion.h>
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "bonsai.h"
+#include "util.h"
+
+TestSuite(full, .init = tu_setup, .fini = tu_teardown);
+
+#define CAP (UINT64_C(1) << 20)
+/* The keys are random: no encoding stores a random set of 64-bit keys in
+ * under about 5 bytes each at these sizes, so 1 MiB holds at most ~200,000
+ * of them.  2 M inserts (0.5 bytes per entry) mean BONSAI_FULL never came. */
+#define NEVER_FULL (UINT64_C(2) << 20)
+
+typedef struct fill {
+    const char *name;
+    unsigned kind;
+    size_t vlen;     /* value bytes */
+    uint64_t seed;
+    uint64_t next;   /* next id never used */
+    uint64_t *live;  /* ids present */
+    size_t nlive, cap;
+} fill;
+
+typedef struct keyrec {
+    uint8_t k[16];
+    size_t len;
+} keyrec;
+
+#define FFAIL(f, ...)                                                        \
+    do {                                                                     \
+        char fmsg_[512];                                                     \
+        snprintf(fmsg_, sizeof fmsg_, __VA_ARGS__);                          \
+        cr_assert_fail("[%s] seed=%" PRIu64 ": %s", (f)->name, (f)->seed,    \
+                       fmsg_);                                               \
+    } while (0)
+
+static void make_key(const fill *f, uint64_t id, keyrec *k)
+{
+    uint64_t u = tu_mix64(f->seed + id);
+    if (f->kind == BONSAI_KEY_U64) {
+        memcpy(k->k, &u, 8);
+        k->len = 8;
+    } else {
+        char hex[17];
+        snprintf(hex, sizeof hex, "%016" PRIx64, u);
+        memcpy(k->k, hex, 16);
+        k->len = 16;
+    }
+}
+
+static void make_val(const fill *f, uint64_t id, uint8_t *buf)
+{
+    tu_rng r = {id * 31 + f->seed};
+    tu_fill(&r, buf, f->vlen);
+}
+
+static void live_add(fill *f, uint64_t id)
+{
+    if (f->nlive == f->cap) {
+        f->cap = f->cap ? f->cap * 2 : 4096;
+        f->live = realloc(f->live, f->cap * sizeof *f->live);
+        cr_assert(f->live != NULL);
+    }
+    f->live[f->nlive++] = id;
+}
+
+static int put_id(const fill *f, bonsai_txn *t, bonsai_map m, uint64_t id)
+{
+    keyrec k;
+    uint8_t v[256];
+    make_key(f, id, &k);
+    make_val(f, id, v);
+    bonsai_val key = tu_val(k.k, k.len), val = tu_val(v, f->vlen);
+    return bonsai_put(t, m, &key, &val, BONSAI_NOOVERWRITE);
+}
+
+static int del_id(const fill *f, bonsai_txn *t, bonsai_map m, uint64_t id)
+{
+    keyrec k;
+    make_key(f, id, &k);
+    bonsai_val key = tu_val(k.k, k.len);
+    return bonsai_del(t, m, &key);
+}
+
+static unsigned sort_kind;
+static int keyrec_cmp(const void *a, const void *b)
+{
+    const keyrec *x = a, *y = b;
+    return tm_cmp(sort_kind, x->k, x->len, y->k, y->len);
+}
+
+/* Count, every live key with its value, absent ids absent, and an ordered
+ * walk that sees exactly the live keys. */
+static void verify(fill *f, bonsai_txn *t, bonsai_map m,
+                   const uint64_t *gone, size_t ngone, const char *when)
+{
+    uint64_t n = UINT64_MAX;
+    int rc = bonsai_count(t, m, &n);
+    if (rc || n != f->nlive)
+        FFAIL(f, "%s: count -> %s, %" PRIu64 " entries, expected %zu", when,
+              tu_err(rc), n, f->nlive);
+    uint8_t want[256];
+    keyrec *keys = malloc((f->nlive ? f->nlive : 1) * sizeof *keys);
+    cr_assert(keys != NULL);
+    for (size_t i = 0; i < f->nlive; i++) {
+        make_key(f, f->live[i], &keys[i]);
+        make_val(f, f->live[i], want);
+        bonsai_val key = tu_val(keys[i].k, keys[i].len), val = {0, NULL};
+        rc = bonsai_get(t, m, &key, &val);
+        if (rc)
+            FFAIL(f, "%s: get of inserted key %s (id %" PRIu64 ") -> %s",
+                  when, tu_fmt(f->kind, keys[i].k, keys[i].len), f->live[i],
+                  tu_err(rc));
+        if (val.size != f->vlen ||
+            (f->vlen && memcmp(val.data, want, f->vlen) != 0))
+            FFAIL(f, "%s: key %s has a wrong value (%zu bytes)", when,
+                  tu_fmt(f->kind, keys[i].k, keys[i].len), val.size);
+    }
+    for (size_t i = 0; i < ngone; i++) {
+        keyrec k;
+        make_key(f, gone[i], &k);
+        bonsai_val key = tu_val(k.k, k.len), val;
+        rc = bonsai_get(t, m, &key, &val);
+        if (rc != BONSAI_NOTFOUND)
+            FFAIL(f, "%s: key %s should be absent, get -> %s", when,
+                  tu_fmt(f->kind, k.k, k.len), tu_err(rc));
+    }
+    sort_kind = f->kind;
+    qsort(keys, f->nlive, sizeof *keys, keyrec_cmp);
+    bonsai_cursor *cur;
+    TU_OK(bonsai_cursor_open(t, m, &cur));
+    rc = bonsai_cursor_first(cur);
+    for (size_t i = 0; i < f->nlive; i++) {
+        if (rc)
+            FFAIL(f, "%s: walk stopped after %zu of %zu entries: %s", when,
+                  i, f->nlive, tu_err(rc));
+        bonsai_val k = {0, NULL};
+        TU_OK(bonsai_cursor_get(cur, &k, NULL));
+        if (k.size != keys[i].len || memcmp(k.data, keys[i].k, k.size))
+            FFAIL(f, "%s: walk entry %zu is %s, expected %s", when, i,
+                  tu_fmt(f->kind, k.data, k.size),
+                  tu_fmt(f->kind, keys[i].k, keys[i].len));
+        rc = bonsai_cursor_next(cur);
+    }
+    if (rc != BONSAI_NOTFOUND)
+        FFAIL(f, "%s: walk did not end after %zu entries: %s", when,
+              f->nlive, tu_err(rc));
+    bonsai_cursor_close(cur);
+    free(keys);
+}
+
+/* Removes every other live id (a random half: ids were inserted in random
+ * key order); returns the removed ids. */
+static uint64_t *take_half(fill *f, size_t *n)
+{
+    uint64_t *gone = malloc((f->nlive / 2 + 1) * sizeof *gone);
+    cr_assert(gone != NULL);
+    size_t j = 0, g = 0;
+    for (size_t i = 0; i < f->nlive; i++) {
+        if (i % 2)
+            gone[g++] = f->live[i];
+        else
+            f->live[j++] = f->live[i];
+    }
+    f->nlive = j;
+    *n = g;
+    return gone;
+}
+
+/* Inserts new ids until BONSAI_FULL; then a few more, each of which must be
+ * 0 or BONSAI_FULL.  Returns the number inserted. */
+static uint64_t fill_direct(fill *f, bonsai_map m, uint64_t *full_id)
+{
+    uint64_t ok = 0;
+    for (;;) {
+        uint64_t id = f->next++;
+        int rc = put_id(f, NULL, m, id);
+        if (rc == BONSAI_FULL) {
+            *full_id = id;
+            break;
+        }
+        if (rc)
+            FFAIL(f, "put %" PRIu64 " (after %" PRIu64 " inserts) -> %s", id,
+                  ok, tu_err(rc));
+        live_add(f, id);
+        if (++ok >= NEVER_FULL)
+            FFAIL(f, "%" PRIu64 " inserts into a 1 MiB store and no FULL",
+                  ok);
+    }
+    for (int i = 0; i < 200; i++) {
+        uint64_t id = f->next++;
+        int rc = put_id(f, NULL, m, id);
+        if (rc == 0) {
+            live_add(f, id);
+            ok++;
+        } else if (rc != BONSAI_FULL) {
+            FFAIL(f, "put after FULL -> %s", tu_err(rc));
+        }
+    }
+    return ok;
+}
+
+static void check_cap(fill *f, bonsai_db *db, const char *path)
+{
+    bonsai_stat st;
+    TU_OK(bonsai_db_stat(db, &st));
+    if (st.max_size != CAP)
+        FFAIL(f, "stat max_size %" PRIu64, st.max_size);
+    if (st.bytes_used > CAP)
+        FFAIL(f, "bytes_used %" PRIu64 " over the cap", st.bytes_used);
+    if (path) {
+        struct stat sb;
+        cr_assert(stat(path, &sb) == 0);
+        if ((uint64_t)sb.st_size > CAP)
+            FFAIL(f, "file size %lld over the cap", (long long)sb.st_size);
+    }
+}
+
+static void direct_fill_test(const char *name, unsigned kind, size_t vlen,
+                             uint64_t def_seed)
+{
+    fill f;
+    memset(&f, 0, sizeof f);
+    f.name = name;
+    f.kind = kind;
+    f.vlen = vlen;
+    f.seed = tu_seed(name, def_seed);
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.max_size = CAP;
+    bonsai_db *db = tu_open(NULL, &o);
+    bonsai_map m = tu_map_create(db, NULL, "fill", kind);
+
+    uint64_t full_id;
+    uint64_t first = fill_direct(&f, m, &full_id);
+    if (first < 100)
+        FFAIL(&f, "only %" PRIu64 " entries fit in 1 MiB", first);
+    check_cap(&f, db, NULL);
+    verify(&f, NULL, m, &full_id, 1, "after the first FULL");
+
+    size_t ngone;
+    uint64_t *gone = take_half(&f, &ngone);
+    for (size_t i = 0; i < ngone; i++) {
+        int rc = del_id(&f, NULL, m, gone[i]);
+        if (rc)
+            FFAIL(&f, "delete %zu of %zu after FULL -> %s", i + 1, ngone,
+                  tu_err(rc));
+    }
+    verify(&f, NULL, m, gone, ngone, "after deleting half");
+
+    uint64_t again = fill_direct(&f, m, &full_id);
+    /* the freed space is used again (a lenient bound: a quarter) */
+    if (again < ngone / 4)
+        FFAIL(&f, "deleted %zu entries, then only %" PRIu64 " inserts fit",
+              ngone, again);
+    check_cap(&f, db, NULL);
+    verify(&f, NULL, m, gone, ngone, "after the second FULL");
+    cr_log_info("[%s] %" PRIu64 " entries fit in 1 MiB; deleted %zu, then "
+                "%" PRIu64 " fit again",
+                name, first, ngone, again);
+    free(gone);
+    free(f.live);
+    TU_OK(bonsai_close(db));
+}
+
+Test(full, anonymous_u64_empty_values)
+{
+    direct_fill_test("anon-u64-empty", BONSAI_KEY_U64, 0, 0xF0110001);
+}
+
+Test(full, anonymous_bytes_100_byte_values)
+{
+    direct_fill_test("anon-bytes-100", BONSAI_KEY_BYTES, 100, 0xF0110002);
+}
+
+/* ---- file, transactions ------------------------------------------------- */
+
+/* Write txns of new ids until a txn of a single put reports FULL (at the
+ * put or at commit).  A txn of more puts that reports FULL is retried with
+ * a quarter of them (the size grows back after 8 commits).  A FULL txn
+ * must leave the committed contents alone: the count is checked after
+ * each, the whole contents by the caller.  Returns the committed inserts;
+ * *where says where the last FULL came, *fulls counts FULL txns. */
+static uint64_t fill_txn(fill *f, bonsai_db *db, bonsai_map m, size_t batch,
+                         const char **where, unsigned *fulls)
+{
+    uint64_t ok = 0;
+    size_t max_batch = batch;
+    unsigned streak = 0;
+    uint64_t *pending = malloc(batch * sizeof *pending);
+    cr_assert(pending != NULL);
+    for (;;) {
+        bonsai_txn *t;
+        TU_OK(bonsai_txn_begin(db, 0, &t));
+        size_t np = 0;
+        int rc = 0;
+        while (np < batch) {
+            uint64_t id = f->next++;
+            rc = put_id(f, t, m, id);
+            if (rc)
+                break;
+            pending[np++] = id;
+        }
+        if (rc == BONSAI_FULL) {
+            *where = "put";
+            /* the txn is still consistent: its earlier puts are there */
+            if (np) {
+                keyrec k;
+                make_key(f, pending[np - 1], &k);
+                bonsai_val key = tu_val(k.k, k.len), val;
+                int g = bonsai_get(t, m, &key, &val);
+                if (g)
+                    FFAIL(f, "get in the txn after FULL -> %s", tu_err(g));
+            }
+            bonsai_txn_abort(t);
+        } else if (rc) {
+            FFAIL(f, "put in txn -> %s", tu_err(rc));
+        } else {
+            rc = bonsai_txn_commit(t);
+            if (rc == BONSAI_FULL)
+                *where = "commit";
+            else if (rc)
+                FFAIL(f, "commit -> %s", tu_err(rc));
+        }
+        if (rc == BONSAI_FULL) {
+            ++*fulls;
+            bonsai_txn *r;
+            TU_OK(bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &r));
+            uint64_t n = UINT64_MAX;
+            TU_OK(bonsai_count(r, m, &n));
+            if (n != f->nlive)
+                FFAIL(f, "after a FULL txn (at %s) the map has %" PRIu64
+                      " entries, committed %zu", *where, n, f->nlive);
+            if (np) {
+                keyrec k;
+                make_key(f, pending[0], &k);
+                bonsai_val key = tu_val(k.k, k.len), val;
+                int g = bonsai_get(r, m, &key, &val);
+                if (g != BONSAI_NOTFOUND)
+                    FFAIL(f, "after a FULL txn, get of a key it put -> %s, "
+                          "expected NOTFOUND", tu_err(g));
+            }
+            bonsai_txn_abort(r);
+            TU_OK(bonsai_sync(db));
+            if (batch == 1)
+                break;
+            batch = batch / 4 ? batch / 4 : 1;
+            streak = 0;
+            continue;
+        }
+        for (size_t i = 0; i < np; i++)
+            live_add(f, pending[i]);
+        ok += np;
+        if (++streak >= 8 && batch < max_batch) { /* grow back */
+            batch = batch * 2 < max_batch ? batch * 2 : max_batch;
+            streak = 0;
+        }
+        if (ok >= NEVER_FULL)
+            FFAIL(f, "%" PRIu64 " inserts into a 1 MiB store and no FULL",
+                  ok);
+    }
+    free(pending);
+    return ok;
+}
+
+static void verify_snapshot(fill *f, bonsai_db *db, bonsai_map m,
+                            const uint64_t *gone, size_t ngone,
+                            const char *when)
+{
+    bonsai_txn *t;
+    TU_OK(bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &t));
+    verify(f, t, m, gone, ngone, when);
+    bonsai_txn_abort(t);
+}
+
+static void file_fill_test(const char *name, unsigned kind, size_t vlen,
+                           uint64_t def_seed)
+{
+    fill f;
+    memset(&f, 0, sizeof f);
+    f.name = name;
+    f.kind = kind;
+    f.vlen = vlen;
+    f.seed = tu_seed(name, def_seed);
+    const char *path = tu_path("full.db");
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.max_size = CAP;
+    /* sync off keeps the many commits cheap; after each FULL the test
+     * calls bonsai_sync, as a user would, so that space freed by earlier
+     * commits can be reused whatever the implementation waits for */
+    o.sync = 0;
+    bonsai_db *db = tu_open(path, &o);
+    bonsai_map m = tu_map_create(db, NULL, "fill", kind);
+
+    const char *where = "?";
+    unsigned fulls = 0;
+    uint64_t first = fill_txn(&f, db, m, 200, &where, &fulls);
+    if (first < 100)
+        FFAIL(&f, "only %" PRIu64 " entries committed in 1 MiB", first);
+    check_cap(&f, db, path);
+    verify_snapshot(&f, db, m, NULL, 0, "after the FULL txn");
+    /* the writer slot is free again */
+    bonsai_txn *t;
+    TU_OK(bonsai_txn_begin(db, 0, &t));
+    bonsai_txn_abort(t);
+    TU_OK(bonsai_close(db));
+
+    db = tu_open(path, &o);
+    m = tu_map_open(db, NULL, "fill", kind);
+    verify_snapshot(&f, db, m, NULL, 0, "after FULL and reopen");
+    check_cap(&f, db, path);
+
+    /* Deletes.  A copy-on-write delete needs space itself, so a delete txn
+     * may report FULL too; then it is retried smaller, down to one key.
+     * Whatever happens, the store must match what was committed. */
+    size_t keep = f.nlive;
+    size_t ngone;
+    uint64_t *gone = take_half(&f, &ngone);
+    size_t done = 0, batch = 10;
+    while (done < ngone) {
+        TU_OK(bonsai_txn_begin(db, 0, &t));
+        size_t end = done + batch < ngone ? done + batch : ngone;
+        int rc = 0;
+        for (size_t i = done; i < end && rc == 0; i++)
+            rc = del_id(&f, t, m, gone[i]);
+        if (rc == 0)
+            rc = bonsai_txn_commit(t);
+        else
+            bonsai_txn_abort(t);
+        if (rc == BONSAI_FULL) {
+            TU_OK(bonsai_sync(db));
+            if (batch == 1)
+                break;
+            batch = batch / 4 ? batch / 4 : 1;
+            continue;
+        }
+        if (rc)
+            FFAIL(&f, "delete txn -> %s", tu_err(rc));
+        done = end;
+        batch = batch * 2 < 2000 ? batch * 2 : 2000;
+    }
+    /* ids [done, ngone) of gone are still present */
+    for (size_t i = done; i < ngone; i++)
+        live_add(&f, gone[i]);
+    cr_assert_eq(f.nlive + done, keep);
+    TU_OK(bonsai_sync(db));
+    verify_snapshot(&f, db, m, gone, done, "after deleting");
+
+    /* and the space is used again */
+    uint64_t again = fill_txn(&f, db, m, 100, &where, &fulls);
+    if (again < done / 4)
+        FFAIL(&f, "deleted %zu entries, then only %" PRIu64 " inserts fit",
+              done, again);
+    verify_snapshot(&f, db, m, gone, done, "after the second FULL");
+    TU_OK(bonsai_close(db));
+    db = tu_open(path, &o);
+    m = tu_map_open(db, NULL, "fill", kind);
+    verify_snapshot(&f, db, m, gone, done, "after the second FULL, reopened");
+    check_cap(&f, db, path);
+    cr_log_info("[%s] %" PRIu64 " entries committed in 1 MiB; deleted %zu "
+                "of %zu, then %" PRIu64 " fit again; %u FULL txns, the last "
+                "at %s",
+                name, first, done, ngone, again, fulls, where);
+    free(gone);
+    free(f.live);
+    TU_OK(bonsai_close(db));
+}
+
+Test(full, file_txn_u64_empty_values)
+{
+    file_fill_test("file-u64-empty", BONSAI_KEY_U64, 0, 0xF0110003);
+}
+
+Test(full, file_txn_bytes_100_byte_values)
+{
+    file_fill_test("file-bytes-100", BONSAI_KEY_BYTES, 100, 0xF0110004);
+}
