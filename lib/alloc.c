@@ -1,17 +1,17 @@
 /*
- * alloc.c - extent allocation: exact-size free lists first, then a larger
- * run split, then fresh pages at the high-water mark, then (before giving
- * up with BONSAI_FULL) one merge of adjacent free runs and a retry.
+ * alloc.c - extent allocation: an exact-size free run first, then the
+ * smallest larger one (cut), then fresh pages at the high-water mark.
+ * Freed runs merge with their free neighbours (found in the bitmap), so
+ * free space does not crumble into runs too small to use.
  */
 #include "alloc.h"
 
 #include <string.h>
 
 void alloc_init(alloc *a, region *rg, uint32_t page_size, uint64_t first,
-                uint64_t end, uint32_t slot)
+                uint64_t end)
 {
     memset(a, 0, sizeof *a);
-    a->slot = slot ? slot : 1;
     a->rg = rg;
     a->page_size = page_size;
     a->first = first;
@@ -27,54 +27,146 @@ void alloc_free_all(alloc *a)
     extvec_free(&a->txn_alloc);
     extvec_free(&a->txn_freed);
     free(a->pending);
+    free(a->bits);
     a->pending = NULL;
+    a->bits = NULL;
     a->npending = a->cap_pending = 0;
+}
+
+/* ---- the bitmap -------------------------------------------------------- */
+
+static int is_free(const alloc *a, uint64_t p)
+{
+    uint64_t i = p - a->first;
+    return p >= a->first && i < a->nbits && (a->bits[i >> 6] >> (i & 63)) & 1;
+}
+
+static void set_free(alloc *a, bn_ext e, int on)
+{
+    for (uint64_t p = e.pgno - a->first; p < e.pgno - a->first + e.npages;
+         p++) {
+        uint64_t m = UINT64_C(1) << (p & 63);
+        if (on)
+            a->bits[p >> 6] |= m;
+        else
+            a->bits[p >> 6] &= ~m;
+    }
+}
+
+/* Makes the bitmap cover pages below `upto`. */
+static int cover(alloc *a, uint64_t upto)
+{
+    uint64_t need = upto - a->first;
+    if (need <= a->nbits)
+        return 0;
+    uint64_t bits = a->nbits ? a->nbits : 4096;
+    while (bits < need)
+        bits *= 2;
+    uint64_t *b = realloc(a->bits, bits / 8);
+    if (!b)
+        return BONSAI_NOMEM;
+    memset((uint8_t *)b + a->nbits / 8, 0, (bits - a->nbits) / 8);
+    a->bits = b;
+    a->nbits = bits;
+    return 0;
+}
+
+/* Is e exactly a maximal free run below end?  Stale list entries are not. */
+static int run_is_current(const alloc *a, bn_ext e)
+{
+    if (e.pgno + e.npages > a->end || is_free(a, e.pgno - 1) ||
+        is_free(a, e.pgno + e.npages))
+        return 0;
+    for (uint64_t p = e.pgno; p < e.pgno + e.npages; p++)
+        if (!is_free(a, p))
+            return 0;
+    return 1;
+}
+
+/* ---- lists of runs ----------------------------------------------------- */
+
+static int list_run(alloc *a, bn_ext e)
+{
+    extvec *list = e.npages <= ALLOC_CLASSES ? &a->lists[e.npages] : &a->large;
+    return extvec_push(list, e);
 }
 
 int alloc_put(alloc *a, bn_ext e)
 {
     if (e.npages == 0)
         return 0;
-    extvec *list = e.npages <= ALLOC_CLASSES ? &a->lists[e.npages] : &a->large;
-    int rc = extvec_push(list, e);
-    if (rc == 0) {
-        a->free_pages += e.npages;
-        a->free_slots += e.npages / a->slot;
+    int rc = cover(a, e.pgno + e.npages);
+    if (rc)
+        return rc;
+    set_free(a, e, 1);
+    a->free_pages += e.npages;
+    bn_ext run = e;
+    while (is_free(a, run.pgno - 1) && run.npages < UINT32_MAX) {
+        run.pgno--;
+        run.npages++;
     }
-    return rc;
+    while (is_free(a, run.pgno + run.npages) && run.npages < UINT32_MAX)
+        run.npages++;
+    if (!a->tracking && run.pgno + run.npages == a->end) {
+        /* the top of the store is free: hand it back to the high water */
+        set_free(a, run, 0);
+        a->free_pages -= run.npages;
+        a->end = run.pgno;
+        return 0;
+    }
+    return list_run(a, run);
 }
 
-/* Takes the run at index i out of list and hands out its first npages. */
+/* Hands out the first npages of the listed run at index i. */
 static int take_from(alloc *a, extvec *list, size_t i, uint32_t npages,
                      uint64_t *pgno)
 {
     bn_ext e = list->v[i];
     list->v[i] = list->v[--list->n];
-    a->free_pages -= e.npages;
-    a->free_slots -= e.npages / a->slot;
     *pgno = e.pgno;
+    set_free(a, (bn_ext){e.pgno, npages}, 0);
+    a->free_pages -= npages;
     if (e.npages > npages) {
         bn_ext rest = {e.pgno + npages, e.npages - npages};
-        if (alloc_put(a, rest)) {
-            /* cannot record the remainder: give the whole run back */
-            list->v[list->n++] = e;
-            a->free_pages += e.npages;
-            a->free_slots += e.npages / a->slot;
+        if (list_run(a, rest)) {
+            set_free(a, (bn_ext){e.pgno, npages}, 1);
+            a->free_pages += npages;
+            list_run(a, e); /* room was there a moment ago */
             return BONSAI_NOMEM;
         }
     }
     return 0;
 }
 
-static int from_free_lists(alloc *a, uint32_t npages, uint64_t *pgno)
+/* The last current run of a list, dropping stale ones on the way. */
+static int pop_current(alloc *a, extvec *list, size_t *at)
 {
+    while (list->n) {
+        if (run_is_current(a, list->v[list->n - 1])) {
+            *at = list->n - 1;
+            return 1;
+        }
+        list->n--;
+    }
+    return 0;
+}
+
+static int from_free_runs(alloc *a, uint32_t npages, uint64_t *pgno)
+{
+    size_t at;
     for (uint32_t k = npages; k <= ALLOC_CLASSES; k++)
-        if (a->lists[k].n)
-            return take_from(a, &a->lists[k], a->lists[k].n - 1, npages,
-                             pgno);
-    for (size_t i = 0; i < a->large.n; i++)
-        if (a->large.v[i].npages >= npages)
+        if (pop_current(a, &a->lists[k], &at))
+            return take_from(a, &a->lists[k], at, npages, pgno);
+    for (size_t i = 0; i < a->large.n;) {
+        bn_ext e = a->large.v[i];
+        if (!run_is_current(a, e)) {
+            a->large.v[i] = a->large.v[--a->large.n];
+            continue;
+        }
+        if (e.npages >= npages)
             return take_from(a, &a->large, i, npages, pgno);
+        i++;
+    }
     return BONSAI_NOTFOUND;
 }
 
@@ -82,7 +174,9 @@ static int from_high_water(alloc *a, uint32_t npages, uint64_t *pgno)
 {
     if (a->end + npages > a->limit)
         return BONSAI_FULL;
-    int rc = region_grow(a->rg, (a->end + npages) * a->page_size);
+    int rc = cover(a, a->end + npages);
+    if (rc == 0)
+        rc = region_grow(a->rg, (a->end + npages) * a->page_size);
     if (rc)
         return rc;
     *pgno = a->end;
@@ -90,28 +184,13 @@ static int from_high_water(alloc *a, uint32_t npages, uint64_t *pgno)
     return 0;
 }
 
-static int get_run(alloc *a, uint32_t npages, uint64_t *pgno)
-{
-    int rc = from_free_lists(a, npages, pgno);
-    if (rc != BONSAI_NOTFOUND)
-        return rc;
-    rc = from_high_water(a, npages, pgno);
-    if (rc != BONSAI_FULL || a->free_pages < npages)
-        return rc;
-    rc = alloc_defrag(a);
-    if (rc)
-        return rc;
-    rc = from_free_lists(a, npages, pgno);
-    if (rc != BONSAI_NOTFOUND)
-        return rc;
-    return from_high_water(a, npages, pgno);
-}
-
 int alloc_get(alloc *a, uint32_t npages, uint64_t *pgno)
 {
     if (npages == 0)
         return BONSAI_INVALID;
-    int rc = get_run(a, npages, pgno);
+    int rc = from_free_runs(a, npages, pgno);
+    if (rc == BONSAI_NOTFOUND)
+        rc = from_high_water(a, npages, pgno);
     if (rc || !a->tracking)
         return rc;
     bn_ext e = {*pgno, npages};
@@ -144,11 +223,7 @@ uint64_t alloc_avail(const alloc *a)
     return a->free_pages + (a->limit > a->end ? a->limit - a->end : 0);
 }
 
-uint64_t alloc_avail_slots(const alloc *a)
-{
-    uint64_t top = a->limit > a->end ? a->limit - a->end : 0;
-    return a->free_slots + top / a->slot;
-}
+/* ---- transactions ------------------------------------------------------ */
 
 void alloc_txn_begin(alloc *a)
 {
@@ -179,12 +254,18 @@ int alloc_txn_commit(alloc *a, uint64_t txn)
 
 void alloc_txn_abort(alloc *a)
 {
-    a->tracking = 0;
     for (size_t i = 0; i < a->txn_alloc.n; i++) {
         bn_ext e = a->txn_alloc.v[i];
         if (e.pgno < a->txn_end0)
             alloc_put(a, e); /* on NOMEM the run stays lost until reopen */
     }
+    /* pages at or above the old mark were never handed out before */
+    for (uint64_t p = a->txn_end0; p < a->end; p++)
+        if (is_free(a, p)) {
+            set_free(a, (bn_ext){p, 1}, 0);
+            a->free_pages--;
+        }
+    a->tracking = 0;
     a->end = a->txn_end0;
     a->txn_alloc.n = 0;
     a->txn_freed.n = 0;
@@ -198,49 +279,8 @@ void alloc_reclaim(alloc *a, uint64_t oldest)
             break;
         i++;
     }
+    if (i == 0)
+        return;
     memmove(a->pending, a->pending + i, (a->npending - i) * sizeof *a->pending);
     a->npending -= i;
-}
-
-static int by_pgno(const void *x, const void *y)
-{
-    const bn_ext *a = x, *b = y;
-    return a->pgno < b->pgno ? -1 : a->pgno > b->pgno;
-}
-
-int alloc_defrag(alloc *a)
-{
-    extvec all = {0};
-    for (unsigned k = 0; k <= ALLOC_CLASSES; k++)
-        for (size_t i = 0; i < a->lists[k].n; i++)
-            if (extvec_push(&all, a->lists[k].v[i])) {
-                extvec_free(&all);
-                return BONSAI_NOMEM;
-            }
-    for (size_t i = 0; i < a->large.n; i++)
-        if (extvec_push(&all, a->large.v[i])) {
-            extvec_free(&all);
-            return BONSAI_NOMEM;
-        }
-    qsort(all.v, all.n, sizeof *all.v, by_pgno);
-    for (unsigned k = 0; k <= ALLOC_CLASSES; k++)
-        a->lists[k].n = 0;
-    a->large.n = 0;
-    a->free_pages = 0;
-    a->free_slots = 0;
-    size_t m = 0;
-    for (size_t i = 0; i < all.n; i++) {
-        if (m && all.v[m - 1].pgno + all.v[m - 1].npages == all.v[i].pgno &&
-            (uint64_t)all.v[m - 1].npages + all.v[i].npages <= UINT32_MAX)
-            all.v[m - 1].npages += all.v[i].npages;
-        else
-            all.v[m++] = all.v[i];
-    }
-    if (m && !a->tracking && all.v[m - 1].pgno + all.v[m - 1].npages == a->end)
-        a->end = all.v[--m].pgno;
-    int rc = 0;
-    for (size_t i = 0; i < m && rc == 0; i++)
-        rc = alloc_put(a, all.v[i]);
-    extvec_free(&all);
-    return rc;
 }

@@ -4,10 +4,13 @@
  *
  * Page numbers count page_size units from the start of the file; pages
  * below `first` hold the header and meta slots.  Pages at or above `end`
- * (the high-water mark) were never handed out.  Free runs below `end`
- * live in exact-size lists (1..ALLOC_CLASSES pages) and one list of larger
- * runs; nothing of this is stored: it is derived at open from what the
- * trees reach.
+ * (the high-water mark) were never handed out.  A bitmap marks every free
+ * page below `end`; a freed run merges with free neighbours at once, and a
+ * free run that reaches `end` lowers it (outside transactions).  Maximal
+ * free runs are listed by size (1..ALLOC_CLASSES pages, and one list of
+ * larger runs); a listed run that has since merged or been cut is stale
+ * and dropped when met (the bitmap decides).  Nothing of this is stored:
+ * it is derived at open from what the trees reach.
  *
  * In transaction mode a run released by the writer is not free at once:
  * readers of older snapshots may still read it.  It waits in `txn_freed`
@@ -37,8 +40,8 @@ typedef struct alloc {
     uint64_t end;       /* high-water mark */
     uint64_t limit;     /* pages the cap allows */
     uint64_t free_pages;
-    uint32_t slot;      /* pages of the largest node image */
-    uint64_t free_slots; /* sum over free runs of floor(len / slot) */
+    uint64_t *bits;     /* bit p - first set: page p is free */
+    uint64_t nbits;     /* pages the bitmap covers */
     extvec lists[ALLOC_CLASSES + 1]; /* lists[k]: free runs of k pages */
     extvec large;                    /* free runs over ALLOC_CLASSES */
     int tracking;                    /* inside a write transaction */
@@ -50,7 +53,7 @@ typedef struct alloc {
 } alloc;
 
 void alloc_init(alloc *a, region *rg, uint32_t page_size, uint64_t first,
-                uint64_t end, uint32_t slot);
+                uint64_t end);
 void alloc_free_all(alloc *a);
 
 /* Hands out npages contiguous pages.  Returns 0, BONSAI_FULL (the cap),
@@ -70,9 +73,6 @@ int alloc_release(alloc *a, bn_ext e);
 /* Pages that could still be handed out (free runs and room to the cap). */
 uint64_t alloc_avail(const alloc *a);
 
-/* How many node images of up to `slot` pages can surely still be handed
- * out, however the free runs are cut: each one takes at most one slot. */
-uint64_t alloc_avail_slots(const alloc *a);
 
 void alloc_txn_begin(alloc *a);
 /* The transaction's releases wait for readers older than txn. */
@@ -82,8 +82,5 @@ void alloc_txn_abort(alloc *a);
 /* Frees pending runs released by commits <= oldest (the oldest snapshot a
  * reader holds, or the last commit when there are none). */
 void alloc_reclaim(alloc *a, uint64_t oldest);
-
-/* Merges adjacent free runs (used when an allocation would fail). */
-int alloc_defrag(alloc *a);
 
 #endif

@@ -51,10 +51,17 @@ static int put_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     (void)txn;
     data_arg *a = argp;
     bt_tree *t;
+    uint32_t slots;
     int rc = maps_writer_tree(db, a->map, &t);
     if (rc == 0)
-        rc = cache_reserve(db, t, a->vlen);
+        rc = bt_put_slots(db, t, a->key, a->vlen, &slots);
     if (rc)
+        return rc;
+    /* with copy-on-write, inserts stop short by what a delete needs, so
+     * a full store can still be emptied */
+    if (db->cow)
+        slots += 2u * (t->depth + 1u) + db->catalog.depth + 2u;
+    if ((rc = cache_reserve(db, slots + db->catalog.depth + 1u, a->vlen)))
         return rc;
     txn_note_tree(db, t);
     return bt_put(db, t, a->key, a->val, a->vlen, a->flags);
@@ -67,7 +74,8 @@ static int del_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     bt_tree *t;
     int rc = maps_writer_tree(db, a->map, &t);
     if (rc == 0)
-        rc = cache_reserve(db, t, UINT32_MAX);
+        rc = cache_reserve(db, 2u * (t->depth + 1u) + db->catalog.depth + 1u,
+                           CACHE_DELETE);
     if (rc)
         return rc;
     txn_note_tree(db, t);

@@ -359,8 +359,12 @@ static int new_root_above(bonsai_db *db, bt_tree *t, bn_node *n)
     bn_node *root = new_node(t, 0, n->level + 1u);
     if (!root)
         return BONSAI_NOMEM;
+    /* key[0] is never compared, but must stay below every separator
+     * that later lands at index 1: the smallest key there is */
+    static const uint8_t zero = 0;
+    bn_key lowest = {.u = 0, .b = &zero, .len = 1};
     bn_child c = {t->root.ext, n};
-    int rc = bn_insert_child(root, 0, bn_key_at(n, 0), c);
+    int rc = bn_insert_child(root, 0, lowest, c);
     if (rc == 0)
         rc = mark_dirty(db, root);
     if (rc) {
@@ -419,7 +423,10 @@ orphan:
 static int split_until_fits(bonsai_db *db, bt_tree *t, bn_node *n,
                             int append)
 {
-    while (n->n >= 2 && too_big(db, n)) {
+    /* a branch keeps two children a side, or huge separators would stack
+     * up one-child branches without end */
+    uint32_t least = n->leaf ? 2 : 4;
+    while (n->n >= least && too_big(db, n)) {
         bn_node *r;
         int rc = split(db, t, n, append, &r);
         if (rc)
@@ -484,6 +491,30 @@ static int release_value(bonsai_db *db, bn_node *leaf, uint32_t idx)
     if (ovf_ext(v, len, &e, &vlen))
         return BONSAI_CORRUPT;
     return extvec_push(&db->op_release, e);
+}
+
+int bt_put_slots(bonsai_db *db, bt_tree *t, bn_key key, uint32_t vlen,
+                 uint32_t *slots)
+{
+    uint32_t worst = 2u * (t->depth + 1u) + 2u;
+    *slots = worst;
+    if (db->cow || t->depth == 0)
+        return 0;
+    bn_node *leaf;
+    int rc = touch_leaf(db, t, key, &leaf);
+    if (rc)
+        return rc;
+    size_t kbytes = t->kind == BONSAI_KEY_U64 ? 10 : key.len;
+    size_t grown = leaf->est + kbytes + (vlen > db->inline_max ? BT_OVF_REF
+                                                                : vlen) + 16;
+    int splits = leaf->n + 1 > db->opt.node_entries ||
+                 grown >= (size_t)db->opt.node_bytes * 7 / 8;
+    /* a dirty leaf is counted already; a clean one must fit its home */
+    int fits = leaf->dirty || (leaf->has_home &&
+                               pages_for(db, grown) <= leaf->home.npages);
+    if (!splits && fits)
+        *slots = 0;
+    return 0;
 }
 
 int bt_put(bonsai_db *db, bt_tree *t, bn_key key, const uint8_t *val,
@@ -641,9 +672,20 @@ int bt_del(bonsai_db *db, bt_tree *t, bn_key key)
 
 /* ---- flush ------------------------------------------------------------- */
 
-/* Sets *where = e, remembering the old value for undo_plan. */
-static int change_ref(bonsai_db *db, bn_ext *where, bn_ext e)
+/* Points the reference to n at e, remembering the old value for
+ * undo_plan (by node, not address: a split while planning moves arrays). */
+static int point_parent_at(bonsai_db *db, bn_node *n, bn_ext e)
 {
+    bt_tree *t = n->tree;
+    bn_ext *c = &t->root.ext;
+    if (n->parent) {
+        uint32_t idx = slot_of(n->parent, n);
+        if (idx == UINT32_MAX)
+            return BONSAI_CORRUPT;
+        c = &n->parent->child[idx].ext;
+    }
+    if (c->pgno == e.pgno && c->npages == e.npages)
+        return 0;
     if (db->nundo == db->cap_undo) {
         size_t cap = db->cap_undo ? db->cap_undo * 2 : 64;
         ext_undo *u = realloc(db->undo, cap * sizeof *u);
@@ -652,29 +694,10 @@ static int change_ref(bonsai_db *db, bn_ext *where, bn_ext e)
         db->undo = u;
         db->cap_undo = cap;
     }
-    db->undo[db->nundo++] = (ext_undo){where, *where};
-    *where = e;
-    return 0;
-}
-
-static int point_parent_at(bonsai_db *db, bn_node *n, bn_ext e)
-{
-    bn_ext *c;
-    if (n->parent) {
-        uint32_t idx = slot_of(n->parent, n);
-        if (idx == UINT32_MAX)
-            return BONSAI_CORRUPT;
-        c = &n->parent->child[idx].ext;
-    } else {
-        c = &((bt_tree *)n->tree)->root.ext;
-    }
-    if (c->pgno == e.pgno && c->npages == e.npages)
-        return 0;
-    int rc = change_ref(db, c, e);
-    if (rc)
-        return rc;
+    db->undo[db->nundo++] = (ext_undo){n->parent, n, t, *c};
+    *c = e;
     if (!n->parent) {
-        ((bt_tree *)n->tree)->record_dirty = 1;
+        t->record_dirty = 1;
         return 0;
     }
     return mark_dirty(db, n->parent);
@@ -686,7 +709,11 @@ static void undo_plan(bonsai_db *db, size_t alloc0, size_t release0)
 {
     while (db->nundo > 0) {
         ext_undo *u = &db->undo[--db->nundo];
-        *u->where = u->old;
+        uint32_t idx = u->parent ? slot_of(u->parent, u->child) : 0;
+        if (!u->parent)
+            u->tree->root.ext = u->old;
+        else if (idx != UINT32_MAX)
+            u->parent->child[idx].ext = u->old;
     }
     while (db->op_alloc.n > alloc0)
         alloc_unget(&db->al, db->op_alloc.v[--db->op_alloc.n]);
@@ -701,12 +728,27 @@ static int plan_node(bonsai_db *db, bn_node *n)
         return BONSAI_INVALID;
     int own_home = n->has_home &&
                    (!db->cow || (n->home_txn && n->home_txn == db->wtxn_id));
-    if (own_home && np <= n->home.npages) {
+    if (own_home && np == n->home.npages) {
         n->plan = n->home;
         return 0;
     }
+    if (own_home && np < n->home.npages) {
+        /* shrink in place: a node left half empty by a split or deletes
+         * gives its tail back rather than keeping it */
+        bn_ext tail = {n->home.pgno + np, n->home.npages - (uint32_t)np};
+        n->plan = (bn_ext){n->home.pgno, (uint32_t)np};
+        int rc = extvec_push(&db->op_release, tail);
+        return rc ? rc : point_parent_at(db, n, n->plan);
+    }
     uint64_t pgno;
     int rc = alloc_get(&db->al, (uint32_t)np, &pgno);
+    if (rc == BONSAI_FULL && n->n >= (n->leaf ? 2u : 4u)) {
+        /* no run that long is left: two halves may fit the gaps */
+        bn_node *r;
+        if ((rc = split(db, n->tree, n, 0, &r)))
+            return rc;
+        return plan_node(db, n);
+    }
     if (rc)
         return rc;
     n->plan = (bn_ext){pgno, (uint32_t)np};
@@ -797,16 +839,28 @@ void bt_evict_leaves(bonsai_db *db, size_t keep)
 
 static void free_graveyard(bonsai_db *db)
 {
+    if (db->graveyard.n == 0)
+        return;
+    size_t kept = 0;
+    for (size_t i = 0; i < db->leaves.n; i++)
+        if (!((bn_node *)db->leaves.v[i])->dead)
+            db->leaves.v[kept++] = db->leaves.v[i];
+    db->leaves.n = kept;
     for (size_t i = 0; i < db->graveyard.n; i++)
         free_node(db->graveyard.v[i]);
     db->graveyard.n = 0;
 }
 
-void bt_after_flush(bonsai_db *db)
+void bt_release_now(bonsai_db *db)
 {
     for (size_t i = 0; i < db->op_release.n; i++)
         alloc_release(&db->al, db->op_release.v[i]);
     db->op_release.n = 0;
+}
+
+void bt_after_flush(bonsai_db *db)
+{
+    bt_release_now(db);
     db->op_alloc.n = 0;
     free_graveyard(db);
 }
@@ -927,6 +981,9 @@ static int descend(bonsai_db *db, uint64_t end, const bt_tree *t,
         else if (s->mode != BT_FIRST &&
                  (rc = view_search(v, t->kind, s->key, &idx, &found)))
             return rc;
+        /* keys below key[idx] live left of child idx */
+        if (s->mode == BT_LT && found && idx > 0)
+            idx--;
         uint32_t b = forward ? idx + 1 : idx;
         if ((forward ? idx + 1 < n : idx > 0)) {
             if ((rc = view_key(v, t->kind, b, s->bbuf, &s->bound)))

@@ -30,6 +30,11 @@ int bt_put(bonsai_db *db, bt_tree *t, bn_key key, const uint8_t *val,
            uint32_t vlen, unsigned flags);
 int bt_del(bonsai_db *db, bt_tree *t, bn_key key);
 
+/* How many new node runs a put of key may need beyond the changes already
+ * cached: 0 when it surely changes one leaf within its home. */
+int bt_put_slots(bonsai_db *db, bt_tree *t, bn_key key, uint32_t vlen,
+                 uint32_t *slots);
+
 /* Positions on an entry by mode, decoding its leaf into *leaf (which the
  * caller bn_init'ed; it is cleared first). */
 int bt_seek(bonsai_db *db, uint64_t end, const bt_tree *t, int mode,
@@ -45,6 +50,11 @@ int bt_flush(bonsai_db *db);
 /* After a successful flush: releases replaced runs and frees removed
  * nodes. */
 void bt_after_flush(bonsai_db *db);
+
+/* Releases the runs the finished changes stopped using.  Only where no
+ * rollback can follow (a change kept in the write cache), since a rolled
+ * back change would still need them. */
+void bt_release_now(bonsai_db *db);
 
 /* Drops clean decoded leaves (not roots) when more than keep are held. */
 void bt_evict_leaves(bonsai_db *db, size_t keep);

@@ -7,10 +7,9 @@
  * exact, so the cache may overshoot its budget by that many changes.
  *
  * Room: each changed node may need a fresh run when it is written, so a
- * change is accepted only while the allocator can surely hand out a run
- * for every changed node (alloc_avail_slots counts runs however the free
- * space is cut).  When it cannot, the cache is written first and the
- * question asked again: FULL comes only when even that does not help.
+ * change is accepted only while the free pages cover every changed node.
+ * When they do not, the cache is written first and the question asked
+ * again: FULL comes only when even that does not help.
  */
 #include "cache.h"
 
@@ -78,29 +77,26 @@ int cache_after_change(bonsai_db *db)
     return cache_flush(db);
 }
 
-/* Enough room when every cached node, a parent for each, and the nodes
- * this change may add (a split per level) can each get a slot, and a
- * large value its pages. */
-static int room_for(const bonsai_db *db, const bt_tree *t, uint32_t vlen)
+/* Enough room when every cached node and a parent for each, plus the
+ * nodes this change may add, can each get node_bytes of pages, and a large
+ * value its own.  Counted in pages, not runs: free runs cut too small can
+ * still fail a write, which then keeps its changes cached. */
+static int room_for(const bonsai_db *db, uint64_t nodes, uint32_t vlen)
 {
-    uint64_t nodes = 2u * db->dirty_nodes + 2u * (t->depth + 1u) +
-                     db->catalog.depth + 2u;
-    if (alloc_avail_slots(&db->al) < nodes)
-        return 0;
-    if (vlen == UINT32_MAX || vlen <= db->inline_max)
-        return 1;
-    uint64_t vpages = ((uint64_t)vlen + 16 + db->page_size - 1) /
-                      db->page_size;
-    return alloc_avail(&db->al) >= vpages + nodes * db->al.slot;
+    uint64_t node = (db->opt.node_bytes + db->page_size - 1) / db->page_size;
+    uint64_t need = nodes * node;
+    if (vlen != CACHE_DELETE && vlen > db->inline_max)
+        need += ((uint64_t)vlen + 16 + db->page_size - 1) / db->page_size;
+    return alloc_avail(&db->al) >= need;
 }
 
-int cache_reserve(bonsai_db *db, const bt_tree *t, uint32_t vlen)
+int cache_reserve(bonsai_db *db, uint32_t slots, uint32_t vlen)
 {
-    if (!db->cow && (db->opt.write_cache_bytes == 0 || vlen == UINT32_MAX))
+    if (!db->cow && (db->opt.write_cache_bytes == 0 || vlen == CACHE_DELETE))
         return 0; /* written at once and rolled back, or shrinking */
-    if (room_for(db, t, vlen))
+    if (room_for(db, 2u * db->dirty_nodes + slots, vlen))
         return 0;
-    if (db->dirty.n && cache_flush(db) == 0 && room_for(db, t, vlen))
-        return 0;
-    return BONSAI_FULL;
+    if (db->dirty.n && cache_flush(db))
+        return BONSAI_FULL;
+    return room_for(db, slots, vlen) ? 0 : BONSAI_FULL;
 }

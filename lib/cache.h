@@ -17,11 +17,13 @@ int cache_after_change(bonsai_db *db);
 /* Writes every cached change now and drops clean decoded leaves. */
 int cache_flush(bonsai_db *db);
 
-/* BONSAI_FULL unless the cached changes plus one more change of t (with a
+#define CACHE_DELETE UINT32_MAX /* vlen of a delete */
+
+/* BONSAI_FULL unless the cached changes plus `slots` more node runs (and a
  * value of vlen bytes) can surely be written; writes the cache first when
- * that makes room.  Deletes pass vlen UINT32_MAX: without transactions they
- * never need room ahead (they shrink nodes). */
-int cache_reserve(bonsai_db *db, const bt_tree *t, uint32_t vlen);
+ * that makes room.  Without transactions deletes
+ * never need room ahead (they shrink nodes in place). */
+int cache_reserve(bonsai_db *db, uint32_t slots, uint32_t vlen);
 
 /* Notes the time of the first change after a write. */
 void cache_note_dirty(bonsai_db *db);

@@ -290,12 +290,8 @@ static int open_store(bonsai_db *db, const char *path)
                                         : db->opt.transactions != 0;
     db->wtxn_id = db->meta.txn_id + 1;
     set_catalog_from_meta(db);
-    /* the largest image: node_bytes plus two entries of the largest kind */
-    uint64_t biggest = (uint64_t)db->opt.node_bytes +
-                       2u * (BONSAI_MAX_KEY + db->inline_max + 64u);
     alloc_init(&db->al, &db->rg, db->page_size, db->first_pgno,
-               db->meta.end,
-               (uint32_t)((biggest + db->page_size - 1) / db->page_size));
+               db->meta.end);
     if (path && !db->opt.read_only)
         return derive_free_space(db);
     return 0;
@@ -376,6 +372,7 @@ int bonsai_close(bonsai_db *db)
     ptrvec_free(&db->graveyard);
     extvec_free(&db->op_alloc);
     extvec_free(&db->op_release);
+    free(db->undo);
     alloc_free_all(&db->al);
     region_close(&db->rg);
     if (db->fd >= 0)

@@ -23,11 +23,7 @@
 
 typedef struct bonsai_map_s map_slot;
 
-/* A reference the flush plan changed, to put back if the plan fails. */
-typedef struct ext_undo {
-    bn_ext *where;
-    bn_ext old;
-} ext_undo;
+
 
 #define TREE_F_OVERFLOW 0x01u /* some leaf holds an overflow value */
 
@@ -40,6 +36,15 @@ typedef struct bt_tree {
     uint64_t count;   /* entries */
     int record_dirty; /* the catalog's record is out of date */
 } bt_tree;
+
+/* A reference the flush plan changed, to put back if the plan fails: the
+ * parent's slot for child, or the tree's root when parent is NULL. */
+typedef struct ext_undo {
+    bn_node *parent;
+    bn_node *child;
+    bt_tree *tree;
+    bn_ext old;
+} ext_undo;
 
 /* A map handle's slot (bonsai_map points at one).  name, kind, db and
  * index never change once the slot is published; the rest is the

@@ -291,6 +291,7 @@ void txn_note_tree(bonsai_db *db, bt_tree *t)
 static int cached_outcome(bonsai_db *db, int rc, uint64_t gen0)
 {
     if (rc == 0) {
+        bt_release_now(db); /* merged nodes' runs serve the next write */
         cache_after_change(db); /* a failed write leaves changes cached */
         return 0;
     }
