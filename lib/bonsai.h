@@ -129,7 +129,18 @@ typedef struct bonsai_options {
     /* Write cached changes once the oldest is this old (checked on each
      * change; no background thread).  0 (default) = no delay limit. */
     uint32_t flush_delay_ms;
+    /* Node compression: BONSAI_COMPRESS_NONE (default), _LZ4 or _ZLIB.
+     * node_bytes then bounds a node's uncompressed image; the stored image
+     * takes only the pages its compressed form needs (an image that does
+     * not shrink is stored raw).  Fixed at creation, stored in the file. */
+    unsigned compression;
+    /* zlib level 1..9 (0 = default, 6); ignored for other codecs. */
+    int compression_level;
 } bonsai_options;
+
+#define BONSAI_COMPRESS_NONE 0u
+#define BONSAI_COMPRESS_LZ4 1u
+#define BONSAI_COMPRESS_ZLIB 2u
 
 /* Fills *opts with the defaults documented above. */
 void bonsai_options_init(bonsai_options *opts);
@@ -229,6 +240,24 @@ int bonsai_map_list(bonsai_db *db, bonsai_txn *txn, bonsai_map_fn fn,
 
 /* Number of entries in the map, O(1). */
 int bonsai_count(bonsai_txn *txn, bonsai_map map, uint64_t *count);
+
+/* The shape of one map: walks every node (reading each leaf's header), so
+ * it costs O(nodes); not for every call.  Changes still in the write cache
+ * count with their estimated sizes. */
+typedef struct bonsai_map_info {
+    uint64_t entries;
+    uint32_t depth;         /* 0 empty, 1 a single leaf */
+    uint64_t branch_nodes;
+    uint64_t leaf_nodes;
+    uint64_t raw_bytes;     /* node images before compression */
+    uint64_t stored_bytes;  /* node images as stored */
+    uint64_t page_bytes;    /* whole pages the node images occupy */
+    uint64_t overflow_values;
+    uint64_t overflow_bytes; /* pages of out-of-line values */
+    double leaf_fill;       /* mean leaf raw size / node_bytes, 0..1+ */
+} bonsai_map_info;
+
+int bonsai_map_stat(bonsai_txn *txn, bonsai_map map, bonsai_map_info *st);
 
 /* ---- data -------------------------------------------------------------- */
 #define BONSAI_NOOVERWRITE 1u /* put fails with BONSAI_EXISTS if present */

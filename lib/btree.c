@@ -1066,7 +1066,7 @@ static int walk_values(const nview *v, bt_ext_fn fn,
         uint64_t vlen;
         if (ovf_ext(p, len, &e, &vlen))
             return BONSAI_CORRUPT;
-        if ((rc = fn(ctx, e)))
+        if ((rc = fn(ctx, e, 1)))
             return rc;
     }
     return 0;
@@ -1077,7 +1077,7 @@ static int walk(bonsai_db *db, uint64_t end, const bt_tree *t, bn_child ref,
 {
     int rc = 0;
     if (ref.mem ? ref.mem->has_home : 1)
-        rc = fn(ctx, ref.mem ? ref.mem->home : ref.ext);
+        rc = fn(ctx, ref.mem ? ref.mem->home : ref.ext, 0);
     if (rc)
         return rc;
     if (level == 1 && !ref.mem && !(t->flags & TREE_F_OVERFLOW))
@@ -1109,8 +1109,9 @@ int bt_walk(bonsai_db *db, uint64_t end, const bt_tree *t, bt_ext_fn fn,
 
 /* ---- dropping a tree --------------------------------------------------- */
 
-static int release_ext(void *ctx, bn_ext e)
+static int release_ext(void *ctx, bn_ext e, int is_value)
 {
+    (void)is_value;
     bonsai_db *db = ctx;
     return extvec_push(&db->op_release, e);
 }

@@ -66,8 +66,9 @@ void bt_forget_changes(bonsai_db *db);
 /* Frees the decoded nodes of t (its images are untouched). */
 void bt_discard(bonsai_db *db, bt_tree *t);
 
-/* Calls fn for every extent t references: nodes and overflow values. */
-typedef int (*bt_ext_fn)(void *ctx, bn_ext ext);
+/* Calls fn for every extent t references: nodes (is_value 0) and
+ * overflow values (is_value 1). */
+typedef int (*bt_ext_fn)(void *ctx, bn_ext ext, int is_value);
 int bt_walk(bonsai_db *db, uint64_t end, const bt_tree *t, bt_ext_fn fn,
             void *ctx);
 

@@ -128,8 +128,9 @@ typedef struct used_map {
     uint8_t *bits;
 } used_map;
 
-static int mark_used(void *ctx, bn_ext e)
+static int mark_used(void *ctx, bn_ext e, int is_value)
 {
+    (void)is_value;
     used_map *u = ctx;
     if (e.npages == 0 || e.pgno < u->first || e.pgno >= u->end ||
         e.npages > u->end - e.pgno)

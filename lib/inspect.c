@@ -1,0 +1,129 @@
+/*
+ * inspect.c - the inspection API: the shape of a map (bonsai_map_stat).
+ * Walks every node of a tree, decoded (the writer's cache) or as an image
+ * (reading its header only, plus the values of leaves that may hold
+ * overflow references).  The checks of bonsai-verify will live here too.
+ */
+#include <string.h>
+
+#include "btree.h"
+#include "maps.h"
+#include "txn.h"
+
+typedef struct shape {
+    bonsai_db *db;
+    uint64_t end;
+    const bt_tree *t;
+    bonsai_map_info *st;
+    uint64_t leaf_raw;
+} shape;
+
+static uint64_t whole_pages(const bonsai_db *db, uint64_t bytes)
+{
+    return (bytes + db->page_size - 1) / db->page_size * db->page_size;
+}
+
+static void count_node(shape *s, int leaf, uint64_t raw, uint64_t stored,
+                       uint64_t pages)
+{
+    if (leaf) {
+        s->st->leaf_nodes++;
+        s->leaf_raw += raw;
+    } else {
+        s->st->branch_nodes++;
+    }
+    s->st->raw_bytes += raw;
+    s->st->stored_bytes += stored;
+    s->st->page_bytes += pages;
+}
+
+static int count_overflow(void *ctx, bn_ext e, int is_value)
+{
+    shape *s = ctx;
+    if (!is_value)
+        return 0;
+    s->st->overflow_values++;
+    s->st->overflow_bytes += (uint64_t)e.npages * s->db->page_size;
+    return 0;
+}
+
+static int walk_mem(shape *s, const bn_node *n);
+
+static int walk_ref(shape *s, bn_child ref, unsigned level)
+{
+    if (ref.mem)
+        return walk_mem(s, ref.mem);
+    const bonsai_db *db = s->db;
+    if (ref.ext.npages == 0 || ref.ext.pgno < db->first_pgno ||
+        ref.ext.pgno + ref.ext.npages > s->end)
+        return BONSAI_CORRUPT;
+    const uint8_t *img = db->rg.base + ref.ext.pgno * db->page_size;
+    bn_info info;
+    int rc = bn_img_check(img, (size_t)ref.ext.npages * db->page_size,
+                          s->t->kind, 0, &info);
+    if (rc)
+        return rc;
+    int leaf = info.type == BN_TYPE_LEAF;
+    if (leaf != (level == 1))
+        return BONSAI_CORRUPT;
+    count_node(s, leaf, info.length, info.length,
+               (uint64_t)ref.ext.npages * db->page_size);
+    for (uint32_t i = 0; !leaf && i < info.count && rc == 0; i++) {
+        bn_child c = {{0, 0}, NULL};
+        if ((rc = bn_img_child(img, &info, i, &c.ext)) == 0)
+            rc = walk_ref(s, c, level - 1);
+    }
+    return rc;
+}
+
+static int walk_mem(shape *s, const bn_node *n)
+{
+    /* not written yet: its estimate stands for its image */
+    uint64_t raw = n->est;
+    count_node(s, n->leaf, raw, raw,
+               n->has_home && !n->dirty
+                   ? (uint64_t)n->home.npages * s->db->page_size
+                   : whole_pages(s->db, raw));
+    int rc = 0;
+    for (uint32_t i = 0; !n->leaf && i < n->n && rc == 0; i++)
+        rc = walk_ref(s, n->child[i], n->level);
+    return rc;
+}
+
+typedef struct stat_arg {
+    bonsai_map map;
+    bonsai_map_info *st;
+} stat_arg;
+
+static int stat_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
+{
+    stat_arg *a = argp;
+    bt_tree *t;
+    uint64_t end;
+    int rc = txn_tree(db, txn, a->map, &t, &end);
+    if (rc)
+        return rc;
+    bonsai_map_info *st = a->st;
+    memset(st, 0, sizeof *st);
+    st->entries = t->count;
+    st->depth = t->depth;
+    if (t->depth == 0)
+        return 0;
+    shape s = {db, end, t, st, 0};
+    if ((rc = walk_ref(&s, t->root, t->depth)))
+        return rc;
+    if (t->flags & TREE_F_OVERFLOW)
+        rc = bt_walk(db, end, t, count_overflow, &s);
+    if (st->leaf_nodes)
+        st->leaf_fill = (double)s.leaf_raw / (double)st->leaf_nodes /
+                        db->opt.node_bytes;
+    return rc;
+}
+
+int bonsai_map_stat(bonsai_txn *txn, bonsai_map map, bonsai_map_info *st)
+{
+    if (!map || !map->db || !st || (txn && txn->db != map->db))
+        return BONSAI_INVALID;
+    stat_arg a = {map, st};
+    return txn_read(map->db, txn, stat_fn, &a);
+}
