@@ -86,20 +86,20 @@ static int get_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
 {
     data_arg *a = argp;
     bt_tree *t;
-    uint64_t end;
-    int rc = txn_tree(db, txn, a->map, &t, &end);
+    bt_rd rd;
+    int rc = txn_tree(db, txn, a->map, &t, &rd);
     if (rc)
         return rc;
     bonsai_val ignored;
-    return bt_get(db, end, t, a->key, a->out ? a->out : &ignored);
+    return bt_get(db, &rd, t, a->key, a->out ? a->out : &ignored);
 }
 
 static int count_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
 {
     data_arg *a = argp;
     bt_tree *t;
-    uint64_t end;
-    int rc = txn_tree(db, txn, a->map, &t, &end);
+    bt_rd rd;
+    int rc = txn_tree(db, txn, a->map, &t, &rd);
     if (rc == 0)
         *a->count = t->count;
     return rc;

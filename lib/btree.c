@@ -46,24 +46,28 @@ static uint32_t pages_for(const bonsai_db *db, uint64_t bytes)
     return (uint32_t)((bytes + db->page_size - 1) / db->page_size);
 }
 
-/* A node as either its decoded form or its image. */
+/* A node as either its decoded form or its (unpacked) image. */
 typedef struct nview {
     bn_node *mem;
     const uint8_t *img;
+    size_t avail;
     bn_info info;
 } nview;
 
-static int view_of(bonsai_db *db, uint64_t end, unsigned kind, bn_child ref,
-                   nview *v)
+static int view_of(bonsai_db *db, const bt_rd *rd, unsigned kind,
+                   bn_child ref, nview *v)
 {
     v->mem = ref.mem;
     if (ref.mem)
         return 0;
-    if (!ext_ok(db, end, ref.ext))
+    if (!ext_ok(db, rd->end, ref.ext))
         return BONSAI_CORRUPT;
-    v->img = ext_ptr(db, ref.ext);
-    return bn_img_check(v->img, (size_t)ref.ext.npages * db->page_size, kind,
-                        0, &v->info);
+    int rc = pk_view(rd->uc, ref.ext.pgno, ext_ptr(db, ref.ext),
+                     (size_t)ref.ext.npages * db->page_size, &v->img,
+                     &v->avail);
+    if (rc)
+        return rc;
+    return bn_img_check(v->img, v->avail, kind, 0, &v->info);
 }
 
 static int view_leaf(const nview *v)
@@ -172,7 +176,7 @@ int bt_value(bonsai_db *db, uint64_t end, const uint8_t *v, uint32_t len,
 
 /* ---- lookups ----------------------------------------------------------- */
 
-int bt_get(bonsai_db *db, uint64_t end, const bt_tree *t, bn_key key,
+int bt_get(bonsai_db *db, const bt_rd *rd, const bt_tree *t, bn_key key,
            bonsai_val *val)
 {
     if (t->depth == 0)
@@ -181,7 +185,7 @@ int bt_get(bonsai_db *db, uint64_t end, const bt_tree *t, bn_key key,
     for (unsigned level = t->depth; level > 0; level--) {
         nview v;
         uint32_t idx;
-        int found, rc = view_of(db, end, t->kind, ref, &v);
+        int found, rc = view_of(db, rd, t->kind, ref, &v);
         if (rc)
             return rc;
         if (view_leaf(&v) != (level == 1))
@@ -202,7 +206,7 @@ int bt_get(bonsai_db *db, uint64_t end, const bt_tree *t, bn_key key,
             bn_value_at(v.mem, idx, &p, &len, &vflag);
         else if ((rc = bn_img_value(v.img, &v.info, idx, &p, &len, &vflag)))
             return rc;
-        return bt_value(db, end, p, len, vflag, val);
+        return bt_value(db, rd->end, p, len, vflag, val);
     }
     return BONSAI_CORRUPT;
 }
@@ -223,6 +227,7 @@ static bn_node *new_node(bt_tree *t, int leaf, unsigned level)
 static void free_node(bn_node *n)
 {
     bn_clear(n);
+    free(n->packed);
     free(n);
 }
 
@@ -253,6 +258,27 @@ static int kill_node(bonsai_db *db, bn_node *n)
     return rc;
 }
 
+/* Decodes the image at e, unpacking it first if it is packed. */
+static int decode_image(bonsai_db *db, bn_ext e, unsigned kind, bn_node *n)
+{
+    const uint8_t *img = ext_ptr(db, e);
+    size_t avail = (size_t)e.npages * db->page_size;
+    if (avail < BN_HEADER_SIZE || !pk_is_packed(img))
+        return bn_decode(img, avail, kind, n);
+    uint32_t raw_len;
+    int rc = pk_check(img, avail, &raw_len);
+    if (rc)
+        return rc;
+    uint8_t *raw = malloc(raw_len);
+    if (!raw)
+        return BONSAI_NOMEM;
+    rc = pk_unpack(img, raw, raw_len);
+    if (rc == 0)
+        rc = bn_decode(raw, raw_len, kind, n);
+    free(raw);
+    return rc;
+}
+
 static int decode_node(bonsai_db *db, bt_tree *t, bn_ext e, unsigned level,
                        bn_node *parent, bn_node **out)
 {
@@ -261,8 +287,7 @@ static int decode_node(bonsai_db *db, bt_tree *t, bn_ext e, unsigned level,
     bn_node *n = new_node(t, level == 0, level);
     if (!n)
         return BONSAI_NOMEM;
-    int rc = bn_decode(ext_ptr(db, e), (size_t)e.npages * db->page_size,
-                       t->kind, n);
+    int rc = decode_image(db, e, t->kind, n);
     if (rc == 0 && n->leaf != (level == 0))
         rc = BONSAI_CORRUPT;
     if (rc == 0 && n->leaf)
@@ -720,10 +745,48 @@ static void undo_plan(bonsai_db *db, size_t alloc0, size_t release0)
     db->op_release.n = release0;
 }
 
+/* The bytes n's image will take: raw, or packed when the store compresses
+ * and packing saves bytes (the packed form then waits in n->packed). */
+static int image_bytes(bonsai_db *db, bn_node *n, size_t *bytes)
+{
+    size_t raw = bn_encoded_size(n);
+    free(n->packed);
+    n->packed = NULL;
+    *bytes = raw;
+    if (db->opt.compression == BONSAI_COMPRESS_NONE || raw > PK_MAX_RAW)
+        return 0;
+    if (db->scratch_cap < raw) {
+        uint8_t *b = realloc(db->scratch, raw);
+        if (!b)
+            return BONSAI_NOMEM;
+        db->scratch = b;
+        db->scratch_cap = raw;
+    }
+    size_t len;
+    int rc = bn_encode(n, db->scratch, raw, &len);
+    uint8_t *out = rc ? NULL : malloc(raw);
+    if (!out)
+        return rc ? rc : BONSAI_NOMEM;
+    rc = pk_pack(db->opt.compression, db->opt.compression_level, db->scratch,
+                 raw, out, raw, &len);
+    if (rc) {
+        free(out);
+        return rc == BONSAI_NOTFOUND ? 0 : rc;
+    }
+    n->packed = out;
+    n->packed_len = (uint32_t)len;
+    *bytes = len;
+    return 0;
+}
+
 /* Phase one for one node: size its image and find where it goes. */
 static int plan_node(bonsai_db *db, bn_node *n)
 {
-    uint64_t np = pages_for(db, bn_encoded_size(n));
+    size_t bytes;
+    int rc0 = image_bytes(db, n, &bytes);
+    if (rc0)
+        return rc0;
+    uint64_t np = pages_for(db, bytes);
     if (np > BN_MAX_NPAGES)
         return BONSAI_INVALID;
     int own_home = n->has_home &&
@@ -788,7 +851,14 @@ static void write_node(bonsai_db *db, bn_node *n)
 {
     uint8_t *p = db->rg.base + n->plan.pgno * db->page_size;
     size_t cap = (size_t)n->plan.npages * db->page_size, len = 0;
-    bn_encode(n, p, cap, &len); /* cannot fail: sized in plan_node */
+    if (n->packed) {
+        len = n->packed_len;
+        memcpy(p, n->packed, len);
+        free(n->packed);
+        n->packed = NULL;
+    } else {
+        bn_encode(n, p, cap, &len); /* cannot fail: sized in plan_node */
+    }
     memset(p + len, 0, cap - len);
     n->home = n->plan;
     n->has_home = 1;
@@ -913,13 +983,12 @@ static int clone_leaf(const bn_node *src, bn_node *dst)
     return 0;
 }
 
-static int load_leaf_copy(bonsai_db *db, const nview *v, bn_ext e,
-                          unsigned kind, bn_node *leaf)
+static int load_leaf_copy(const nview *v, unsigned kind, bn_node *leaf)
 {
     bn_clear(leaf);
     if (v->mem)
         return clone_leaf(v->mem, leaf);
-    return bn_decode(v->img, (size_t)e.npages * db->page_size, kind, leaf);
+    return bn_decode(v->img, v->avail, kind, leaf);
 }
 
 /* Where in the leaf the mode lands, or -1 to go on past it. */
@@ -962,15 +1031,15 @@ typedef struct seek_state {
 } seek_state;
 
 /* One descent: lands in a leaf, noting the tightest separator to go on. */
-static int descend(bonsai_db *db, uint64_t end, const bt_tree *t,
-                   seek_state *s, nview *v, bn_ext *leaf_ext)
+static int descend(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
+                   seek_state *s, nview *v)
 {
     int forward = s->mode != BT_LAST && s->mode != BT_LT;
     bn_child ref = t->root;
     s->have_bound = 0;
     for (unsigned level = t->depth; level > 1; level--) {
         uint32_t idx = 0, n;
-        int found, rc = view_of(db, end, t->kind, ref, v);
+        int found, rc = view_of(db, rd, t->kind, ref, v);
         if (rc)
             return rc;
         n = view_count(v);
@@ -993,14 +1062,13 @@ static int descend(bonsai_db *db, uint64_t end, const bt_tree *t,
         if ((rc = view_child(v, idx, &ref)))
             return rc;
     }
-    int rc = view_of(db, end, t->kind, ref, v);
+    int rc = view_of(db, rd, t->kind, ref, v);
     if (rc == 0 && !view_leaf(v))
         rc = BONSAI_CORRUPT;
-    *leaf_ext = ref.ext;
     return rc;
 }
 
-int bt_seek(bonsai_db *db, uint64_t end, const bt_tree *t, int mode,
+int bt_seek(bonsai_db *db, const bt_rd *rd, const bt_tree *t, int mode,
             bn_key key, bn_node *leaf, uint32_t *idx)
 {
     if (t->depth == 0)
@@ -1013,10 +1081,9 @@ int bt_seek(bonsai_db *db, uint64_t end, const bt_tree *t, int mode,
     int rc;
     for (;;) {
         nview v;
-        bn_ext e;
-        if ((rc = descend(db, end, t, s, &v, &e)))
+        if ((rc = descend(db, rd, t, s, &v)))
             break;
-        if ((rc = load_leaf_copy(db, &v, e, t->kind, leaf)))
+        if ((rc = load_leaf_copy(&v, t->kind, leaf)))
             break;
         int64_t at = land(leaf, s->mode, s->key);
         if (at >= 0) {
@@ -1072,8 +1139,8 @@ static int walk_values(const nview *v, bt_ext_fn fn,
     return 0;
 }
 
-static int walk(bonsai_db *db, uint64_t end, const bt_tree *t, bn_child ref,
-                unsigned level, bt_ext_fn fn, void *ctx)
+static int walk(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
+                bn_child ref, unsigned level, bt_ext_fn fn, void *ctx)
 {
     int rc = 0;
     if (ref.mem ? ref.mem->has_home : 1)
@@ -1083,7 +1150,7 @@ static int walk(bonsai_db *db, uint64_t end, const bt_tree *t, bn_child ref,
     if (level == 1 && !ref.mem && !(t->flags & TREE_F_OVERFLOW))
         return 0; /* leaves without overflow values need no reading */
     nview v;
-    if ((rc = view_of(db, end, t->kind, ref, &v)))
+    if ((rc = view_of(db, rd, t->kind, ref, &v)))
         return rc;
     if (view_leaf(&v) != (level == 1))
         return BONSAI_CORRUPT;
@@ -1092,19 +1159,19 @@ static int walk(bonsai_db *db, uint64_t end, const bt_tree *t, bn_child ref,
     for (uint32_t i = 0; i < view_count(&v) && rc == 0; i++) {
         bn_child c;
         if ((rc = view_child(&v, i, &c)) == 0)
-            rc = walk(db, end, t, c, level - 1, fn, ctx);
+            rc = walk(db, rd, t, c, level - 1, fn, ctx);
     }
     return rc;
 }
 
-int bt_walk(bonsai_db *db, uint64_t end, const bt_tree *t, bt_ext_fn fn,
+int bt_walk(bonsai_db *db, const bt_rd *rd, const bt_tree *t, bt_ext_fn fn,
             void *ctx)
 {
     if (t->depth == 0)
         return 0;
     if (t->depth > MAX_DEPTH)
         return BONSAI_CORRUPT;
-    return walk(db, end, t, t->root, t->depth, fn, ctx);
+    return walk(db, rd, t, t->root, t->depth, fn, ctx);
 }
 
 /* ---- dropping a tree --------------------------------------------------- */
@@ -1131,7 +1198,8 @@ static int bury(bonsai_db *db, bn_node *n)
 
 int bt_drop(bonsai_db *db, bt_tree *t)
 {
-    int rc = bt_walk(db, db->al.end, t, release_ext, db);
+    bt_rd rd = {db->al.end, &db->uc};
+    int rc = bt_walk(db, &rd, t, release_ext, db);
     if (rc == 0 && t->root.mem)
         rc = bury(db, t->root.mem);
     if (rc)

@@ -8,13 +8,15 @@
  * only step that can fail; then it encodes them all.  A failure in the
  * first phase leaves every image in the store as it was.
  *
- * `end` is the page limit a reader's snapshot vouches for: no extent at or
- * beyond it is followed (BONSAI_CORRUPT).
+ * A reader passes a bt_rd: `end`, the page limit its snapshot vouches for
+ * (no extent at or beyond it is followed: BONSAI_CORRUPT), and the cache
+ * its packed (compressed) nodes are unpacked into.
  */
 #ifndef BONSAI_BTREE_H
 #define BONSAI_BTREE_H
 
 #include "internal.h"
+#include "pack.h"
 
 #define BT_FIRST 0
 #define BT_LAST 1
@@ -24,7 +26,8 @@
 
 #define BT_OVF_REF 20u /* bytes of an overflow value reference */
 
-int bt_get(bonsai_db *db, uint64_t end, const bt_tree *t, bn_key key,
+
+int bt_get(bonsai_db *db, const bt_rd *rd, const bt_tree *t, bn_key key,
            bonsai_val *val);
 int bt_put(bonsai_db *db, bt_tree *t, bn_key key, const uint8_t *val,
            uint32_t vlen, unsigned flags);
@@ -37,7 +40,7 @@ int bt_put_slots(bonsai_db *db, bt_tree *t, bn_key key, uint32_t vlen,
 
 /* Positions on an entry by mode, decoding its leaf into *leaf (which the
  * caller bn_init'ed; it is cleared first). */
-int bt_seek(bonsai_db *db, uint64_t end, const bt_tree *t, int mode,
+int bt_seek(bonsai_db *db, const bt_rd *rd, const bt_tree *t, int mode,
             bn_key key, bn_node *leaf, uint32_t *idx);
 
 /* Turns a stored value (inline bytes or overflow reference) into bytes. */
@@ -69,7 +72,7 @@ void bt_discard(bonsai_db *db, bt_tree *t);
 /* Calls fn for every extent t references: nodes (is_value 0) and
  * overflow values (is_value 1). */
 typedef int (*bt_ext_fn)(void *ctx, bn_ext ext, int is_value);
-int bt_walk(bonsai_db *db, uint64_t end, const bt_tree *t, bt_ext_fn fn,
+int bt_walk(bonsai_db *db, const bt_rd *rd, const bt_tree *t, bt_ext_fn fn,
             void *ctx);
 
 /* Releases every extent of t and forgets its decoded nodes: t is empty. */

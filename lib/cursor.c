@@ -85,10 +85,10 @@ static int seek(bonsai_cursor *c, int mode, bn_key key)
             return rc;
     }
     bt_tree *t;
-    uint64_t end;
-    int rc = txn_tree(c->db, c->txn, c->map, &t, &end);
+    bt_rd rd;
+    int rc = txn_tree(c->db, c->txn, c->map, &t, &rd);
     if (rc == 0)
-        rc = bt_seek(c->db, end, t, mode, key, &c->leaf, &c->idx);
+        rc = bt_seek(c->db, &rd, t, mode, key, &c->leaf, &c->idx);
     if (rc) {
         c->state = rc == BONSAI_NOTFOUND ? AT_END : AT_NOTHING;
         return rc;

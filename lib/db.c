@@ -48,6 +48,9 @@ static int options_valid(const bonsai_options *o)
         return 0;
     if (o->node_entries < 2 || o->node_entries > BONSAI_MAX_NODE_ENTRIES)
         return 0;
+    if (o->compression > BONSAI_COMPRESS_ZLIB || o->compression_level < 0 ||
+        o->compression_level > 9)
+        return 0;
     return o->max_size >= 64 * 1024;
 }
 
@@ -62,8 +65,10 @@ static int write_header(bonsai_db *db)
 {
     uint8_t buf[BX_HEAD_BYTES];
     memset(buf, 0, sizeof buf);
+    uint32_t flags = db->opt.compression |
+                     (uint32_t)db->opt.compression_level << 4;
     bx_header h = {BX_FORMAT_VERSION, db->opt.page_size, db->opt.node_bytes,
-                   db->opt.node_entries, 0};
+                   db->opt.node_entries, flags};
     bx_header_encode(&h, buf);
     bx_meta m = {0};
     m.end = db->first_pgno;
@@ -114,6 +119,8 @@ static int load_file(bonsai_db *db, uint64_t fsize)
     db->opt.page_size = h.page_size;
     db->opt.node_bytes = h.node_bytes;
     db->opt.node_entries = h.node_entries;
+    db->opt.compression = h.flags & 0xF;
+    db->opt.compression_level = (int)(h.flags >> 4 & 0xF);
     db->page_size = h.page_size;
     db->first_pgno = head_bytes(h.page_size) / h.page_size;
     if (fsize < head_bytes(h.page_size))
@@ -149,7 +156,8 @@ static int walk_map_record(void *ctx, const char *name, const bt_tree *t)
     (void)name;
     used_map *u = ((void **)ctx)[0];
     bonsai_db *db = ((void **)ctx)[1];
-    return bt_walk(db, db->meta.end, t, mark_used, u);
+    const bt_rd *rd = ((void **)ctx)[2];
+    return bt_walk(db, rd, t, mark_used, u);
 }
 
 static int free_gaps(bonsai_db *db, const used_map *u)
@@ -179,11 +187,11 @@ static int derive_free_space(bonsai_db *db)
     u.bits = calloc((u.end - u.first) / 8 + 1, 1);
     if (!u.bits)
         return BONSAI_NOMEM;
-    int rc = bt_walk(db, db->meta.end, &db->catalog, mark_used, &u);
-    void *ctx[2] = {&u, db};
+    bt_rd rd = {db->meta.end, &db->uc};
+    int rc = bt_walk(db, &rd, &db->catalog, mark_used, &u);
+    void *ctx[3] = {&u, db, &rd};
     if (rc == 0)
-        rc = maps_each_record(db, db->meta.end, &db->catalog, walk_map_record,
-                              ctx);
+        rc = maps_each_record(db, &rd, &db->catalog, walk_map_record, ctx);
     if (rc == 0)
         rc = free_gaps(db, &u);
     free(u.bits);
@@ -374,6 +382,9 @@ int bonsai_close(bonsai_db *db)
     extvec_free(&db->op_alloc);
     extvec_free(&db->op_release);
     free(db->undo);
+    free(db->scratch);
+    pk_cache_free(&db->uc);
+    pk_cache_free(&db->auto_uc);
     alloc_free_all(&db->al);
     region_close(&db->rg);
     if (db->fd >= 0)

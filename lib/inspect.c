@@ -7,12 +7,13 @@
 #include <string.h>
 
 #include "btree.h"
+#include "bytes.h"
 #include "maps.h"
 #include "txn.h"
 
 typedef struct shape {
     bonsai_db *db;
-    uint64_t end;
+    const bt_rd *rd;
     const bt_tree *t;
     bonsai_map_info *st;
     uint64_t leaf_raw;
@@ -55,18 +56,23 @@ static int walk_ref(shape *s, bn_child ref, unsigned level)
         return walk_mem(s, ref.mem);
     const bonsai_db *db = s->db;
     if (ref.ext.npages == 0 || ref.ext.pgno < db->first_pgno ||
-        ref.ext.pgno + ref.ext.npages > s->end)
+        ref.ext.pgno + ref.ext.npages > s->rd->end)
         return BONSAI_CORRUPT;
-    const uint8_t *img = db->rg.base + ref.ext.pgno * db->page_size;
+    const uint8_t *stored = db->rg.base + ref.ext.pgno * db->page_size;
+    const uint8_t *img;
+    size_t avail;
     bn_info info;
-    int rc = bn_img_check(img, (size_t)ref.ext.npages * db->page_size,
-                          s->t->kind, 0, &info);
+    int rc = pk_view(s->rd->uc, ref.ext.pgno, stored,
+                     (size_t)ref.ext.npages * db->page_size, &img, &avail);
+    if (rc == 0)
+        rc = bn_img_check(img, avail, s->t->kind, 0, &info);
     if (rc)
         return rc;
     int leaf = info.type == BN_TYPE_LEAF;
     if (leaf != (level == 1))
         return BONSAI_CORRUPT;
-    count_node(s, leaf, info.length, info.length,
+    uint32_t stored_len = img == stored ? info.length : get_le32(stored + 4);
+    count_node(s, leaf, info.length, stored_len,
                (uint64_t)ref.ext.npages * db->page_size);
     for (uint32_t i = 0; !leaf && i < info.count && rc == 0; i++) {
         bn_child c = {{0, 0}, NULL};
@@ -99,8 +105,8 @@ static int stat_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
 {
     stat_arg *a = argp;
     bt_tree *t;
-    uint64_t end;
-    int rc = txn_tree(db, txn, a->map, &t, &end);
+    bt_rd rd;
+    int rc = txn_tree(db, txn, a->map, &t, &rd);
     if (rc)
         return rc;
     bonsai_map_info *st = a->st;
@@ -109,11 +115,11 @@ static int stat_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     st->depth = t->depth;
     if (t->depth == 0)
         return 0;
-    shape s = {db, end, t, st, 0};
+    shape s = {db, &rd, t, st, 0};
     if ((rc = walk_ref(&s, t->root, t->depth)))
         return rc;
     if (t->flags & TREE_F_OVERFLOW)
-        rc = bt_walk(db, end, t, count_overflow, &s);
+        rc = bt_walk(db, &rd, t, count_overflow, &s);
     if (st->leaf_nodes)
         st->leaf_fill = (double)s.leaf_raw / (double)st->leaf_nodes /
                         db->opt.node_bytes;

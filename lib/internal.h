@@ -18,10 +18,18 @@
 #include "io.h"
 #include "meta.h"
 #include "node.h"
+#include "pack.h"
 #include "region.h"
 #include "vec.h"
 
 typedef struct bonsai_map_s map_slot;
+
+/* How a reader reads a tree: the page limit its snapshot vouches for, and
+ * the cache its packed nodes unpack into. */
+typedef struct bt_rd {
+    uint64_t end;
+    pk_cache *uc;
+} bt_rd;
 
 
 
@@ -98,6 +106,10 @@ struct bonsai_db {
     extvec undo_alloc;   /* flush: runs the plan handed out ... */
     ext_undo *undo; /* ... and references it changed */
     size_t nundo, cap_undo;
+    uint8_t *scratch;    /* a raw image being packed */
+    size_t scratch_cap;
+    pk_cache uc;         /* the writer's unpacked images */
+    pk_cache auto_uc;    /* those of the last read without a txn */
     bt_tree *op_tree;    /* no-txn: the tree the change touches ... */
     bt_tree op_saved;    /* ... and its state before, for rollback */
 };
@@ -108,6 +120,7 @@ struct bonsai_txn {
     int failed;          /* an operation failed midway: only abort */
     uint64_t id;         /* snapshot (read) or new txn id (write) */
     bx_meta snap;        /* read: the meta it sees */
+    pk_cache uc;         /* read: its unpacked images */
     bt_tree *rmaps;      /* read: trees by map handle, loaded lazily */
     uint8_t *rloaded;    /* read: 0 not yet, 1 loaded, 2 missing */
     uint32_t nrmaps;

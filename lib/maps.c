@@ -42,17 +42,17 @@ static int tree_of_record(const uint8_t *v, uint32_t len, bt_tree *t)
 }
 
 /* Looks name up in catalog. */
-static int find_record(bonsai_db *db, uint64_t end, const bt_tree *catalog,
+static int find_record(bonsai_db *db, const bt_rd *rd, const bt_tree *catalog,
                        const char *name, bt_tree *t)
 {
     bonsai_val v;
-    int rc = bt_get(db, end, catalog, name_key(name), &v);
+    int rc = bt_get(db, rd, catalog, name_key(name), &v);
     if (rc)
         return rc;
     return tree_of_record(v.data, (uint32_t)v.size, t);
 }
 
-int maps_each_record(bonsai_db *db, uint64_t end, const bt_tree *catalog,
+int maps_each_record(bonsai_db *db, const bt_rd *rd, const bt_tree *catalog,
                      maps_record_fn fn, void *ctx)
 {
     bn_node leaf;
@@ -60,7 +60,7 @@ int maps_each_record(bonsai_db *db, uint64_t end, const bt_tree *catalog,
     uint8_t last[BONSAI_MAX_KEY];
     char name[BONSAI_MAX_NAME + 1];
     uint32_t idx;
-    int rc = bt_seek(db, end, catalog, BT_FIRST, (bn_key){0}, &leaf, &idx);
+    int rc = bt_seek(db, rd, catalog, BT_FIRST, (bn_key){0}, &leaf, &idx);
     while (rc == 0) {
         for (uint32_t i = idx; i < leaf.n && rc == 0; i++) {
             bn_key k = bn_key_at(&leaf, i);
@@ -84,7 +84,7 @@ int maps_each_record(bonsai_db *db, uint64_t end, const bt_tree *catalog,
         bn_key k = bn_key_at(&leaf, leaf.n - 1);
         memcpy(last, k.b, k.len);
         k.b = last;
-        rc = bt_seek(db, end, catalog, BT_GT, k, &leaf, &idx);
+        rc = bt_seek(db, rd, catalog, BT_GT, k, &leaf, &idx);
     }
     bn_clear(&leaf);
     return rc == BONSAI_NOTFOUND ? 0 : rc;
@@ -149,7 +149,8 @@ int maps_writer_tree(bonsai_db *db, bonsai_map map, bt_tree **t)
     if (!map->loaded) {
         /* opened through a snapshot, or not used since a commit/abort:
          * the map exists for the writer if its catalog says so */
-        int rc = find_record(db, db->al.end, &db->catalog, map->name,
+        bt_rd rd = {db->al.end, &db->uc};
+        int rc = find_record(db, &rd, &db->catalog, map->name,
                              &map->w);
         if (rc == BONSAI_NOTFOUND || (rc == 0 && map->w.kind != map->kind)) {
             map->live = 0;
@@ -193,7 +194,8 @@ int maps_reader_tree(bonsai_txn *txn, bonsai_map map, bt_tree **t)
         bt_tree cat = {.kind = BONSAI_KEY_BYTES, .depth = txn->snap.cat_depth,
                        .count = txn->snap.cat_count};
         cat.root.ext = txn->snap.cat_root;
-        int rc = find_record(db, txn->snap.end, &cat, map->name,
+        bt_rd rd = {txn->snap.end, &txn->uc};
+        int rc = find_record(db, &rd, &cat, map->name,
                              &txn->rmaps[i]);
         if (rc && rc != BONSAI_NOTFOUND)
             return rc;
@@ -294,7 +296,8 @@ static int lookup(bonsai_db *db, bonsai_txn *txn, const char *name,
     if (txn && txn->rdonly) {
         bt_tree cat = {.kind = BONSAI_KEY_BYTES, .depth = txn->snap.cat_depth};
         cat.root.ext = txn->snap.cat_root;
-        return find_record(db, txn->snap.end, &cat, name, t);
+        bt_rd rd = {txn->snap.end, &txn->uc};
+        return find_record(db, &rd, &cat, name, t);
     }
     map_slot *s = writer_slot(db, name);
     if (s) {
@@ -304,7 +307,8 @@ static int lookup(bonsai_db *db, bonsai_txn *txn, const char *name,
     for (uint32_t i = 0; i < db->nmaps; i++)
         if (db->maps[i].dropped && strcmp(db->maps[i].name, name) == 0)
             return BONSAI_NOTFOUND; /* dropped by this transaction */
-    return find_record(db, db->al.end, &db->catalog, name, t);
+    bt_rd rd = {db->al.end, &db->uc};
+    return find_record(db, &rd, &db->catalog, name, t);
 }
 
 static int create_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
@@ -420,9 +424,11 @@ static int list_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     if (txn && txn->rdonly) {
         bt_tree cat = {.kind = BONSAI_KEY_BYTES, .depth = txn->snap.cat_depth};
         cat.root.ext = txn->snap.cat_root;
-        return maps_each_record(db, txn->snap.end, &cat, list_one, argp);
+        bt_rd rd = {txn->snap.end, &txn->uc};
+        return maps_each_record(db, &rd, &cat, list_one, argp);
     }
-    return maps_each_record(db, db->al.end, &db->catalog, list_one, argp);
+    bt_rd rd = {db->al.end, &db->uc};
+    return maps_each_record(db, &rd, &db->catalog, list_one, argp);
 }
 
 /* The writer's catalog is brought up to date before it is listed. */

@@ -15,7 +15,8 @@
 typedef int (*maps_record_fn)(void *ctx, const char *name, const bt_tree *t);
 
 /* Calls fn for every record of catalog in name order. */
-int maps_each_record(bonsai_db *db, uint64_t end, const bt_tree *catalog,
+int maps_each_record(bonsai_db *db, const bt_rd *rd,
+                     const bt_tree *catalog,
                      maps_record_fn fn, void *ctx);
 
 /* The writer's tree of a map handle (BONSAI_INVALID for a stale one). */

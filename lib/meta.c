@@ -3,7 +3,9 @@
  *
  * header (32 bytes at offset 0):
  *   0 magic "bonsai\x1a\n"   8 u32 version   12 u32 page_size
- *   16 u32 node_bytes   20 u32 node_entries   24 u32 flags (0)
+ *   16 u32 node_bytes   20 u32 node_entries
+ *   24 u32 flags: bits 0..3 node compression codec (0 none, 1 lz4,
+ *          2 zlib), bits 4..7 zlib level (0 = default); others zero
  *   28 u32 crc32c of bytes 0..27
  * meta slot (52 bytes at offset 512 or 1024):
  *   0 u32 magic "meta"   4 u32 zero   8 u64 txn_id   16 u64 end
@@ -49,7 +51,8 @@ int bx_header_decode(const uint8_t *in, bx_header *h)
     h->flags = get_le32(in + 24);
     if (h->version > BX_FORMAT_VERSION)
         return BONSAI_VERSION;
-    if (h->version == 0 || h->flags != 0)
+    if (h->version == 0 || (h->flags & ~0xFFu) || (h->flags & 0xF) > 2 ||
+        (h->flags >> 4 & 0xF) > 9)
         return BONSAI_CORRUPT;
     uint32_t p = h->page_size;
     if (p < 512 || p > 65536 || (p & (p - 1)))

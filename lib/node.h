@@ -101,6 +101,8 @@ typedef struct bn_node {
     struct bn_node *parent; /* decoded parent, NULL for a root */
     void *tree;           /* the tree this node belongs to */
     bn_ext plan;          /* where the next write goes (during a flush) */
+    uint8_t *packed;      /* its compressed image, between plan and write */
+    uint32_t packed_len;
     uint8_t level;        /* 0 for leaves */
     uint8_t dirty;        /* changed since decoded or last written */
     uint8_t has_home;

@@ -90,6 +90,7 @@ static void end_read(bonsai_txn *txn)
     pthread_mutex_unlock(&db->lock);
     free(txn->rmaps);
     free(txn->rloaded);
+    pk_cache_free(&txn->uc);
 }
 
 /* ---- writers ----------------------------------------------------------- */
@@ -377,17 +378,24 @@ int txn_read(bonsai_db *db, bonsai_txn *txn, txn_read_fn fn, void *arg)
     if (rc)
         return rc;
     rc = fn(db, own, arg);
+    /* values read may point into its unpacked images: they outlive the
+     * snapshot until the next read without a transaction */
+    pthread_mutex_lock(&db->lock);
+    pk_cache_free(&db->auto_uc);
+    db->auto_uc = own->uc;
+    memset(&own->uc, 0, sizeof own->uc);
+    pthread_mutex_unlock(&db->lock);
     bonsai_txn_commit(own);
     return rc;
 }
 
 int txn_tree(bonsai_db *db, bonsai_txn *txn, bonsai_map map, bt_tree **t,
-             uint64_t *end)
+             bt_rd *rd)
 {
     if (txn && txn->rdonly) {
-        *end = txn->snap.end;
+        *rd = (bt_rd){txn->snap.end, &txn->uc};
         return maps_reader_tree(txn, map, t);
     }
-    *end = db->al.end;
+    *rd = (bt_rd){db->al.end, &db->uc};
     return maps_writer_tree(db, map, t);
 }

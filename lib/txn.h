@@ -43,6 +43,6 @@ int txn_read(bonsai_db *db, bonsai_txn *txn, txn_read_fn fn, void *arg);
 /* The tree of map as txn sees it (txn NULL: the writer's), and the page
  * limit to read it with. */
 int txn_tree(bonsai_db *db, bonsai_txn *txn, bonsai_map map, bt_tree **t,
-             uint64_t *end);
+             bt_rd *rd);
 
 #endif

@@ -1,0 +1,136 @@
+/*
+ * pack.c - packing node images (see pack.h for the bytes) and the reader's
+ * cache of unpacked ones.  Pure but for the cache's own buffers.
+ */
+#include "pack.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "bonsai.h"
+#include "bytes.h"
+#include "checksum.h"
+#include "compress.h"
+
+int pk_is_packed(const uint8_t *img)
+{
+    return (img[1] & PK_F_PACKED) != 0;
+}
+
+int pk_pack(unsigned codec, int level, const uint8_t *raw, size_t raw_len,
+            uint8_t *out, size_t cap, size_t *len)
+{
+    if (raw_len < BN_HEADER_SIZE || raw_len > PK_MAX_RAW || cap < PK_HEADER)
+        return BONSAI_INVALID;
+    size_t body;
+    int rc = bx_compress(codec, level, raw, raw_len, out + PK_HEADER,
+                         cap - PK_HEADER, &body);
+    if (rc)
+        return rc;
+    if (PK_HEADER + body >= raw_len)
+        return BONSAI_NOTFOUND;
+    memcpy(out, raw, 4); /* type, flags, count */
+    out[1] |= PK_F_PACKED;
+    put_le32(out + 4, (uint32_t)(PK_HEADER + body));
+    put_le32(out + 8, 0);
+    put_le32(out + 12, (uint32_t)raw_len);
+    out[16] = (uint8_t)codec;
+    *len = PK_HEADER + body;
+    put_le32(out + 8, bonsai_crc32c(0, out, *len));
+    return 0;
+}
+
+int pk_check(const uint8_t *img, size_t avail, uint32_t *raw_len)
+{
+    if (avail < PK_HEADER || !pk_is_packed(img))
+        return BONSAI_CORRUPT;
+    uint32_t len = get_le32(img + 4), raw = get_le32(img + 12);
+    if (len < PK_HEADER || len > avail || raw < BN_HEADER_SIZE ||
+        raw > PK_MAX_RAW)
+        return BONSAI_CORRUPT;
+    if (img[16] != BONSAI_COMPRESS_LZ4 && img[16] != BONSAI_COMPRESS_ZLIB)
+        return BONSAI_CORRUPT;
+    uint32_t crc = bonsai_crc32c(0, img, 8);
+    static const uint8_t zero[4] = {0};
+    crc = bonsai_crc32c(crc, zero, 4);
+    crc = bonsai_crc32c(crc, img + 12, len - 12);
+    if (crc != get_le32(img + 8))
+        return BONSAI_CORRUPT;
+    *raw_len = raw;
+    return 0;
+}
+
+int pk_unpack(const uint8_t *img, uint8_t *out, uint32_t raw_len)
+{
+    uint32_t len = get_le32(img + 4);
+    int rc = bx_decompress(img[16], img + PK_HEADER, len - PK_HEADER, out,
+                           raw_len);
+    if (rc)
+        return rc == BONSAI_NOMEM ? rc : BONSAI_CORRUPT;
+    /* the raw image must agree with its envelope */
+    if ((out[0] != img[0]) || (out[1] | PK_F_PACKED) != img[1] ||
+        memcmp(out + 2, img + 2, 2) != 0 || get_le32(out + 4) != raw_len)
+        return BONSAI_CORRUPT;
+    return 0;
+}
+
+static struct pk_slot *find_slot(pk_cache *c, uint64_t pgno, uint32_t crc)
+{
+    for (unsigned i = 0; i < PK_SLOTS; i++)
+        if (c->slot[i].buf && c->slot[i].pgno == pgno &&
+            c->slot[i].crc == crc)
+            return &c->slot[i];
+    return NULL;
+}
+
+static struct pk_slot *oldest_slot(pk_cache *c)
+{
+    struct pk_slot *s = &c->slot[0];
+    for (unsigned i = 1; i < PK_SLOTS; i++)
+        if (c->slot[i].used < s->used)
+            s = &c->slot[i];
+    return s;
+}
+
+int pk_view(pk_cache *c, uint64_t pgno, const uint8_t *img, size_t avail,
+            const uint8_t **raw, size_t *raw_avail)
+{
+    if (avail < BN_HEADER_SIZE || !pk_is_packed(img)) {
+        *raw = img;
+        *raw_avail = avail;
+        return 0;
+    }
+    uint32_t raw_len;
+    int rc = pk_check(img, avail, &raw_len);
+    if (rc)
+        return rc;
+    uint32_t crc = get_le32(img + 8);
+    struct pk_slot *s = find_slot(c, pgno, crc);
+    if (!s) {
+        s = oldest_slot(c);
+        if (s->cap < raw_len) {
+            uint8_t *b = realloc(s->buf, raw_len);
+            if (!b)
+                return BONSAI_NOMEM;
+            s->buf = b;
+            s->cap = raw_len;
+        }
+        s->pgno = pgno;
+        s->crc = ~crc; /* not valid until unpacked */
+        if ((rc = pk_unpack(img, s->buf, raw_len)))
+            return rc;
+        s->crc = crc;
+        s->len = raw_len;
+    }
+    s->used = ++c->clock;
+    *raw = s->buf;
+    *raw_avail = s->len;
+    return 0;
+}
+
+void pk_cache_free(pk_cache *c)
+{
+    for (unsigned i = 0; i < PK_SLOTS; i++)
+        free(c->slot[i].buf);
+    memset(c, 0, sizeof *c);
+}

@@ -1,0 +1,65 @@
+/*
+ * pack.h - the compression envelope of node images, and a small cache of
+ * unpacked images for readers.
+ *
+ * A packed image keeps a 16-byte outer header so the file stays walkable
+ * without decompressing:
+ *   0 u8 type   1 u8 flags | PK_F_PACKED   2 u16 count
+ *   4 u32 length (stored bytes)   8 u32 crc32c of the stored bytes (this
+ *   field zero)   12 u32 raw length (the whole raw image)
+ *   16 u8 codec (BONSAI_COMPRESS_LZ4 or _ZLIB)   17.. the compressed raw
+ *   image, header and all, to `length`.
+ * The raw image inside carries its own header and checksum.
+ */
+#ifndef BONSAI_PACK_H
+#define BONSAI_PACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "node.h"
+
+#define PK_F_PACKED 0x10u
+#define PK_HEADER 17u
+#define PK_MAX_RAW (1u << 24) /* a raw image is never larger */
+#define PK_SLOTS 8u
+
+/* Is this (at least 16-byte) image packed? */
+int pk_is_packed(const uint8_t *img);
+
+/* Packs a raw image into out (cap bytes).  0 with *len set, or
+ * BONSAI_NOTFOUND when the packed form would not be smaller (store it
+ * raw), BONSAI_NOMEM, BONSAI_INVALID. */
+int pk_pack(unsigned codec, int level, const uint8_t *raw, size_t raw_len,
+            uint8_t *out, size_t cap, size_t *len);
+
+/* Checks a packed image's outer header and checksum within avail bytes and
+ * gives its raw length.  0 or BONSAI_CORRUPT. */
+int pk_check(const uint8_t *img, size_t avail, uint32_t *raw_len);
+
+/* Unpacks a checked image into out (raw_len bytes).  0, BONSAI_CORRUPT. */
+int pk_unpack(const uint8_t *img, uint8_t *out, uint32_t raw_len);
+
+/* Recently unpacked images, keyed by page and stored checksum, so an image
+ * rewritten in place is never served stale. */
+typedef struct pk_cache {
+    struct pk_slot {
+        uint64_t pgno;
+        uint32_t crc;
+        uint32_t len;
+        uint64_t used;
+        uint8_t *buf;
+        size_t cap;
+    } slot[PK_SLOTS];
+    uint64_t clock;
+} pk_cache;
+
+/* The raw form of the image at img (page pgno, avail bytes): img itself
+ * when not packed, else a cache buffer (valid until PK_SLOTS more
+ * unpacks).  0, BONSAI_CORRUPT or BONSAI_NOMEM. */
+int pk_view(pk_cache *c, uint64_t pgno, const uint8_t *img, size_t avail,
+            const uint8_t **raw, size_t *raw_avail);
+
+void pk_cache_free(pk_cache *c);
+
+#endif
