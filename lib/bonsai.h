@@ -25,7 +25,10 @@
  *
  * Memory: bonsai_val results point into the store or into transaction
  * buffers; they stay valid until the next write in the same transaction, or
- * its end, whichever comes first.  Copy what you keep.
+ * its end, whichever comes first.  In a store with node compression a
+ * value from bonsai_get points into a small cache of unpacked nodes and
+ * stays valid only until the next call on the same transaction (with a
+ * NULL txn: the next such call on the store).  Copy what you keep.
  */
 #ifndef BONSAI_H
 #define BONSAI_H

@@ -1156,11 +1156,17 @@ static int walk(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
         return BONSAI_CORRUPT;
     if (level == 1)
         return walk_values(&v, fn, ctx);
-    for (uint32_t i = 0; i < view_count(&v) && rc == 0; i++) {
-        bn_child c;
-        if ((rc = view_child(&v, i, &c)) == 0)
-            rc = walk(db, rd, t, c, level - 1, fn, ctx);
-    }
+    /* the children first: walking them reuses the unpack cache that may
+     * hold this node's image */
+    uint32_t n = view_count(&v);
+    bn_child *kids = malloc((size_t)n * sizeof *kids);
+    if (!kids)
+        return BONSAI_NOMEM;
+    for (uint32_t i = 0; i < n && rc == 0; i++)
+        rc = view_child(&v, i, &kids[i]);
+    for (uint32_t i = 0; i < n && rc == 0; i++)
+        rc = walk(db, rd, t, kids[i], level - 1, fn, ctx);
+    free(kids);
     return rc;
 }
 

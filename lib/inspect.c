@@ -4,6 +4,7 @@
  * (reading its header only, plus the values of leaves that may hold
  * overflow references).  The checks of bonsai-verify will live here too.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "btree.h"
@@ -74,11 +75,18 @@ static int walk_ref(shape *s, bn_child ref, unsigned level)
     uint32_t stored_len = img == stored ? info.length : get_le32(stored + 4);
     count_node(s, leaf, info.length, stored_len,
                (uint64_t)ref.ext.npages * db->page_size);
-    for (uint32_t i = 0; !leaf && i < info.count && rc == 0; i++) {
-        bn_child c = {{0, 0}, NULL};
-        if ((rc = bn_img_child(img, &info, i, &c.ext)) == 0)
-            rc = walk_ref(s, c, level - 1);
-    }
+    if (leaf)
+        return 0;
+    /* the children first: walking them reuses the unpack cache that may
+     * hold this node's image */
+    bn_child *kids = calloc(info.count, sizeof *kids);
+    if (!kids)
+        return BONSAI_NOMEM;
+    for (uint32_t i = 0; i < info.count && rc == 0; i++)
+        rc = bn_img_child(img, &info, i, &kids[i].ext);
+    for (uint32_t i = 0; i < info.count && rc == 0; i++)
+        rc = walk_ref(s, kids[i], level - 1);
+    free(kids);
     return rc;
 }
 

@@ -24,7 +24,7 @@
  *
  * Reproduce a failure with BONSAI_TEST_SEED=<seed> (printed in the failure
  * message); BONSAI_TEST_SCALE scales the op counts (default 1, 1/4 under
- * AddressSanitizer).  At scale 1 the configurations run 1,050,000 ops.
+ * AddressSanitizer).  At scale 1 the configurations run 1,350,000 ops.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -55,7 +55,11 @@ typedef struct cfg {
     uint64_t ops;          /* at scale 1 */
     size_t max_entries;    /* phase targets are drawn from [0, this] */
     uint64_t seed;         /* default seed */
+    unsigned compression;  /* BONSAI_COMPRESS_* */
+    uint64_t write_cache;  /* 0: default; CACHE_NONE: no write cache */
 } cfg;
+
+#define CACHE_NONE UINT64_MAX
 
 /* ---- state -------------------------------------------------------------- */
 
@@ -797,6 +801,10 @@ static void setup(dt *d, const cfg *c)
     if (c->node_entries)
         d->opts.node_entries = c->node_entries;
     d->opts.sync = c->sync;
+    d->opts.compression = c->compression;
+    if (c->write_cache)
+        d->opts.write_cache_bytes = c->write_cache == CACHE_NONE
+                                        ? 0 : c->write_cache;
     d->path = c->file ? tu_path("diff.db") : NULL;
     d->db = tu_open(d->path, &d->opts);
     bonsai_stat st;
@@ -1024,33 +1032,59 @@ static void run(const cfg *c)
     free(d.vbuf);
 }
 
-/* ---- the configurations (1,050,000 ops at scale 1) ---------------------- */
+/* ---- the configurations (1,350,000 ops at scale 1) ---------------------- */
 
 static const cfg cfg_anon_u64_small = {
     "anon-u64-small-nodes", BONSAI_KEY_U64, 0, 512, 512, 8, 0,
-    200000, 3000, 0x5EED0001};
+    200000, 3000, 0x5EED0001, 0, 0};
 static const cfg cfg_anon_u64_default = {
     "anon-u64-default", BONSAI_KEY_U64, 0, 0, 0, 0, 0,
-    150000, 20000, 0x5EED0002};
+    150000, 20000, 0x5EED0002, 0, 0};
 static const cfg cfg_anon_bytes_small = {
     "anon-bytes-small-nodes", BONSAI_KEY_BYTES, 0, 512, 512, 8, 0,
-    200000, 3000, 0x5EED0003};
+    200000, 3000, 0x5EED0003, 0, 0};
 static const cfg cfg_anon_bytes_default = {
     "anon-bytes-default-4k-pages", BONSAI_KEY_BYTES, 0, 4096, 0, 0, 0,
-    100000, 8000, 0x5EED0004};
+    100000, 8000, 0x5EED0004, 0, 0};
 static const cfg cfg_file_u64_small = {
     "file-u64-small-nodes", BONSAI_KEY_U64, 1, 512, 512, 8, 0,
-    150000, 3000, 0x5EED0005};
+    150000, 3000, 0x5EED0005, 0, 0};
 static const cfg cfg_file_u64_default = {
     "file-u64-default-sync", BONSAI_KEY_U64, 1, 0, 0, 0, 1,
-    50000, 10000, 0x5EED0006};
+    50000, 10000, 0x5EED0006, 0, 0};
 static const cfg cfg_file_bytes_small = {
     "file-bytes-small-nodes", BONSAI_KEY_BYTES, 1, 512, 1024, 16, 0,
-    150000, 3000, 0x5EED0007};
+    150000, 3000, 0x5EED0007, 0, 0};
 static const cfg cfg_file_bytes_default = {
     "file-bytes-default-1k-pages", BONSAI_KEY_BYTES, 1, 1024, 0, 0, 0,
-    50000, 6000, 0x5EED0008};
+    50000, 6000, 0x5EED0008, 0, 0};
 
+/* the write cache: none (every call writes), and a budget so small that
+ * nodes are written and dropped all the time; each node codec */
+static const cfg cfg_anon_u64_direct = {
+    "anon-u64-no-write-cache", BONSAI_KEY_U64, 0, 512, 1024, 32, 0,
+    60000, 4000, 0x5EED0009, BONSAI_COMPRESS_NONE, CACHE_NONE};
+static const cfg cfg_anon_u64_tiny_cache_lz4 = {
+    "anon-u64-tiny-cache-lz4", BONSAI_KEY_U64, 0, 512, 2048, 120, 0,
+    80000, 6000, 0x5EED000A, BONSAI_COMPRESS_LZ4, 4096};
+static const cfg cfg_anon_bytes_tiny_cache_zlib = {
+    "anon-bytes-tiny-cache-zlib", BONSAI_KEY_BYTES, 0, 512, 1024, 0, 0,
+    60000, 4000, 0x5EED000B, BONSAI_COMPRESS_ZLIB, 8192};
+static const cfg cfg_file_u64_zlib = {
+    "file-u64-zlib", BONSAI_KEY_U64, 1, 512, 4096, 0, 0,
+    50000, 8000, 0x5EED000C, BONSAI_COMPRESS_ZLIB, 0};
+static const cfg cfg_file_bytes_lz4_tiny_cache = {
+    "file-bytes-lz4-tiny-cache", BONSAI_KEY_BYTES, 1, 512, 1024, 16, 0,
+    50000, 3000, 0x5EED000D, BONSAI_COMPRESS_LZ4, 4096};
+
+Test(diff, anon_u64_no_write_cache) { run(&cfg_anon_u64_direct); }
+Test(diff, anon_u64_tiny_cache_lz4) { run(&cfg_anon_u64_tiny_cache_lz4); }
+Test(diff, anon_bytes_tiny_cache_zlib)
+{
+    run(&cfg_anon_bytes_tiny_cache_zlib);
+}
+Test(diff, file_u64_zlib) { run(&cfg_file_u64_zlib); }
+Test(diff, file_bytes_lz4_tiny_cache) { run(&cfg_file_bytes_lz4_tiny_cache); }
 Test(diff, anon_u64_small_nodes) { run(&cfg_anon_u64_small); }
 Test(diff, anon_u64_default) { run(&cfg_anon_u64_default); }
 Test(diff, anon_bytes_small_nodes) { run(&cfg_anon_bytes_small); }
