@@ -84,7 +84,8 @@ static int deflate_wbits(size_t n)
 }
 
 /* Runs deflate to the end of the stream, inside dst.  Returns Z_STREAM_END
- * when the whole stream fit, Z_BUF_ERROR when it did not. */
+ * when the whole stream fit, Z_BUF_ERROR when it did not, Z_STREAM_ERROR
+ * on misuse. */
 static int deflate_finish(z_stream *zs)
 {
     uint8_t spare;
@@ -100,7 +101,7 @@ static int deflate_finish(z_stream *zs)
     zs->next_out = &spare;
     zs->avail_out = 1;
     rc = deflate(zs, Z_FINISH);
-    return zs->avail_out == 0 ? Z_BUF_ERROR : rc;
+    return rc == Z_STREAM_END && zs->avail_out == 1 ? rc : Z_BUF_ERROR;
 }
 
 static int zlib_compress(int level, const uint8_t *src, size_t n,
