@@ -1,0 +1,522 @@
+/*
+ * bonsai-dump - writes the maps of a bonsai store as text, in the format
+ * Berkeley DB's db_dump and LMDB's mdb_dump write.  bonsai-load and
+ * mdb_load read it as it is; db_load reads it once the mapsize= and
+ * bonsai_keys= lines are removed (see usage()).
+ *
+ * The output, one block per map, maps in name (memcmp) order:
+ *
+ *   VERSION=3
+ *   format=bytevalue          or format=print (-p)
+ *   database=NAME             the map's name, escaped as in print format
+ *   type=btree
+ *   mapsize=N                 an LMDB map size that holds every block of
+ *                             this dump (the same N in every block)
+ *   bonsai_keys=u64           only for a map with u64 keys
+ *   HEADER=END
+ *   ' ' KEY '\n'              then ' ' VALUE '\n', for each entry in key
+ *   ...                       order; an empty value is a line of one space
+ *   DATA=END
+ *
+ * bytevalue: two lowercase hex digits per byte.  print: a byte 0x20..0x7e
+ * is written as itself, except '\' which is written "\\"; any other byte
+ * is "\hh" (lowercase hex).  That is db_dump -p byte for byte.  A u64 key
+ * is written as 8 bytes, most significant first, so that memcmp order in
+ * another engine is numeric order.
+ *
+ * mapsize: mdb_load sizes its environment from the first header it reads
+ * and stops at 1 MiB without one.  A first pass over the maps being dumped
+ * adds up what LMDB needs for each entry, as LMDB 0.9 lays it out (see
+ * lmdb_entry_bytes), tripled for half-full pages and branch pages.
+ *
+ * Memory: one read snapshot, one cursor at a time, output encoded through
+ * a fixed buffer; only the list of map names grows (with the number of
+ * maps, not entries).  Uses only the public API (bonsai.h).
+ *
+ * Exit: 0 done, 1 an operation failed, 2 bad usage.
+ */
+#include "bonsai.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PROG "bonsai-dump"
+#define EXIT_FAIL 1
+#define EXIT_USAGE 2
+
+static const char hexdig[] = "0123456789abcdef";
+
+struct args {
+    int all;            /* -a */
+    const char *map;    /* -s MAP */
+    int print;          /* -p */
+    int list;           /* -l */
+    const char *output; /* -f OUTPUT, NULL: stdout */
+    const char *file;
+};
+
+/* ---- usage -------------------------------------------------------------- */
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+        "NAME\n"
+        "    bonsai-dump - write the maps of a bonsai store as text\n"
+        "\n"
+        "SYNOPSIS\n"
+        "    bonsai-dump [-a | -s MAP] [-p] [-f OUTPUT] FILE\n"
+        "    bonsai-dump -l FILE\n"
+        "\n"
+        "DESCRIPTION\n"
+        "    Writes every map of the store FILE (or the one named by -s) in\n"
+        "    the text format of db_dump and mdb_dump, one block per map in\n"
+        "    name order.  bonsai-load and mdb_load read the output as it is.\n"
+        "    The store is opened read-only and read in one snapshot; memory\n"
+        "    use does not grow with its size.\n"
+        "\n"
+        "OPTIONS\n"
+        "    -a         all maps (the default; for mdb_dump users)\n"
+        "    -s MAP     only the map MAP\n"
+        "    -p         print format: printable ASCII as itself, '\\' as\n"
+        "               '\\\\', any other byte as '\\hh' (default:\n"
+        "               bytevalue, two hex digits per byte)\n"
+        "    -l         list the map names, one a line, and exit\n"
+        "    -f OUTPUT  write to OUTPUT instead of standard output\n"
+        "    -V         print the version and exit\n"
+        "    --help     this text\n"
+        "\n"
+        "FORMAT\n"
+        "    Each block: VERSION=3, format=bytevalue|print, database=MAP,\n"
+        "    type=btree, mapsize=N, bonsai_keys=u64 (u64-key maps only),\n"
+        "    HEADER=END; then a key line and a value line per entry, each a\n"
+        "    space followed by the bytes (an empty value is a line of one\n"
+        "    space); then DATA=END.  A u64 key is written as 8 bytes, most\n"
+        "    significant first, so other engines keep numeric order;\n"
+        "    bonsai_keys=u64 tells bonsai-load to make a u64 map again.\n"
+        "    mapsize=N is an LMDB map size large enough to load every block\n"
+        "    of the output (mdb_load stops at 1 MiB without it).\n"
+        "\n"
+        "    mdb_load reads the output and warns about bonsai_keys=.\n"
+        "    db_load rejects both mapsize= and bonsai_keys=; remove them:\n"
+        "        bonsai-dump FILE | sed '/^mapsize=/d; /^bonsai_keys=/d' |\n"
+        "            db_load out.db\n"
+        "    (data lines start with a space, so the patterns only match\n"
+        "    header lines).  LMDB takes keys of at most 511 bytes.\n"
+        "\n"
+        "EXIT STATUS\n"
+        "    0 success, 1 an operation failed (the message says which and\n"
+        "    why), 2 bad usage.\n"
+        "\n"
+        "EXAMPLES\n"
+        "    bonsai-dump store.bonsai | bonsai-load copy.bonsai\n"
+        "    bonsai-dump -s users store.bonsai | mdb_load -n users.mdb\n");
+}
+
+static int bad_usage(const char *fmt, const char *arg)
+{
+    if (fmt) {
+        fprintf(stderr, PROG ": ");
+        fprintf(stderr, fmt, arg);
+        fputc('\n', stderr);
+    }
+    fprintf(stderr, "usage: " PROG " [-a | -s MAP] [-p] [-f OUTPUT] FILE\n"
+                    "       " PROG " -l FILE\n"
+                    "Try '" PROG " --help'.\n");
+    return EXIT_USAGE;
+}
+
+/* Fills *a from argv.  Returns 0, an exit status, or -1 when done
+ * (--help, -V). */
+static int parse_args(int argc, char **argv, struct args *a)
+{
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    *a = (struct args){0};
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":as:plf:V", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'a': a->all = 1; break;
+        case 's': a->map = optarg; break;
+        case 'p': a->print = 1; break;
+        case 'l': a->list = 1; break;
+        case 'f': a->output = optarg; break;
+        case 'V':
+            printf(PROG " (bonsai %d.%d.%d)\n", BONSAI_VERSION_MAJOR,
+                   BONSAI_VERSION_MINOR, BONSAI_VERSION_PATCH);
+            return -1;
+        case 'h': usage(stdout); return -1;
+        case ':': return bad_usage("option -%s needs an argument",
+                                   (char[]){(char)optopt, 0});
+        default:
+            if (optopt)
+                return bad_usage("unknown option -%s",
+                                 (char[]){(char)optopt, 0});
+            return bad_usage("unknown option %s", argv[optind - 1]);
+        }
+    }
+    if (a->all && a->map)
+        return bad_usage("-a and -s %s exclude each other", a->map);
+    if (a->list && (a->map || a->print))
+        return bad_usage("-l takes no -s or -p%s", "");
+    if (optind == argc)
+        return bad_usage("no store FILE given%s", "");
+    if (optind + 1 != argc)
+        return bad_usage("unexpected argument '%s'", argv[optind + 1]);
+    if (a->map && (!*a->map || strlen(a->map) > BONSAI_MAX_NAME))
+        return bad_usage("bad map name '%s'", a->map);
+    a->file = argv[optind];
+    return 0;
+}
+
+/* ---- output ------------------------------------------------------------- */
+
+/* Output through a fixed buffer; the first write error is kept. */
+typedef struct out {
+    FILE *f;
+    size_t n;
+    int err;
+    char buf[1 << 16];
+} out;
+
+static void out_flush(out *o)
+{
+    if (o->n && !o->err && fwrite(o->buf, 1, o->n, o->f) != o->n)
+        o->err = errno ? errno : EIO;
+    o->n = 0;
+}
+
+/* Room for at least 4 more bytes. */
+static inline void out_room(out *o)
+{
+    if (sizeof o->buf - o->n < 4)
+        out_flush(o);
+}
+
+static void out_str(out *o, const char *s)
+{
+    for (; *s; s++) {
+        out_room(o);
+        o->buf[o->n++] = *s;
+    }
+}
+
+/* Writes n bytes in print format (no leading space, no newline). */
+static void out_print(out *o, const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint8_t b = p[i];
+        out_room(o);
+        if (b == '\\') {
+            o->buf[o->n++] = '\\';
+            o->buf[o->n++] = '\\';
+        } else if (b >= 0x20 && b <= 0x7e) {
+            o->buf[o->n++] = (char)b;
+        } else {
+            o->buf[o->n++] = '\\';
+            o->buf[o->n++] = hexdig[b >> 4];
+            o->buf[o->n++] = hexdig[b & 15];
+        }
+    }
+}
+
+/* One key or value line: a space, the bytes, a newline. */
+static void out_line(out *o, const uint8_t *p, size_t n, int print)
+{
+    out_room(o);
+    o->buf[o->n++] = ' ';
+    if (print) {
+        out_print(o, p, n);
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            out_room(o);
+            o->buf[o->n++] = hexdig[p[i] >> 4];
+            o->buf[o->n++] = hexdig[p[i] & 15];
+        }
+    }
+    out_room(o);
+    o->buf[o->n++] = '\n';
+}
+
+/* ---- maps --------------------------------------------------------------- */
+
+typedef struct mapent {
+    char *name;
+    unsigned kind;
+    bonsai_map map;
+} mapent;
+
+typedef struct maplist {
+    mapent *v;
+    size_t n, cap;
+} maplist;
+
+static int maplist_add(maplist *l, const char *name, unsigned kind)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        mapent *v = realloc(l->v, cap * sizeof *v);
+        if (!v)
+            return BONSAI_NOMEM;
+        l->v = v;
+        l->cap = cap;
+    }
+    char *copy = strdup(name);
+    if (!copy)
+        return BONSAI_NOMEM;
+    l->v[l->n++] = (mapent){.name = copy, .kind = kind};
+    return 0;
+}
+
+static void maplist_free(maplist *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i].name);
+    free(l->v);
+}
+
+static int collect_one(void *ctx, const char *name, unsigned kind,
+                       uint64_t entries)
+{
+    (void)entries;
+    return maplist_add(ctx, name, kind);
+}
+
+/* ---- the LMDB size estimate --------------------------------------------- */
+
+/* Bytes LMDB 0.9 needs for one entry, generously: a leaf node is an 8-byte
+ * header, the key and the value, padded to even, plus a 2-byte slot; a
+ * node over (page - 16) / 2 - 2 bytes keeps its value on overflow pages
+ * (16-byte header) and an 8-byte page number in the leaf.  The leaf share
+ * is tripled: pages split half full, and branch pages hold keys again. */
+static uint64_t lmdb_entry_bytes(uint64_t klen, uint64_t vlen, uint64_t page)
+{
+    uint64_t nodemax = (((page - 16) / 2) & ~(uint64_t)1) - 2;
+    uint64_t node = 8 + klen + vlen, overflow = 0;
+    if (node > nodemax) {
+        node = 8 + klen + 8;
+        overflow = (16 + vlen + page - 1) / page * page;
+    }
+    node += node & 1;
+    return 3 * (node + 2) + overflow;
+}
+
+static int fail(const char *map, const char *what, int rc)
+{
+    if (map)
+        fprintf(stderr, PROG ": map %s: %s: %s\n", map, what,
+                bonsai_strerror(rc));
+    else
+        fprintf(stderr, PROG ": %s: %s\n", what, bonsai_strerror(rc));
+    return EXIT_FAIL;
+}
+
+/* Adds the LMDB bytes of every entry of m to *total. */
+static int estimate_map(bonsai_txn *txn, const mapent *m, uint64_t page,
+                        uint64_t *total)
+{
+    bonsai_cursor *cur;
+    int rc = bonsai_cursor_open(txn, m->map, &cur);
+    if (rc)
+        return fail(m->name, "cursor", rc);
+    uint64_t sum = 4 * page; /* root, a record in LMDB's main tree */
+    for (rc = bonsai_cursor_first(cur); rc == 0;
+         rc = bonsai_cursor_next(cur)) {
+        bonsai_val k, v;
+        if ((rc = bonsai_cursor_get(cur, &k, &v)))
+            break;
+        sum += lmdb_entry_bytes(k.size, v.size, page);
+    }
+    bonsai_cursor_close(cur);
+    if (rc != BONSAI_NOTFOUND)
+        return fail(m->name, "walk", rc);
+    *total += sum;
+    return 0;
+}
+
+/* ---- dumping ------------------------------------------------------------ */
+
+static void write_header(out *o, const mapent *m, uint64_t mapsize,
+                         int print)
+{
+    char num[32];
+    out_str(o, "VERSION=3\nformat=");
+    out_str(o, print ? "print" : "bytevalue");
+    out_str(o, "\ndatabase=");
+    out_print(o, (const uint8_t *)m->name, strlen(m->name));
+    out_str(o, "\ntype=btree\nmapsize=");
+    snprintf(num, sizeof num, "%" PRIu64, mapsize);
+    out_str(o, num);
+    out_str(o, "\n");
+    if (m->kind == BONSAI_KEY_U64)
+        out_str(o, "bonsai_keys=u64\n");
+    out_str(o, "HEADER=END\n");
+}
+
+static int dump_map(bonsai_txn *txn, const mapent *m, uint64_t mapsize,
+                    int print, out *o)
+{
+    uint64_t count = 0, seen = 0;
+    int rc = bonsai_count(txn, m->map, &count);
+    if (rc)
+        return fail(m->name, "count", rc);
+    bonsai_cursor *cur;
+    if ((rc = bonsai_cursor_open(txn, m->map, &cur)))
+        return fail(m->name, "cursor", rc);
+    write_header(o, m, mapsize, print);
+    for (rc = bonsai_cursor_first(cur); rc == 0 && !o->err;
+         rc = bonsai_cursor_next(cur)) {
+        bonsai_val k, v;
+        uint8_t be[8];
+        if (m->kind == BONSAI_KEY_U64) {
+            uint64_t u;
+            if ((rc = bonsai_cursor_get_u64(cur, &u, &v)))
+                break;
+            for (int i = 7; i >= 0; i--, u >>= 8)
+                be[i] = (uint8_t)u;
+            k.data = be;
+            k.size = 8;
+        } else if ((rc = bonsai_cursor_get(cur, &k, &v))) {
+            break;
+        }
+        out_line(o, k.data, k.size, print);
+        out_line(o, v.data, v.size, print);
+        seen++;
+    }
+    bonsai_cursor_close(cur);
+    if (o->err)
+        return 0; /* reported by the caller */
+    if (rc != BONSAI_NOTFOUND)
+        return fail(m->name, "walk", rc);
+    if (seen != count) {
+        fprintf(stderr,
+                PROG ": map %s: the walk found %" PRIu64 " entries, the "
+                "count says %" PRIu64 ": %s\n",
+                m->name, seen, count, bonsai_strerror(BONSAI_CORRUPT));
+        return EXIT_FAIL;
+    }
+    out_str(o, "DATA=END\n");
+    return 0;
+}
+
+/* ---- main --------------------------------------------------------------- */
+
+/* An open error, with what the OS says about the path when that helps. */
+static int open_failed(const char *path, int rc)
+{
+    struct stat st;
+    const char *hint = NULL;
+    if (stat(path, &st) != 0)
+        hint = strerror(errno);
+    else if (S_ISDIR(st.st_mode))
+        hint = "is a directory";
+    else if (!S_ISREG(st.st_mode))
+        hint = "not a regular file";
+    fprintf(stderr, PROG ": %s: %s%s%s%s\n", path, bonsai_strerror(rc),
+            hint ? " (" : "", hint ? hint : "", hint ? ")" : "");
+    return EXIT_FAIL;
+}
+
+static int run(const struct args *a, bonsai_db *db, bonsai_txn *txn,
+               maplist *maps, out *o)
+{
+    int rc;
+    if (a->map) {
+        bonsai_map map;
+        unsigned kind;
+        if ((rc = bonsai_map_open(db, txn, a->map, &map, &kind)))
+            return fail(a->map, "open", rc);
+        if ((rc = maplist_add(maps, a->map, kind)))
+            return fail(NULL, "map list", rc);
+    } else if ((rc = bonsai_map_list(db, txn, collect_one, maps))) {
+        return fail(NULL, "map list", rc);
+    }
+    if (a->list) {
+        for (size_t i = 0; i < maps->n && !o->err; i++) {
+            out_print(o, (const uint8_t *)maps->v[i].name,
+                      strlen(maps->v[i].name));
+            out_str(o, "\n");
+        }
+        return 0;
+    }
+    long os = sysconf(_SC_PAGESIZE);
+    uint64_t page = os >= 4096 ? (uint64_t)os : 4096;
+    uint64_t total = 1u << 20; /* meta pages, free list, commit garbage */
+    for (size_t i = 0; i < maps->n; i++) {
+        mapent *m = &maps->v[i];
+        unsigned kind;
+        if ((rc = bonsai_map_open(db, txn, m->name, &m->map, &kind)))
+            return fail(m->name, "open", rc);
+        if ((rc = estimate_map(txn, m, page, &total)))
+            return rc;
+    }
+    uint64_t mib = 1u << 20;
+    uint64_t mapsize = (total + mib - 1) / mib * mib;
+    for (size_t i = 0; i < maps->n && !o->err; i++)
+        if ((rc = dump_map(txn, &maps->v[i], mapsize, a->print, o)))
+            return rc;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct args a;
+    int st = parse_args(argc, argv, &a);
+    if (st)
+        return st < 0 ? 0 : st;
+
+    bonsai_options opts;
+    bonsai_options_init(&opts);
+    opts.read_only = 1;
+    opts.create = 0;
+    bonsai_db *db = NULL;
+    int rc = bonsai_open(a.file, &opts, &db);
+    if (rc)
+        return open_failed(a.file, rc);
+    bonsai_txn *txn = NULL;
+    if ((rc = bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &txn))) {
+        bonsai_close(db);
+        return fail(NULL, "read transaction", rc);
+    }
+
+    FILE *f = stdout;
+    if (a.output && !(f = fopen(a.output, "w"))) {
+        fprintf(stderr, PROG ": %s: %s\n", a.output, strerror(errno));
+        bonsai_txn_abort(txn);
+        bonsai_close(db);
+        return EXIT_FAIL;
+    }
+    out *o = calloc(1, sizeof *o);
+    maplist maps = {0};
+    if (!o) {
+        st = fail(NULL, "output buffer", BONSAI_NOMEM);
+    } else {
+        o->f = f;
+        st = run(&a, db, txn, &maps, o);
+        out_flush(o);
+        if (!o->err && fflush(f) != 0)
+            o->err = errno ? errno : EIO;
+        if (f != stdout && fclose(f) != 0 && !o->err)
+            o->err = errno ? errno : EIO;
+        if (o->err) {
+            fprintf(stderr, PROG ": write %s: %s\n",
+                    a.output ? a.output : "standard output",
+                    strerror(o->err));
+            st = EXIT_FAIL;
+        }
+    }
+    free(o);
+    maplist_free(&maps);
+    bonsai_txn_abort(txn);
+    if ((rc = bonsai_close(db)) && st == 0)
+        st = fail(NULL, "close", rc);
+    return st;
+}
