@@ -357,15 +357,24 @@ static void adopt_children(bn_node *n)
 
 /* ---- insert and split -------------------------------------------------- */
 
-static int too_big(const bonsai_db *db, const bn_node *n)
+/* Does n's image outgrow node_bytes?  The codec's estimate drifts from
+ * the exact size (it can undercount u64 groups mixing runs and jumps), so
+ * the drift measured at the last exact sizing corrects it, and the exact
+ * size is taken again every 64 changes or when the corrected estimate is
+ * within 1/32 of the limit: O(1) a change amortised. */
+static int too_big(const bonsai_db *db, bn_node *n)
 {
     if (n->n > db->opt.node_entries)
         return 1;
-    /* the estimate can undercount (u64 groups mixing runs and jumps), so
-     * every 64th count is checked exactly: O(1) per change amortised */
-    if (n->est < (size_t)db->opt.node_bytes * 7 / 8 && (n->n & 63) != 0)
-        return 0;
-    return bn_encoded_size(n) > db->opt.node_bytes;
+    int64_t limit = db->opt.node_bytes;
+    int64_t guess = (int64_t)n->est + n->est_fix;
+    int64_t near = limit / 32;
+    if (++n->fix_changes < 64 && (guess < limit - near || guess > limit + near))
+        return guess > limit;
+    size_t exact = bn_encoded_size(n);
+    n->est_fix = (int64_t)exact - (int64_t)n->est;
+    n->fix_changes = 0;
+    return exact > db->opt.node_bytes;
 }
 
 /* Shortest key s with a < s <= b (byte keys), written to buf. */

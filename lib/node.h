@@ -103,6 +103,8 @@ typedef struct bn_node {
     bn_ext plan;          /* where the next write goes (during a flush) */
     uint8_t *packed;      /* its compressed image, between plan and write */
     uint32_t packed_len;
+    int64_t est_fix;      /* exact size minus est when last measured */
+    uint32_t fix_changes; /* changes since then */
     uint8_t level;        /* 0 for leaves */
     uint8_t dirty;        /* changed since decoded or last written */
     uint8_t has_home;
