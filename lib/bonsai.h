@@ -188,6 +188,38 @@ typedef struct bonsai_stat {
 
 int bonsai_db_stat(bonsai_db *db, bonsai_stat *st);
 
+/* ---- inspection: verify and compact ----------------------------------- */
+
+/* Called once per problem verify finds: the map ("" for the file, the
+ * catalog or free space), the page the problem is at (0 if none) and a
+ * sentence saying what was expected. */
+typedef void (*bonsai_problem_fn)(void *ctx, const char *map, uint64_t pgno,
+                                  const char *what);
+/* Called now and then during a long verify: pages checked of total. */
+typedef void (*bonsai_progress_fn)(void *ctx, uint64_t done, uint64_t total);
+
+#define BONSAI_VERIFY_QUICK 1u /* meta slots and tree structure only */
+
+/* Checks the whole store from the last commit (a snapshot; the store may
+ * be open read-only): both meta slots and their checksums, every node's
+ * checksum, bounds, key order within and across nodes and separators,
+ * entry counts, overflow values, that no page is referenced twice and that
+ * used plus free pages cover the file.  Reports every problem through fn
+ * (may be NULL) and keeps going; *problems (may be NULL) gets their
+ * number.  Returns 0 when the walk completed (problems or not),
+ * BONSAI_NOMEM / BONSAI_IO if it could not. */
+int bonsai_verify(bonsai_db *db, unsigned flags, bonsai_problem_fn fn,
+                  bonsai_progress_fn progress, void *ctx, uint64_t *problems);
+
+/* Writes a copy of the store's last commit to dst_path with every node
+ * full and no free space, under opts (NULL: the source's settings;
+ * compression, node_bytes, node_entries and page_size may differ).  The
+ * copy is written to a temporary file beside dst_path, synced, verified,
+ * then renamed over dst_path; the source is only read.  Errors: those of
+ * bonsai_open, bonsai_put, BONSAI_CORRUPT (source or copy fails verify). */
+int bonsai_compact(bonsai_db *src, const char *dst_path,
+                   const bonsai_options *opts);
+
 /* ---- transactions ------------------------------------------------------ */
 #define BONSAI_TXN_RDONLY 1u
 
