@@ -114,8 +114,9 @@ typedef struct bonsai_options {
      * file, off for anonymous memory. */
     int transactions;
     /* 1 (default) = a commit syncs data, then the meta slot, before it
-     * returns; 0 = leave it to the OS (a crash may lose recent commits but
-     * never corrupts the file). */
+     * returns; 0 = leave writing back to the OS: faster, but a crash of
+     * the machine may lose recent commits or, as with LMDB's
+     * MDB_NOSYNC, leave the file unusable. */
     int sync;
     /* 1 = open read-only: no writes, no lock against other readers. */
     int read_only;
