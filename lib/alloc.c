@@ -28,8 +28,10 @@ void alloc_free_all(alloc *a)
     extvec_free(&a->txn_freed);
     free(a->pending);
     free(a->bits);
+    free(a->fresh);
     a->pending = NULL;
     a->bits = NULL;
+    a->fresh = NULL;
     a->npending = a->cap_pending = 0;
 }
 
@@ -41,16 +43,28 @@ static int is_free(const alloc *a, uint64_t p)
     return p >= a->first && i < a->nbits && (a->bits[i >> 6] >> (i & 63)) & 1;
 }
 
-static void set_free(alloc *a, bn_ext e, int on)
+static void set_bits(const alloc *a, uint64_t *map, bn_ext e, int on)
 {
     for (uint64_t p = e.pgno - a->first; p < e.pgno - a->first + e.npages;
          p++) {
         uint64_t m = UINT64_C(1) << (p & 63);
         if (on)
-            a->bits[p >> 6] |= m;
+            map[p >> 6] |= m;
         else
-            a->bits[p >> 6] &= ~m;
+            map[p >> 6] &= ~m;
     }
+}
+
+static void set_free(alloc *a, bn_ext e, int on)
+{
+    set_bits(a, a->bits, e, on);
+}
+
+int alloc_is_fresh(const alloc *a, uint64_t pgno)
+{
+    uint64_t i = pgno - a->first;
+    return a->fresh && pgno >= a->first && i < a->nbits &&
+           (a->fresh[i >> 6] >> (i & 63)) & 1;
 }
 
 /* Makes the bitmap cover pages below `upto`. */
@@ -67,6 +81,11 @@ static int cover(alloc *a, uint64_t upto)
         return BONSAI_NOMEM;
     memset((uint8_t *)b + a->nbits / 8, 0, (bits - a->nbits) / 8);
     a->bits = b;
+    uint64_t *f = realloc(a->fresh, bits / 8);
+    if (!f)
+        return BONSAI_NOMEM; /* bits grew; nbits did not: retried later */
+    memset((uint8_t *)f + a->nbits / 8, 0, (bits - a->nbits) / 8);
+    a->fresh = f;
     a->nbits = bits;
     return 0;
 }
@@ -197,14 +216,27 @@ int alloc_get(alloc *a, uint32_t npages, uint64_t *pgno)
     rc = extvec_push(&a->txn_alloc, e);
     if (rc)
         alloc_put(a, e);
+    else
+        set_bits(a, a->fresh, e, 1);
     return rc;
+}
+
+/* The open transaction's runs are no longer its own. */
+static void forget_fresh(alloc *a)
+{
+    for (size_t i = 0; i < a->txn_alloc.n; i++)
+        if (a->txn_alloc.v[i].pgno + a->txn_alloc.v[i].npages - a->first <=
+            a->nbits)
+            set_bits(a, a->fresh, a->txn_alloc.v[i], 0);
 }
 
 void alloc_unget(alloc *a, bn_ext e)
 {
     if (a->tracking && a->txn_alloc.n &&
-        a->txn_alloc.v[a->txn_alloc.n - 1].pgno == e.pgno)
+        a->txn_alloc.v[a->txn_alloc.n - 1].pgno == e.pgno) {
+        set_bits(a, a->fresh, e, 0);
         a->txn_alloc.n--;
+    }
     if (e.pgno + e.npages == a->end)
         a->end = e.pgno; /* it came from the high-water mark */
     else
@@ -235,6 +267,7 @@ void alloc_txn_begin(alloc *a)
 
 int alloc_txn_commit(alloc *a, uint64_t txn)
 {
+    forget_fresh(a);
     a->tracking = 0;
     size_t need = a->npending + a->txn_freed.n;
     if (need > a->cap_pending) {
@@ -254,6 +287,7 @@ int alloc_txn_commit(alloc *a, uint64_t txn)
 
 void alloc_txn_abort(alloc *a)
 {
+    forget_fresh(a);
     for (size_t i = 0; i < a->txn_alloc.n; i++) {
         bn_ext e = a->txn_alloc.v[i];
         if (e.pgno < a->txn_end0)

@@ -41,6 +41,7 @@ typedef struct alloc {
     uint64_t limit;     /* pages the cap allows */
     uint64_t free_pages;
     uint64_t *bits;     /* bit p - first set: page p is free */
+    uint64_t *fresh;    /* bit set: handed out by the open transaction */
     uint64_t nbits;     /* pages the bitmap covers */
     extvec lists[ALLOC_CLASSES + 1]; /* lists[k]: free runs of k pages */
     extvec large;                    /* free runs over ALLOC_CLASSES */
@@ -62,6 +63,10 @@ int alloc_get(alloc *a, uint32_t npages, uint64_t *pgno);
 
 /* Takes back the run the last alloc_get handed out (undoing a plan). */
 void alloc_unget(alloc *a, bn_ext e);
+
+/* Was the page handed out by the open transaction (so no snapshot can
+ * see it, and it may be rewritten in place)? */
+int alloc_is_fresh(const alloc *a, uint64_t pgno);
 
 /* Returns a run to the free lists now. */
 int alloc_put(alloc *a, bn_ext e);

@@ -299,6 +299,9 @@ static int decode_node(bonsai_db *db, bt_tree *t, bn_ext e, unsigned level,
     n->level = (uint8_t)level;
     n->home = e;
     n->has_home = 1;
+    /* written earlier by this very transaction: its own to rewrite */
+    if (db->cow && alloc_is_fresh(&db->al, e.pgno))
+        n->home_txn = db->wtxn_id;
     n->parent = parent;
     *out = n;
     return 0;
@@ -551,11 +554,20 @@ int bt_put_slots(bonsai_db *db, bt_tree *t, bn_key key, uint32_t vlen,
     return 0;
 }
 
+/* Nodes a change removes from its tree wait in the graveyard; room for
+ * them is made first, so unlinking a node can never lose it. */
+static int room_for_removed(bonsai_db *db, const bt_tree *t)
+{
+    return ptrvec_reserve(&db->graveyard, 2u * (t->depth + 2u));
+}
+
 int bt_put(bonsai_db *db, bt_tree *t, bn_key key, const uint8_t *val,
            uint32_t vlen, unsigned flags)
 {
     bn_node *leaf;
-    int found, rc = touch_leaf(db, t, key, &leaf);
+    int found, rc = room_for_removed(db, t);
+    if (rc == 0)
+        rc = touch_leaf(db, t, key, &leaf);
     if (rc)
         return rc;
     uint32_t idx = bn_search(leaf, key, &found);
@@ -684,7 +696,9 @@ int bt_del(bonsai_db *db, bt_tree *t, bn_key key)
     if (t->depth == 0)
         return BONSAI_NOTFOUND;
     bn_node *leaf;
-    int found, rc = touch_leaf(db, t, key, &leaf);
+    int found, rc = room_for_removed(db, t);
+    if (rc == 0)
+        rc = touch_leaf(db, t, key, &leaf);
     if (rc)
         return rc;
     uint32_t idx = bn_search(leaf, key, &found);

@@ -92,8 +92,8 @@ static int room_for(const bonsai_db *db, uint64_t nodes, uint32_t vlen)
 
 int cache_reserve(bonsai_db *db, uint32_t slots, uint32_t vlen)
 {
-    if (!db->cow && (db->opt.write_cache_bytes == 0 || vlen == CACHE_DELETE))
-        return 0; /* written at once and rolled back, or shrinking */
+    if (!db->cow && vlen == CACHE_DELETE)
+        return 0; /* deletes shrink nodes in place */
     if (room_for(db, 2u * db->dirty_nodes + slots, vlen))
         return 0;
     if (db->dirty.n && cache_flush(db))

@@ -239,25 +239,77 @@ static int file_size(bonsai_db *db, uint64_t *size)
     return 0;
 }
 
+/* A creation that never finished (a crash or an error before the header
+ * reached the disk) leaves at most the head area, all zero: no store yet. */
+static int never_created(bonsai_db *db, uint64_t fsize, int *yes)
+{
+    *yes = fsize == 0;
+    if (fsize == 0 || fsize > BX_HEAD_BYTES)
+        return 0;
+    uint8_t head[BX_HEAD_BYTES] = {0};
+    int rc = db->io.pread(db->io.ctx, db->fd, head, (size_t)fsize, 0);
+    if (rc)
+        return rc;
+    size_t i = 0;
+    while (i < fsize && head[i] == 0)
+        i++;
+    *yes = i == fsize;
+    return 0;
+}
+
+static int create_file(bonsai_db *db, uint64_t *fsize)
+{
+    if (db->opt.read_only)
+        return BONSAI_CORRUPT;
+    db->page_size = db->opt.page_size;
+    db->first_pgno = head_bytes(db->page_size) / db->page_size;
+    int rc = write_header(db);
+    if (rc) {
+        db->io.truncate(db->io.ctx, db->fd, 0); /* leave no half store */
+        return rc;
+    }
+    db->meta = (bx_meta){.end = db->first_pgno};
+    return file_size(db, fsize);
+}
+
+/* Zeroes a meta slot open did not pick because it was torn, before any
+ * commit can reuse its number: else a second torn write of that number
+ * could splice with the first into a valid-looking slot. */
+static int clear_torn_slots(bonsai_db *db)
+{
+    uint8_t head[BX_HEAD_BYTES], zero[BX_META_SIZE] = {0};
+    int rc = db->io.pread(db->io.ctx, db->fd, head, sizeof head, 0);
+    int cleared = 0;
+    for (unsigned s = 0; s < 2 && rc == 0; s++) {
+        bx_meta m;
+        const uint8_t *p = head + BX_META_OFF(s);
+        if (bx_meta_decode(p, &m) == 0 || !memcmp(p, zero, sizeof zero))
+            continue;
+        rc = db->io.pwrite(db->io.ctx, db->fd, zero, sizeof zero,
+                           BX_META_OFF(s));
+        cleared = 1;
+    }
+    if (rc == 0 && cleared)
+        rc = db->io.fsync(db->io.ctx, db->fd);
+    return rc;
+}
+
 static int open_file(bonsai_db *db, const char *path)
 {
-    int rc = open_fd(db, path);
+    int rc = open_fd(db, path), fresh = 0;
     uint64_t fsize = 0;
     if (rc == 0)
         rc = file_size(db, &fsize);
+    if (rc == 0)
+        rc = never_created(db, fsize, &fresh);
     if (rc)
         return rc;
-    if (fsize == 0) {
-        if (db->opt.read_only)
-            return BONSAI_CORRUPT;
-        db->page_size = db->opt.page_size;
-        db->first_pgno = head_bytes(db->page_size) / db->page_size;
-        if ((rc = write_header(db)) || (rc = file_size(db, &fsize)))
-            return rc;
-        db->meta = (bx_meta){.end = db->first_pgno};
-    } else if ((rc = load_file(db, fsize))) {
+    if (fresh)
+        rc = create_file(db, &fsize);
+    else if ((rc = load_file(db, fsize)) == 0 && !db->opt.read_only)
+        rc = clear_torn_slots(db);
+    if (rc)
         return rc;
-    }
     long os = sysconf(_SC_PAGESIZE);
     uint64_t ospage = os > 0 ? (uint64_t)os : 4096;
     if (fsize % ospage && !db->opt.read_only) {

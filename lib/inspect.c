@@ -92,12 +92,20 @@ static int walk_ref(shape *s, bn_child ref, unsigned level)
 
 static int walk_mem(shape *s, const bn_node *n)
 {
+    const bonsai_db *db = s->db;
+    uint64_t raw = n->est, stored = raw, pages = whole_pages(db, raw);
+    if (n->has_home && !n->dirty) {
+        /* written: its image at home tells the stored size */
+        const uint8_t *img = db->rg.base + n->home.pgno * db->page_size;
+        stored = get_le32(img + 4);
+        pages = (uint64_t)n->home.npages * db->page_size;
+        if (pk_is_packed(img))
+            raw = get_le32(img + 12);
+        else
+            raw = stored;
+    }
     /* not written yet: its estimate stands for its image */
-    uint64_t raw = n->est;
-    count_node(s, n->leaf, raw, raw,
-               n->has_home && !n->dirty
-                   ? (uint64_t)n->home.npages * s->db->page_size
-                   : whole_pages(s->db, raw));
+    count_node(s, n->leaf, raw, stored, pages);
     int rc = 0;
     for (uint32_t i = 0; !n->leaf && i < n->n && rc == 0; i++)
         rc = walk_ref(s, n->child[i], n->level);

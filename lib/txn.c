@@ -194,8 +194,9 @@ static int commit_write(bonsai_db *db, bonsai_txn *txn)
     }
     bx_meta m = next_meta(db, txn->id);
     rc = make_durable(db, &m);
-    if (alloc_txn_commit(&db->al, txn->id) && rc == 0)
-        rc = BONSAI_NOMEM; /* released pages stay unused until reopen */
+    /* the commit stands now: if its released pages cannot be recorded
+     * they stay unused until the next open derives them free again */
+    alloc_txn_commit(&db->al, txn->id);
     publish(db, &m);
     maps_after_commit(db);
     cache_after_change(db);

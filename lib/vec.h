@@ -55,6 +55,22 @@ static inline int ptrvec_push(ptrvec *a, void *p)
     return 0;
 }
 
+/* Makes room for `more` pushes that then cannot fail. */
+static inline int ptrvec_reserve(ptrvec *a, size_t more)
+{
+    if (a->n + more <= a->cap)
+        return 0;
+    size_t cap = a->cap ? a->cap : 16;
+    while (cap < a->n + more)
+        cap *= 2;
+    void **v = realloc(a->v, cap * sizeof *v);
+    if (!v)
+        return BONSAI_NOMEM;
+    a->v = v;
+    a->cap = cap;
+    return 0;
+}
+
 static inline void ptrvec_free(ptrvec *a)
 {
     free(a->v);
