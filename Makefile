@@ -6,15 +6,18 @@
 #   make check      builds and runs every tests/test_*.c (Criterion), first
 #                   in build/, then again in build/asan/ with ASan + UBSan
 #                   (`make check-tree` runs one tree: build/, or $(BUILD))
-#   make demo       the fill-until-full experiment, 256 MiB of anonymous memory
+#   make demo       every bonsai-fill preset at 256 MiB, one table (tools/fill.mk)
+#   make plot       PNG charts of the demo (gnuplot)
+#   make bench      bonsai against LMDB, side by side (bench/bench.mk);
+#                   bench-quick, bench-plot
+#   make fuzz       libFuzzer harnesses (fuzz/fuzz.mk); fuzz-smoke: each for
+#                   FUZZ_SMOKE_SECONDS (60), as CI does
 #   make install    PREFIX=/usr/local DESTDIR= ; make uninstall ; make clean
 #
 # Your CC, CPPFLAGS, CFLAGS, LDFLAGS and LDLIBS are honoured and come after
 # ours, so they win.  SANITIZE=1 builds the whole tree with sanitizers (what
 # `make check` does in build/asan/).
 #
-# Still to come: bench (bench/), fuzz and fuzz-smoke (fuzz/, clang
-# -fsanitize=fuzzer), and a replay of the fuzz corpora in `check`.
 
 VERSION    := 0.1.0
 SOMAJOR    := 0
@@ -69,7 +72,7 @@ SOLINKS    := $(BUILD)/$(SONAME) $(BUILD)/libbonsai.so
 TOOLS      := $(TOOL_SRCS:tools/%.c=$(BUILD)/%)
 TESTS      := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all check check-tree demo install uninstall clean
+.PHONY: all check check-tree install uninstall clean
 .DEFAULT_GOAL := all
 
 all: $(STATIC) $(SHARED) $(SOLINKS) $(TOOLS)
@@ -144,10 +147,11 @@ check: check-tree
 	@echo "check: OK: $(words $(TESTS)) test binaries passed in" \
 	    "$(BUILD)/ and $(BUILD)/asan/ (ASan+UBSan)"
 
-# ---- demo ------------------------------------------------------------------
+# ---- the experiment's ladder, the benchmark, fuzzing ------------------------
 
-demo: all
-	$(BUILD)/bonsai-fill --cap 256M
+include tools/fill.mk
+-include bench/bench.mk
+-include fuzz/fuzz.mk
 
 # ---- install ---------------------------------------------------------------
 

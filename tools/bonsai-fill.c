@@ -9,11 +9,16 @@
  * 100,000 inserts; when FULL arrives the open transaction is aborted and
  * only committed entries count.
  *
- * It prints the count every 1,000,000 entries, then a report (entries,
- * bytes used, peak RSS, bytes per entry, time, rate, why it stopped), then
- * checks the map: bonsai_count, an ordered cursor walk and lookups of up
- * to SAMPLE_MAX keys kept while filling.  With --json the last line of
- * stdout is the report as one JSON object.
+ * --preset NAME stands for a set of flags: one rung of the original
+ * experiment's ladder (see PRESETS below and --preset list).
+ *
+ * While it fills it shows progress: a live line on a terminal, the count
+ * every 1,000,000 entries otherwise, nothing with --quiet; --csv FILE gets
+ * a row per million.  Then a report (entries, bytes, RSS, rate, sampled
+ * insert latency, the tree's shape from bonsai_map_stat, why it stopped),
+ * then a check of the map: bonsai_count, an ordered cursor walk and
+ * lookups of up to SAMPLE_MAX keys kept while filling.  With --json the
+ * last line of stdout is the report as one JSON object.
  *
  * Exit: 0 done and consistent, 1 an error, 2 bad usage, 3 inconsistent.
  * Uses only the public API (bonsai.h).
@@ -38,9 +43,96 @@
 #define TXN_BATCH 100000u
 #define REPORT_EVERY 1000000u
 #define SAMPLE_MAX 1024u
+#define DEFAULT_FILE "/tmp/bonsai-fill.db"
+/* The original ran in "15 GB"; we read that as 15 GiB. */
+#define ORIG_BYTES (15.0 * 1024 * 1024 * 1024)
+#define TICK_SECONDS 0.25   /* live line refresh */
+#define TICK_INSERTS 4096u  /* inserts between looks at the clock */
+#define STAT_PROGRESS 0.02  /* bonsai_map_stat: at most every 2 % ... */
+#define STAT_SECONDS 1.0    /* ... and at most once a second */
+#define LAT_GAP_MAX 127u    /* latency sample gaps 1..127, mean 64 */
+#define LAT_SUB 16u         /* histogram: 16 buckets per power of two */
+#define LAT_BUCKETS (61u * LAT_SUB)
+
+/* ---- presets ------------------------------------------------------------ */
+
+/* A preset is shorthand for flags the user could type; flags given on the
+ * command line override it.  orig_m and orig_bpe are the original's row
+ * (millions of entries in 15 GB, bytes per entry); file variants repeat the
+ * row of their in-memory twin for comparison. */
+struct preset {
+    const char *name;
+    const char *flags;
+    double orig_m;
+    double orig_bpe;
+};
+
+#define MEM "--no-txn --page-size 512"
+#define FILE_ "--txn --file " DEFAULT_FILE " --page-size 512"
+#define CACHE " --write-cache 32M --flush-delay 0"
+#define NOCACHE " --write-cache 0 --flush-delay 0"
+#define N32 " --node-entries 32 --node-bytes 4096"
+#define N120 " --node-entries 120 --node-bytes 4096"
+#define N4096 " --node-entries 4096 --node-bytes 4096"
+#define SEQ " --keys seq"
+#define RND " --keys random"
+#define RAW " --compress none"
+
+static const struct preset PRESETS[] = {
+    {"direct", MEM NOCACHE N32 SEQ RAW, 980, 16.4},
+    {"direct-cache", MEM CACHE N32 SEQ RAW, 1738, 9.3},
+    {"direct-cache-n120-zlib", MEM CACHE N120 SEQ " --compress zlib", 3315,
+     4.9},
+    {"direct-cache-n120-lz4", MEM CACHE N120 SEQ " --compress lz4", 3315,
+     4.9},
+    {"random-cache", MEM CACHE N32 RND RAW, 651, 24.7},
+    {"file-direct", FILE_ NOCACHE N32 SEQ RAW, 980, 16.4},
+    {"file-direct-cache", FILE_ CACHE N32 SEQ RAW, 1738, 9.3},
+    {"file-direct-cache-n120-zlib", FILE_ CACHE N120 SEQ " --compress zlib",
+     3315, 4.9},
+    {"file-direct-cache-n120-lz4", FILE_ CACHE N120 SEQ " --compress lz4",
+     3315, 4.9},
+    {"file-random-cache", FILE_ CACHE N32 RND RAW, 651, 24.7},
+    /* bonsai's own node size (4 KiB, up to 4096 entries): beyond the
+     * ladder, against its best sequential row and its random row */
+    {"bonsai", MEM CACHE N4096 SEQ RAW, 3315, 4.9},
+    {"bonsai-random", MEM CACHE N4096 RND RAW, 651, 24.7},
+};
+#define NPRESETS (sizeof PRESETS / sizeof PRESETS[0])
+
+static const struct preset *preset_find(const char *name)
+{
+    for (size_t i = 0; i < NPRESETS; i++)
+        if (strcmp(PRESETS[i].name, name) == 0)
+            return &PRESETS[i];
+    return NULL;
+}
+
+static void preset_list(void)
+{
+    printf("%-28s %-22s %s\n", "PRESET", "ORIGINAL (15 GB)", "FLAGS");
+    for (size_t i = 0; i < NPRESETS; i++) {
+        const struct preset *p = &PRESETS[i];
+        char orig[32];
+        snprintf(orig, sizeof orig, "%.0f M, %.1f B/entry", p->orig_m,
+                 p->orig_bpe);
+        printf("%-28s %-22s %s\n", p->name, orig, p->flags);
+    }
+    printf("\nThe original: MapDB 2012, JVM, 15 GB of direct memory; file-*\n"
+           "and bonsai* repeat the row they compare with.  n120: a node\n"
+           "splits beyond 120 entries; node_bytes 4096 leaves room for 120\n"
+           "entries even at 9 bytes of key each, so the count binds.\n");
+}
+
+/* ---- arguments ---------------------------------------------------------- */
+
+#define WRITE_CACHE_DEFAULT UINT64_MAX
+#define FLUSH_DELAY_DEFAULT UINT32_MAX
 
 struct args {
     const char *file;      /* NULL: anonymous memory */
+    const struct preset *preset;
+    const char *csv;       /* NULL: no CSV */
     uint64_t cap;
     int random;            /* 0 seq, 1 random */
     uint64_t seed;
@@ -49,59 +141,77 @@ struct args {
     uint32_t node_bytes;   /* 0: library default */
     uint32_t node_entries;
     uint32_t page_size;
+    uint64_t write_cache;  /* WRITE_CACHE_DEFAULT: the library's */
+    uint32_t flush_delay;  /* FLUSH_DELAY_DEFAULT: the library's */
+    unsigned compress;     /* BONSAI_COMPRESS_* */
+    int level;             /* zlib level, 0 default */
     int json;
+    int quiet;
 };
-
-/* Every stride-th inserted key, in insertion order: sample[i] is entry
- * number i * stride.  When the array fills, every other one is dropped and
- * the stride doubles, so it always spans the whole fill. */
-struct sample {
-    uint64_t key[SAMPLE_MAX];
-    uint32_t n;
-    uint64_t stride;
-};
-
-struct fill {
-    bonsai_db *db;
-    bonsai_map map;
-    int transactions;      /* as the store reports it */
-    uint64_t gen;          /* next seq key, or the PRNG state */
-    uint64_t entries;      /* committed entries */
-    uint64_t next_report;
-    const char *stopped;   /* "full" or "count" */
-    double seconds;
-    uint64_t rss_peak;
-    bonsai_stat st;
-    struct sample sample;
-};
-
-/* ---- usage and arguments ------------------------------------------------ */
 
 static void usage(FILE *out)
 {
     fprintf(out,
-        "usage: bonsai-fill [options]\n"
-        "Inserts u64 keys with empty values into map \"test\" until the\n"
-        "store is full (or --count entries), then reports and checks it.\n"
-        "\n"
-        "  --file PATH        store in PATH (created anew; default:\n"
-        "                     anonymous memory)\n"
-        "  --cap SIZE         max_size, with K, M or G (powers of 1024);\n"
-        "                     default 1G\n"
-        "  --keys seq|random  0,1,2,... or seeded random keys (default seq)\n"
-        "  --seed N           PRNG seed for --keys random (default 1)\n"
-        "  --count N          stop after N entries (default: until full)\n"
-        "  --txn, --no-txn    transactions on or off (default: the\n"
-        "                     library's: on for a file, off in memory);\n"
-        "                     with --txn it commits every %u inserts\n"
-        "  --node-bytes N     target encoded node size in bytes\n"
-        "  --node-entries N   maximum entries in a node\n"
-        "  --page-size N      allocation granule in bytes\n"
-        "  --json             end with the report as one JSON line\n"
-        "  --help             this text\n"
-        "\n"
-        "Exit status: 0 done and consistent, 1 error, 2 bad usage,\n"
-        "3 consistency check failed.\n",
+"NAME\n"
+"    bonsai-fill - insert u64 keys until the store is full\n"
+"\n"
+"SYNOPSIS\n"
+"    bonsai-fill [--preset NAME] [OPTION]...\n"
+"    bonsai-fill --preset list\n"
+"\n"
+"DESCRIPTION\n"
+"    Inserts u64 keys with empty values into the map \"test\" of a new\n"
+"    store until it is full (BONSAI_FULL) or holds --count entries, then\n"
+"    reports and checks it (count, ordered walk, sampled lookups).\n"
+"\n"
+"    --preset NAME       one rung of the original experiment; a preset is\n"
+"                        a set of the flags below, and flags given with it\n"
+"                        override it wherever they stand.  'list' prints\n"
+"                        every preset, its flags and the original figure.\n"
+"    --file PATH         store in PATH, created anew (default: anonymous\n"
+"                        memory; file-* presets: " DEFAULT_FILE ")\n"
+"    --cap SIZE          max_size; K, M, G are powers of 1024 (default 1G)\n"
+"    --keys seq|random   0,1,2,... or seeded random keys (default seq)\n"
+"    --seed N            PRNG seed for random keys and latency sampling\n"
+"                        (default 1); same seed, same figures but time\n"
+"    --count N           stop after N entries (default: until full)\n"
+"    --txn, --no-txn     transactions on or off (default: the library's,\n"
+"                        on for a file, off in memory); with --txn it\n"
+"                        commits every %u inserts\n"
+"    --write-cache SIZE  write cache bytes, 0 = none (default: library's)\n"
+"    --flush-delay MS    write cached nodes once this old (0 = no limit)\n"
+"    --compress none|lz4|zlib[:LEVEL]\n"
+"                        node compression (default none; zlib level 1..9)\n"
+"    --node-bytes N      target node size in bytes (uncompressed)\n"
+"    --node-entries N    maximum entries in a node\n"
+"    --page-size N       allocation granule in bytes\n"
+"\n"
+"OUTPUT\n"
+"    On a terminal a live line (entries, rate, bytes per entry, %% of the\n"
+"    cap, elapsed), refreshed 4 times a second; otherwise the count every\n"
+"    1,000,000 entries, one number a line.\n"
+"    --quiet             neither\n"
+"    --csv FILE          a header, then a row per million entries and one\n"
+"                        at the end: seconds, entries, bytes used, bytes\n"
+"                        mapped, RSS, write cache bytes, depth, leaf and\n"
+"                        branch nodes, leaf fill, compression ratio (raw /\n"
+"                        stored), inserts per second in the interval, and\n"
+"                        stat_at: the entries when the shape columns were\n"
+"                        measured.  bonsai_map_stat walks the whole tree,\n"
+"                        so it runs at most every 2 %% of the run (of the\n"
+"                        cap, or of --count) and once a second; rows in\n"
+"                        between repeat its last values.\n"
+"    --json              end with the report as one JSON line\n"
+"    --help              this text\n"
+"\n"
+"    The report samples insert latency: one bonsai_put_u64 in 64 on\n"
+"    average, at random gaps (commits are not inserts), percentiles\n"
+"    within 3 %%.  Inserts per second exclude the time bonsai_map_stat\n"
+"    took during the fill.\n"
+"\n"
+"EXIT STATUS\n"
+"    0 stopped as asked (full or --count) and consistent, 1 error,\n"
+"    2 bad usage, 3 consistency check failed.\n",
         TXN_BATCH);
 }
 
@@ -156,6 +266,34 @@ static int parse_size(const char *s, uint64_t *out)
     return 0;
 }
 
+/* none | lz4 | zlib | zlib:LEVEL */
+static int parse_compress(const char *s, struct args *a)
+{
+    a->level = 0;
+    if (strcmp(s, "none") == 0)
+        a->compress = BONSAI_COMPRESS_NONE;
+    else if (strcmp(s, "lz4") == 0)
+        a->compress = BONSAI_COMPRESS_LZ4;
+    else if (strncmp(s, "zlib", 4) == 0 && (s[4] == '\0' || s[4] == ':'))
+        a->compress = BONSAI_COMPRESS_ZLIB;
+    else
+        return -1;
+    uint64_t level;
+    if (s[0] == 'z' && s[4] == ':') {
+        if (parse_count(s + 5, &level) || level < 1 || level > 9)
+            return -1;
+        a->level = (int)level;
+    }
+    return 0;
+}
+
+static const char *compress_name(unsigned c)
+{
+    return c == BONSAI_COMPRESS_LZ4    ? "lz4"
+           : c == BONSAI_COMPRESS_ZLIB ? "zlib"
+                                       : "none";
+}
+
 static int bad_usage(void)
 {
     fprintf(stderr, "Try 'bonsai-fill --help'.\n");
@@ -168,48 +306,106 @@ static int bad_value(const char *opt, const char *val)
     return bad_usage();
 }
 
-/* Fills *a from argv.  Returns 0, or an exit status (-1 for --help). */
-static int parse_args(int argc, char **argv, struct args *a)
+static const struct option LONGOPTS[] = {
+    {"preset", required_argument, NULL, 'p'},
+    {"file", required_argument, NULL, 'f'},
+    {"cap", required_argument, NULL, 'c'},
+    {"keys", required_argument, NULL, 'k'},
+    {"seed", required_argument, NULL, 's'},
+    {"count", required_argument, NULL, 'n'},
+    {"txn", no_argument, NULL, 'T'},
+    {"no-txn", no_argument, NULL, 'N'},
+    {"write-cache", required_argument, NULL, 'W'},
+    {"flush-delay", required_argument, NULL, 'D'},
+    {"compress", required_argument, NULL, 'C'},
+    {"node-bytes", required_argument, NULL, 'B'},
+    {"node-entries", required_argument, NULL, 'E'},
+    {"page-size", required_argument, NULL, 'P'},
+    {"csv", required_argument, NULL, 'v'},
+    {"quiet", no_argument, NULL, 'q'},
+    {"json", no_argument, NULL, 'j'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* Applies one option.  Returns 0, -1 for a bad value, 1 for --help, 2 for
+ * an unknown option. */
+static int apply_opt(int c, const char *v, struct args *a)
 {
-    static const struct option longopts[] = {
-        {"file", required_argument, NULL, 'f'},
-        {"cap", required_argument, NULL, 'c'},
-        {"keys", required_argument, NULL, 'k'},
-        {"seed", required_argument, NULL, 's'},
-        {"count", required_argument, NULL, 'n'},
-        {"txn", no_argument, NULL, 'T'},
-        {"no-txn", no_argument, NULL, 'N'},
-        {"node-bytes", required_argument, NULL, 'B'},
-        {"node-entries", required_argument, NULL, 'E'},
-        {"page-size", required_argument, NULL, 'P'},
-        {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    *a = (struct args){.cap = UINT64_C(1) << 30, .seed = 1,
-                       .count = UINT64_MAX, .transactions = -1};
-    int c, idx = 0, bad = 0;
-    while ((c = getopt_long(argc, argv, "h", longopts, &idx)) != -1) {
-        switch (c) {
-        case 'f': a->file = optarg; break;
-        case 'c': bad = parse_size(optarg, &a->cap); break;
-        case 'k':
-            bad = strcmp(optarg, "seq") && strcmp(optarg, "random");
-            a->random = strcmp(optarg, "random") == 0;
-            break;
-        case 's': bad = parse_count(optarg, &a->seed); break;
-        case 'n': bad = parse_count(optarg, &a->count); break;
-        case 'T': a->transactions = 1; break;
-        case 'N': a->transactions = 0; break;
-        case 'B': bad = parse_u32(optarg, &a->node_bytes); break;
-        case 'E': bad = parse_u32(optarg, &a->node_entries); break;
-        case 'P': bad = parse_u32(optarg, &a->page_size); break;
-        case 'j': a->json = 1; break;
-        case 'h': usage(stdout); return -1;
-        default: return bad_usage();
+    switch (c) {
+    case 'p': return 0; /* found by find_preset() */
+    case 'f': a->file = v; return 0;
+    case 'c': return parse_size(v, &a->cap);
+    case 'k':
+        a->random = strcmp(v, "random") == 0;
+        return strcmp(v, "seq") && !a->random ? -1 : 0;
+    case 's': return parse_count(v, &a->seed);
+    case 'n': return parse_count(v, &a->count);
+    case 'T': a->transactions = 1; return 0;
+    case 'N': a->transactions = 0; return 0;
+    case 'W': return parse_size(v, &a->write_cache);
+    case 'D': return parse_u32(v, &a->flush_delay);
+    case 'C': return parse_compress(v, a);
+    case 'B': return parse_u32(v, &a->node_bytes);
+    case 'E': return parse_u32(v, &a->node_entries);
+    case 'P': return parse_u32(v, &a->page_size);
+    case 'v': a->csv = v; return 0;
+    case 'q': a->quiet = 1; return 0;
+    case 'j': a->json = 1; return 0;
+    case 'h': return 1;
+    default: return 2;
+    }
+}
+
+/* First pass: the name given to the last --preset, or NULL. */
+static const char *find_preset(int argc, char **argv)
+{
+    const char *name = NULL;
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "h", LONGOPTS, NULL)) != -1)
+        if (c == 'p')
+            name = optarg;
+    opterr = 1;
+    optind = 0; /* GNU: start afresh */
+    return name;
+}
+
+/* A new argv (malloc'ed) with the preset's flags right after argv[0], so
+ * that the command line's own flags come later and win.  The flags'
+ * strings live in a static buffer. */
+static char **with_preset(int argc, char **argv, const struct preset *p,
+                          int *newc)
+{
+    static char buf[512];
+    snprintf(buf, sizeof buf, "%s", p->flags);
+    char **v = malloc((size_t)(argc + 64) * sizeof *v);
+    if (!v)
+        return NULL;
+    int n = 0;
+    v[n++] = argv[0];
+    for (char *t = strtok(buf, " "); t && n < 64; t = strtok(NULL, " "))
+        v[n++] = t;
+    for (int i = 1; i < argc; i++)
+        v[n++] = argv[i];
+    v[n] = NULL;
+    *newc = n;
+    return v;
+}
+
+static int parse_opts(int argc, char **argv, struct args *a)
+{
+    int c, idx = 0;
+    while ((c = getopt_long(argc, argv, "h", LONGOPTS, &idx)) != -1) {
+        int r = apply_opt(c, optarg, a);
+        if (r == 1) {
+            usage(stdout);
+            return -1;
         }
-        if (bad)
-            return bad_value(longopts[idx].name, optarg);
+        if (r == 2)
+            return bad_usage();
+        if (r)
+            return bad_value(LONGOPTS[idx].name, optarg);
     }
     if (optind < argc) {
         fprintf(stderr, "bonsai-fill: unexpected argument '%s'\n",
@@ -219,7 +415,46 @@ static int parse_args(int argc, char **argv, struct args *a)
     return 0;
 }
 
-/* ---- keys and samples ---------------------------------------------------- */
+/* Fills *a from argv.  Returns 0, or an exit status (-1: exit 0 now). */
+static int parse_args(int argc, char **argv, struct args *a)
+{
+    *a = (struct args){.cap = UINT64_C(1) << 30, .seed = 1,
+                       .count = UINT64_MAX, .transactions = -1,
+                       .write_cache = WRITE_CACHE_DEFAULT,
+                       .flush_delay = FLUSH_DELAY_DEFAULT};
+    const char *name = find_preset(argc, argv);
+    if (name && strcmp(name, "list") == 0) {
+        preset_list();
+        return -1;
+    }
+    if (name && !(a->preset = preset_find(name))) {
+        fprintf(stderr, "bonsai-fill: no preset '%s' (--preset list)\n",
+                name);
+        return bad_usage();
+    }
+    if (!a->preset)
+        return parse_opts(argc, argv, a);
+    /* Values point at the strings, not into the array: free it after. */
+    char **v = with_preset(argc, argv, a->preset, &argc);
+    if (!v) {
+        fprintf(stderr, "bonsai-fill: out of memory\n");
+        return EXIT_ERROR;
+    }
+    int rc = parse_opts(argc, v, a);
+    free(v);
+    return rc;
+}
+
+/* ---- keys and samples --------------------------------------------------- */
+
+/* Every stride-th inserted key, in insertion order: sample[i] is entry
+ * number i * stride.  When the array fills, every other one is dropped and
+ * the stride doubles, so it always spans the whole fill. */
+struct sample {
+    uint64_t key[SAMPLE_MAX];
+    uint32_t n;
+    uint64_t stride;
+};
 
 static uint64_t splitmix64(uint64_t *state)
 {
@@ -227,11 +462,6 @@ static uint64_t splitmix64(uint64_t *state)
     z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
     z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
     return z ^ (z >> 31);
-}
-
-static uint64_t next_key(struct fill *f, const struct args *a)
-{
-    return a->random ? splitmix64(&f->gen) : f->gen++;
 }
 
 /* Called for entry number idx (0-based) with its key. */
@@ -258,13 +488,20 @@ static void sample_truncate(struct sample *s, uint64_t entries)
         s->n = (uint32_t)keep;
 }
 
-/* ---- measuring ------------------------------------------------------------ */
+/* ---- clocks and memory -------------------------------------------------- */
 
 static double now_seconds(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static uint64_t rss_peak_bytes(void)
@@ -275,15 +512,113 @@ static uint64_t rss_peak_bytes(void)
     return (uint64_t)ru.ru_maxrss * 1024u;
 }
 
-/* Prints the running count for every million entries now committed. */
-static void progress(struct fill *f)
+static uint64_t rss_now_bytes(void)
 {
-    while (f->entries >= f->next_report) {
-        printf("%" PRIu64 "\n", f->next_report);
-        fflush(stdout);
-        f->next_report += REPORT_EVERY;
-    }
+    unsigned long size, resident;
+    FILE *fp = fopen("/proc/self/statm", "r");
+    if (!fp)
+        return 0;
+    int n = fscanf(fp, "%lu %lu", &size, &resident);
+    fclose(fp);
+    return n == 2 ? (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE) : 0;
 }
+
+/* ---- latency: a log-scale histogram of sampled inserts ------------------ */
+
+struct latency {
+    uint64_t hist[LAT_BUCKETS];
+    uint64_t n, max_ns;
+    uint64_t rng;   /* picks the gaps */
+    uint32_t gap;   /* inserts until the next timed one */
+};
+
+/* Values below LAT_SUB have a bucket each; above, LAT_SUB buckets per
+ * power of two. */
+static unsigned lat_bucket(uint64_t ns)
+{
+    if (ns < LAT_SUB)
+        return (unsigned)ns;
+    unsigned e = 63u - (unsigned)__builtin_clzll(ns); /* >= 4 */
+    unsigned sub = (unsigned)(ns >> (e - 4)) & (LAT_SUB - 1);
+    unsigned b = (e - 3) * LAT_SUB + sub;
+    return b < LAT_BUCKETS ? b : LAT_BUCKETS - 1;
+}
+
+/* The middle of bucket b. */
+static uint64_t lat_value(unsigned b)
+{
+    if (b < LAT_SUB)
+        return b;
+    unsigned e = b / LAT_SUB + 3, sub = b % LAT_SUB;
+    uint64_t lo = (uint64_t)(LAT_SUB + sub) << (e - 4);
+    return lo + ((UINT64_C(1) << (e - 4)) >> 1);
+}
+
+static void lat_next_gap(struct latency *l)
+{
+    l->gap = 1 + (uint32_t)(splitmix64(&l->rng) % LAT_GAP_MAX);
+}
+
+static void lat_add(struct latency *l, uint64_t ns)
+{
+    l->hist[lat_bucket(ns)]++;
+    l->n++;
+    if (ns > l->max_ns)
+        l->max_ns = ns;
+}
+
+/* The q-quantile (0 < q < 1) of the samples, 0 without any. */
+static uint64_t lat_quantile(const struct latency *l, double q)
+{
+    uint64_t want = (uint64_t)(q * (double)l->n) + 1, seen = 0;
+    for (unsigned b = 0; b < LAT_BUCKETS && l->n; b++) {
+        seen += l->hist[b];
+        if (seen >= want)
+            return lat_value(b) < l->max_ns ? lat_value(b) : l->max_ns;
+    }
+    return l->max_ns;
+}
+
+/* ---- the state of a fill ------------------------------------------------ */
+
+enum display { SHOW_NONE, SHOW_LINES, SHOW_LIVE };
+
+struct probe {
+    enum display show;
+    FILE *csv;
+    double t0;               /* the fill began */
+    uint64_t next_event;     /* inserts at which to look again */
+    uint64_t next_row;       /* next million */
+    uint64_t next_look;      /* next look at the clock (live line) */
+    double live_time;        /* last live line: when, at how many */
+    uint64_t live_entries;
+    double live_rate;
+    double row_time;         /* last CSV row: when, at how many */
+    uint64_t row_entries;
+    bonsai_map_info info;    /* the last bonsai_map_stat */
+    int have_info;
+    uint64_t info_entries;
+    double info_time, info_progress;
+    double row_rate;         /* of the last CSV row */
+    uint64_t row_stat_at;
+    double stat_seconds;     /* spent in bonsai_map_stat */
+};
+
+struct fill {
+    bonsai_db *db;
+    bonsai_map map;
+    int transactions;      /* as the store reports it */
+    uint64_t gen;          /* next seq key, or the PRNG state */
+    uint64_t entries;      /* committed entries */
+    const char *stopped;   /* "full" or "count" */
+    double seconds;
+    double stat_seconds;   /* of them in bonsai_map_stat */
+    uint64_t rss_peak;
+    bonsai_stat st;
+    struct sample sample;
+    struct latency lat;
+    struct probe pr;
+};
 
 static int fail(const char *what, int rc)
 {
@@ -291,20 +626,239 @@ static int fail(const char *what, int rc)
     return EXIT_ERROR;
 }
 
-/* ---- opening ---------------------------------------------------------- */
+/* ---- the tree's shape --------------------------------------------------- */
+
+/* How far the run is, 0..1: of the cap, or of --count if that is nearer. */
+static double run_progress(const struct fill *f, const struct args *a,
+                           uint64_t entries)
+{
+    double p = (double)f->st.bytes_used / (double)a->cap;
+    if (a->count != UINT64_MAX && a->count > 0) {
+        double pc = (double)entries / (double)a->count;
+        p = pc > p ? pc : p;
+    }
+    return p;
+}
+
+/* Walks the tree now (bonsai_map_stat).  Returns 0 or the library's error. */
+static int shape_now(struct fill *f, uint64_t entries)
+{
+    struct probe *pr = &f->pr;
+    double t = now_seconds();
+    int rc = bonsai_map_stat(NULL, f->map, &pr->info);
+    double t1 = now_seconds();
+    pr->stat_seconds += t1 - t;
+    pr->info_time = t1;
+    pr->info_entries = entries;
+    pr->have_info = rc == 0;
+    return rc;
+}
+
+/* Walks the tree if 2 % of the run and a second have passed since the
+ * last walk (or there was none). */
+static void shape_maybe(struct fill *f, const struct args *a,
+                        uint64_t entries)
+{
+    struct probe *pr = &f->pr;
+    double p = run_progress(f, a, entries);
+    if (pr->have_info && (p - pr->info_progress < STAT_PROGRESS ||
+                          now_seconds() - pr->info_time < STAT_SECONDS))
+        return;
+    pr->info_progress = p;
+    shape_now(f, entries); /* a failure leaves have_info 0: empty columns */
+}
+
+static double ratio(const bonsai_map_info *m)
+{
+    return m->stored_bytes ? (double)m->raw_bytes / (double)m->stored_bytes
+                           : 0.0;
+}
+
+/* ---- progress: CSV rows, counter lines, the live line ------------------- */
+
+static void csv_header(FILE *fp)
+{
+    fprintf(fp, "seconds,entries,bytes_used,bytes_mapped,rss_bytes,"
+                "cache_bytes,depth,leaf_nodes,branch_nodes,leaf_fill,"
+                "compression_ratio,inserts_per_sec,stat_at\n");
+}
+
+/* The shape columns: the last walk's figures and the entries it saw. */
+static void csv_shape(FILE *fp, const struct probe *pr)
+{
+    const bonsai_map_info *m = &pr->info;
+    if (!pr->have_info) {
+        fprintf(fp, ",,,,,");
+        return;
+    }
+    fprintf(fp, ",%" PRIu32 ",%" PRIu64 ",%" PRIu64 ",%.4f,%.3f", m->depth,
+            m->leaf_nodes, m->branch_nodes, m->leaf_fill, ratio(m));
+}
+
+/* A row at entries; the time of its walk counts in no interval. */
+static void csv_row(struct fill *f, const struct args *a, uint64_t entries)
+{
+    struct probe *pr = &f->pr;
+    double t = now_seconds(), dt = t - pr->row_time;
+    if (entries > pr->row_entries && dt > 0)
+        pr->row_rate = (double)(entries - pr->row_entries) / dt;
+    shape_maybe(f, a, entries);
+    fprintf(pr->csv, "%.3f,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
+            ",%" PRIu64, t - pr->t0, entries, f->st.bytes_used,
+            f->st.bytes_mapped, rss_now_bytes(), f->st.cache_bytes);
+    csv_shape(pr->csv, pr);
+    fprintf(pr->csv, ",%.0f,", pr->row_rate);
+    if (pr->have_info)
+        fprintf(pr->csv, "%" PRIu64, pr->info_entries);
+    fputc('\n', pr->csv);
+    pr->row_time = now_seconds();
+    pr->row_entries = entries;
+    pr->row_stat_at = pr->info_entries;
+}
+
+/* 1234567 -> "1,234,567" */
+static const char *grouped(uint64_t v, char buf[32])
+{
+    char tmp[32];
+    int n = snprintf(tmp, sizeof tmp, "%" PRIu64, v), j = 0;
+    for (int i = 0; i < n; i++) {
+        if (i && (n - i) % 3 == 0)
+            buf[j++] = ',';
+        buf[j++] = tmp[i];
+    }
+    buf[j] = '\0';
+    return buf;
+}
+
+static void live_line(struct fill *f, const struct args *a, uint64_t n)
+{
+    struct probe *pr = &f->pr;
+    double t = now_seconds();
+    if (t > pr->live_time)
+        pr->live_rate = (double)(n - pr->live_entries) / (t - pr->live_time);
+    pr->live_time = t;
+    pr->live_entries = n;
+    bonsai_db_stat(f->db, &f->st);
+    char g[32];
+    printf("\r%s entries  %.2f M/s  %.3f B/entry  %.1f %% of cap  %.1f s"
+           "\033[K", grouped(n, g), pr->live_rate / 1e6,
+           n ? (double)f->st.bytes_used / (double)n : 0.0,
+           100.0 * (double)f->st.bytes_used / (double)a->cap, t - pr->t0);
+    fflush(stdout);
+}
+
+/* Every million entries now committed: a counter line, a CSV row. */
+static void committed(struct fill *f, const struct args *a)
+{
+    struct probe *pr = &f->pr;
+    if (f->entries < pr->next_row)
+        return;
+    if (pr->csv)
+        bonsai_db_stat(f->db, &f->st);
+    for (; f->entries >= pr->next_row; pr->next_row += REPORT_EVERY) {
+        if (pr->show == SHOW_LINES) {
+            printf("%" PRIu64 "\n", pr->next_row);
+            fflush(stdout);
+        }
+    }
+    if (pr->csv)
+        csv_row(f, a, f->entries);
+}
+
+static void set_next_event(struct probe *pr, int txn)
+{
+    pr->next_event = pr->show == SHOW_LIVE ? pr->next_look : UINT64_MAX;
+    if (!txn && pr->next_row < pr->next_event)
+        pr->next_event = pr->next_row;
+}
+
+/* Called when n inserts (committed or not) reach pr->next_event. */
+static void event(struct fill *f, const struct args *a, uint64_t n)
+{
+    struct probe *pr = &f->pr;
+    if (!f->transactions)
+        committed(f, a);
+    if (pr->show == SHOW_LIVE && n >= pr->next_look) {
+        pr->next_look = n + TICK_INSERTS;
+        if (now_seconds() - pr->live_time >= TICK_SECONDS)
+            live_line(f, a, n);
+    }
+    set_next_event(pr, f->transactions);
+}
+
+static void after_insert(struct fill *f, const struct args *a, uint64_t n)
+{
+    if (n >= f->pr.next_event)
+        event(f, a, n);
+}
+
+static int probe_start(struct fill *f, const struct args *a)
+{
+    struct probe *pr = &f->pr;
+    pr->show = a->quiet ? SHOW_NONE : isatty(1) ? SHOW_LIVE : SHOW_LINES;
+    if (a->csv) {
+        pr->csv = fopen(a->csv, "w");
+        if (!pr->csv) {
+            fprintf(stderr, "bonsai-fill: %s: %s\n", a->csv,
+                    strerror(errno));
+            return EXIT_ERROR;
+        }
+        csv_header(pr->csv);
+    }
+    pr->t0 = pr->live_time = pr->row_time = now_seconds();
+    pr->next_row = REPORT_EVERY;
+    pr->next_look = TICK_INSERTS;
+    set_next_event(pr, f->transactions);
+    return 0;
+}
+
+/* The end of the fill: the final walk, a last CSV row, the live line. */
+static int probe_end(struct fill *f, const struct args *a)
+{
+    struct probe *pr = &f->pr;
+    int rc = shape_now(f, f->entries);
+    if (pr->csv && (pr->row_entries != f->entries ||
+                    pr->row_stat_at != f->entries || !pr->have_info))
+        csv_row(f, a, f->entries);
+    if (pr->csv && fclose(pr->csv) != 0) {
+        fprintf(stderr, "bonsai-fill: %s: %s\n", a->csv, strerror(errno));
+        return EXIT_ERROR;
+    }
+    pr->csv = NULL;
+    if (pr->show == SHOW_LIVE) {
+        live_line(f, a, f->entries);
+        printf("\n");
+    }
+    if (rc == BONSAI_CORRUPT)
+        return 0; /* the check will say so */
+    return rc ? fail("bonsai_map_stat", rc) : 0;
+}
+
+/* ---- opening ------------------------------------------------------------ */
+
+static void set_options(const struct args *a, bonsai_options *o)
+{
+    bonsai_options_init(o);
+    o->max_size = a->cap;
+    o->transactions = a->transactions;
+    if (a->node_bytes)
+        o->node_bytes = a->node_bytes;
+    if (a->node_entries)
+        o->node_entries = a->node_entries;
+    if (a->page_size)
+        o->page_size = a->page_size;
+    if (a->write_cache != WRITE_CACHE_DEFAULT)
+        o->write_cache_bytes = a->write_cache;
+    if (a->flush_delay != FLUSH_DELAY_DEFAULT)
+        o->flush_delay_ms = a->flush_delay;
+    o->compression = a->compress;
+    o->compression_level = a->level;
+}
 
 static int open_store(const struct args *a, struct fill *f)
 {
     bonsai_options o;
-    bonsai_options_init(&o);
-    o.max_size = a->cap;
-    o.transactions = a->transactions;
-    if (a->node_bytes)
-        o.node_bytes = a->node_bytes;
-    if (a->node_entries)
-        o.node_entries = a->node_entries;
-    if (a->page_size)
-        o.page_size = a->page_size;
+    set_options(a, &o);
     if (a->file && unlink(a->file) != 0 && errno != ENOENT) {
         fprintf(stderr, "bonsai-fill: cannot replace %s: %s\n", a->file,
                 strerror(errno));
@@ -323,17 +877,29 @@ static int open_store(const struct args *a, struct fill *f)
     return 0;
 }
 
-/* ---- filling ---------------------------------------------------------- */
+/* ---- filling ------------------------------------------------------------ */
 
-/* Inserts one new key in txn (NULL without transactions).  Returns 0 when
- * an entry was added, BONSAI_EXISTS for a repeated random key, or the
- * error. */
+static uint64_t next_key(struct fill *f, const struct args *a)
+{
+    return a->random ? splitmix64(&f->gen) : f->gen++;
+}
+
+/* Inserts one new key in txn (NULL without transactions), timing one in
+ * about 64.  Returns 0 when an entry was added, BONSAI_EXISTS for a
+ * repeated random key, or the error. */
 static int insert_one(struct fill *f, const struct args *a, bonsai_txn *txn,
                       uint64_t idx)
 {
     uint64_t key = next_key(f, a);
     unsigned flags = a->random ? BONSAI_NOOVERWRITE : 0;
+    int timed = --f->lat.gap == 0;
+    uint64_t t = timed ? now_ns() : 0;
     int rc = bonsai_put_u64(txn, f->map, key, NULL, flags);
+    if (timed) {
+        if (rc == 0)
+            lat_add(&f->lat, now_ns() - t);
+        lat_next_gap(&f->lat);
+    }
     if (rc == 0)
         sample_add(&f->sample, idx, key);
     return rc;
@@ -350,12 +916,24 @@ static int fill_direct(struct fill *f, const struct args *a)
         if (rc)
             return fail("bonsai_put_u64", rc);
         f->entries++;
-        progress(f);
+        after_insert(f, a, f->entries);
     }
     f->stopped = f->entries < a->count ? "full" : "count";
     /* Write the write cache back so bytes_used counts every node. */
     int rc = bonsai_sync(f->db);
     return rc ? fail("bonsai_sync", rc) : 0;
+}
+
+/* Ends a batch that met an error: aborts, keeping what was committed. */
+static int batch_failed(struct fill *f, bonsai_txn *txn, int rc)
+{
+    if (txn)
+        bonsai_txn_abort(txn);
+    sample_truncate(&f->sample, f->entries);
+    if (rc != BONSAI_FULL)
+        return fail(txn ? "bonsai_put_u64" : "bonsai_txn_commit", rc);
+    f->stopped = "full";
+    return 0;
 }
 
 /* One transaction of up to TXN_BATCH inserts.  Returns 0 and sets
@@ -370,28 +948,15 @@ static int fill_batch(struct fill *f, const struct args *a)
     while (added < TXN_BATCH && f->entries + added < a->count) {
         rc = insert_one(f, a, txn, f->entries + added);
         if (rc == 0)
-            added++;
+            after_insert(f, a, f->entries + ++added);
         else if (rc != BONSAI_EXISTS)
-            break;
-    }
-    if (rc && rc != BONSAI_EXISTS) { /* abort: keep what was committed */
-        bonsai_txn_abort(txn);
-        sample_truncate(&f->sample, f->entries);
-        if (rc != BONSAI_FULL)
-            return fail("bonsai_put_u64", rc);
-        f->stopped = "full";
-        return 0;
+            return batch_failed(f, txn, rc);
     }
     rc = bonsai_txn_commit(txn);
-    if (rc == BONSAI_FULL) {
-        sample_truncate(&f->sample, f->entries);
-        f->stopped = "full";
-        return 0;
-    }
     if (rc)
-        return fail("bonsai_txn_commit", rc);
+        return batch_failed(f, NULL, rc);
     f->entries += added;
-    progress(f);
+    committed(f, a);
     if (f->entries >= a->count)
         f->stopped = "count";
     return 0;
@@ -410,19 +975,24 @@ static int fill_txn(struct fill *f, const struct args *a)
 static int fill(struct fill *f, const struct args *a)
 {
     f->gen = a->random ? a->seed : 0;
-    f->next_report = REPORT_EVERY;
     f->sample.stride = 1;
-    double t0 = now_seconds();
-    int rc = f->transactions ? fill_txn(f, a) : fill_direct(f, a);
-    f->seconds = now_seconds() - t0;
-    f->rss_peak = rss_peak_bytes();
+    f->lat.rng = a->seed ^ UINT64_C(0x6C6174656E6379); /* "latency" */
+    lat_next_gap(&f->lat);
+    int rc = probe_start(f, a);
     if (rc)
         return rc;
-    rc = bonsai_db_stat(f->db, &f->st);
-    return rc ? fail("bonsai_db_stat", rc) : 0;
+    rc = f->transactions ? fill_txn(f, a) : fill_direct(f, a);
+    f->seconds = now_seconds() - f->pr.t0;
+    f->stat_seconds = f->pr.stat_seconds;
+    f->rss_peak = rss_peak_bytes();
+    int src = bonsai_db_stat(f->db, &f->st);
+    if (rc == 0 && src)
+        rc = fail("bonsai_db_stat", src);
+    int prc = probe_end(f, a);
+    return rc ? rc : prc;
 }
 
-/* ---- checking --------------------------------------------------------- */
+/* ---- checking ----------------------------------------------------------- */
 
 /* Says what failed; returns 0 so a check can "return inconsistent(...)". */
 __attribute__((format(printf, 1, 2)))
@@ -496,6 +1066,18 @@ static int check_samples(const struct fill *f, bonsai_txn *txn, int *rc)
     return 1;
 }
 
+/* The final walk of the tree agrees with the count. */
+static int check_shape(const struct fill *f)
+{
+    if (!f->pr.have_info)
+        return inconsistent("bonsai_map_stat failed");
+    if (f->pr.info.entries != f->entries)
+        return inconsistent("bonsai_map_stat counts %" PRIu64
+                            " entries, inserted %" PRIu64,
+                            f->pr.info.entries, f->entries);
+    return 1;
+}
+
 /* Runs every check.  Sets *consistent; returns 0 or an exit status. */
 static int check(const struct fill *f, const struct args *a, int *consistent)
 {
@@ -513,42 +1095,101 @@ static int check(const struct fill *f, const struct args *a, int *consistent)
                      count, f->entries);
         goto out;
     }
-    if (check_walk(f, a, txn, &rc) && check_samples(f, txn, &rc)) {
+    if (check_shape(f) && check_walk(f, a, txn, &rc) &&
+        check_samples(f, txn, &rc)) {
         *consistent = 1;
-        printf("consistency: ok (count, ordered walk of %" PRIu64
-               " keys, %u lookups)\n", f->entries, f->sample.n);
+        printf("consistency:     ok (count, tree walk, ordered walk of %"
+               PRIu64 " keys, %u lookups)\n", f->entries, f->sample.n);
     }
 out:
     bonsai_txn_abort(txn);
     return rc ? fail("consistency check", rc) : 0;
 }
 
-/* ---- reporting ------------------------------------------------------------ */
+/* ---- reporting ---------------------------------------------------------- */
 
 static double per_entry(const struct fill *f)
 {
     return f->entries ? (double)f->st.bytes_used / (double)f->entries : 0.0;
 }
 
+/* Inserts per second, not counting the time bonsai_map_stat took. */
 static double rate(const struct fill *f)
 {
-    return f->seconds > 0 ? (double)f->entries / f->seconds : 0.0;
+    double s = f->seconds - f->stat_seconds;
+    return s > 0 ? (double)f->entries / s : 0.0;
 }
 
-static void report_text(const struct fill *f)
+/* The original's figure for the preset, scaled to the cap. */
+static double orig_scaled(const struct args *a)
 {
+    return a->preset ? a->preset->orig_m * 1e6 * (double)a->cap / ORIG_BYTES
+                     : 0.0;
+}
+
+static uint64_t write_cache_bytes(const struct args *a)
+{
+    bonsai_options o;
+    set_options(a, &o);
+    return o.write_cache_bytes;
+}
+
+static void report_config(const struct fill *f, const struct args *a)
+{
+    if (a->preset)
+        printf("preset:          %s (original: %.0f M in 15 GB, %.1f "
+               "B/entry; scaled to the cap: %.0f)\n", a->preset->name,
+               a->preset->orig_m, a->preset->orig_bpe, orig_scaled(a));
+    printf("store:           %s, %s, %s keys, write cache %" PRIu64
+           " bytes, node %" PRIu32 " entries / %" PRIu32 " bytes, page %"
+           PRIu32 ", compress %s\n", a->file ? a->file : "memory",
+           f->transactions ? "txn" : "no-txn", a->random ? "random" : "seq",
+           write_cache_bytes(a), f->st.node_entries, f->st.node_bytes,
+           f->st.page_size, compress_name(a->compress));
+}
+
+static void report_shape(const struct fill *f)
+{
+    const bonsai_map_info *m = &f->pr.info;
+    if (!f->pr.have_info) {
+        printf("tree:            n/a\n");
+        return;
+    }
+    printf("tree:            depth %" PRIu32 ", %" PRIu64 " leaves, %" PRIu64
+           " branches, leaf fill %.1f %%\n", m->depth, m->leaf_nodes,
+           m->branch_nodes, 100.0 * m->leaf_fill);
+    printf("node bytes:      raw %" PRIu64 ", stored %" PRIu64 ", in pages %"
+           PRIu64 ", compression ratio %.3f\n", m->raw_bytes,
+           m->stored_bytes, m->page_bytes, ratio(m));
+}
+
+static void report_text(const struct fill *f, const struct args *a)
+{
+    const struct latency *l = &f->lat;
+    report_config(f, a);
     printf("entries:         %" PRIu64 "\n", f->entries);
     printf("bytes used:      %" PRIu64 "\n", f->st.bytes_used);
+    printf("bytes mapped:    %" PRIu64 "\n", f->st.bytes_mapped);
     printf("peak RSS:        %" PRIu64 "\n", f->rss_peak);
     printf("bytes per entry: %.3f\n", per_entry(f));
-    printf("seconds:         %.3f\n", f->seconds);
+    printf("seconds:         %.3f (%.3f of them in bonsai_map_stat)\n",
+           f->seconds, f->stat_seconds);
     printf("inserts per sec: %.0f\n", rate(f));
+    printf("insert latency:  p50 %" PRIu64 " ns, p99 %" PRIu64
+           " ns, p99.9 %" PRIu64 " ns, max %" PRIu64 " ns (%" PRIu64
+           " sampled)\n", lat_quantile(l, 0.5), lat_quantile(l, 0.99),
+           lat_quantile(l, 0.999), l->max_ns, l->n);
+    report_shape(f);
     printf("stopped:         %s\n", f->stopped);
 }
 
-/* Prints s as a JSON string. */
+/* Prints s as a JSON string, or null. */
 static void json_string(const char *s)
 {
+    if (!s) {
+        printf("null");
+        return;
+    }
     putchar('"');
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
@@ -562,8 +1203,8 @@ static void json_string(const char *s)
     putchar('"');
 }
 
-static void report_json(const struct fill *f, const struct args *a,
-                        int consistent)
+static void json_fill(const struct fill *f, const struct args *a,
+                      int consistent)
 {
     printf("{\"entries\":%" PRIu64 ",\"bytes_used\":%" PRIu64
            ",\"rss_peak_bytes\":%" PRIu64 ",\"bytes_per_entry\":%.4f"
@@ -571,23 +1212,42 @@ static void report_json(const struct fill *f, const struct args *a,
            f->entries, f->st.bytes_used, f->rss_peak, per_entry(f),
            f->seconds, rate(f), f->stopped);
     printf(",\"keys\":\"%s\",\"seed\":%" PRIu64 ",\"cap\":%" PRIu64
-           ",\"mode\":\"%s\",\"consistent\":%s",
+           ",\"mode\":\"%s\",\"consistent\":%s,\"file\":",
            a->random ? "random" : "seq", a->seed, a->cap,
            f->transactions ? "txn" : "no-txn",
            consistent ? "true" : "false");
-    printf(",\"file\":");
-    if (a->file)
-        json_string(a->file);
-    else
-        printf("null");
+    json_string(a->file);
     printf(",\"page_size\":%" PRIu32 ",\"node_bytes\":%" PRIu32
            ",\"node_entries\":%" PRIu32 ",\"bytes_mapped\":%" PRIu64
-           ",\"bytes_free\":%" PRIu64 ",\"cache_bytes\":%" PRIu64 "}\n",
+           ",\"bytes_free\":%" PRIu64 ",\"cache_bytes\":%" PRIu64,
            f->st.page_size, f->st.node_bytes, f->st.node_entries,
            f->st.bytes_mapped, f->st.bytes_free, f->st.cache_bytes);
 }
 
-/* ---- main ----------------------------------------------------------------- */
+static void json_new(const struct fill *f, const struct args *a)
+{
+    const bonsai_map_info *m = &f->pr.info;
+    const struct latency *l = &f->lat;
+    printf(",\"preset\":");
+    json_string(a->preset ? a->preset->name : NULL);
+    printf(",\"compress\":\"%s\",\"compression_level\":%d,\"write_cache\":%"
+           PRIu64 ",\"depth\":%" PRIu32 ",\"leaf_nodes\":%" PRIu64
+           ",\"branch_nodes\":%" PRIu64 ",\"leaf_fill\":%.4f"
+           ",\"compression_ratio\":%.4f,\"raw_bytes\":%" PRIu64
+           ",\"stored_bytes\":%" PRIu64 ",\"page_bytes\":%" PRIu64,
+           compress_name(a->compress), a->level, write_cache_bytes(a),
+           m->depth, m->leaf_nodes, m->branch_nodes, m->leaf_fill, ratio(m),
+           m->raw_bytes, m->stored_bytes, m->page_bytes);
+    printf(",\"lat_p50_ns\":%" PRIu64 ",\"lat_p99_ns\":%" PRIu64
+           ",\"lat_p999_ns\":%" PRIu64 ",\"lat_max_ns\":%" PRIu64
+           ",\"lat_samples\":%" PRIu64 ",\"stat_seconds\":%.3f"
+           ",\"orig_entries\":%.0f,\"orig_scaled\":%.0f}\n",
+           lat_quantile(l, 0.5), lat_quantile(l, 0.99),
+           lat_quantile(l, 0.999), l->max_ns, l->n, f->stat_seconds,
+           a->preset ? a->preset->orig_m * 1e6 : 0.0, orig_scaled(a));
+}
+
+/* ---- main --------------------------------------------------------------- */
 
 int main(int argc, char **argv)
 {
@@ -601,11 +1261,13 @@ int main(int argc, char **argv)
     if (!rc)
         rc = fill(&f, &a);
     if (!rc) {
-        report_text(&f);
+        report_text(&f, &a);
         rc = check(&f, &a, &consistent);
     }
-    if (!rc && a.json)
-        report_json(&f, &a, consistent);
+    if (!rc && a.json) {
+        json_fill(&f, &a, consistent);
+        json_new(&f, &a);
+    }
     int crc = bonsai_close(f.db);
     if (crc && !rc)
         rc = fail("bonsai_close", crc);
