@@ -205,19 +205,47 @@ typedef void (*bonsai_progress_fn)(void *ctx, uint64_t done, uint64_t total);
  * be open read-only): both meta slots and their checksums, every node's
  * checksum, bounds, key order within and across nodes and separators,
  * entry counts, overflow values, that no page is referenced twice and that
- * used plus free pages cover the file.  Reports every problem through fn
+ * used plus free pages cover the file.  In no-transaction mode it first
+ * writes cached changes back, as bonsai_sync does.  Reports every problem
+ * through fn
  * (may be NULL) and keeps going; *problems (may be NULL) gets their
  * number.  Returns 0 when the walk completed (problems or not),
  * BONSAI_NOMEM / BONSAI_IO if it could not. */
 int bonsai_verify(bonsai_db *db, unsigned flags, bonsai_problem_fn fn,
                   bonsai_progress_fn progress, void *ctx, uint64_t *problems);
 
+/* Where the store's space goes, from a walk of the last commit (like
+ * bonsai_verify, it costs O(nodes)): used by bonsai-stat and compact.
+ * Read snapshots are those of this handle only. */
+typedef struct bonsai_space {
+    uint64_t txn_id;         /* the commit examined */
+    uint64_t file_bytes;     /* the file's size (0: anonymous memory) */
+    uint64_t end_bytes;      /* bytes below the high-water mark */
+    uint64_t head_bytes;     /* the header and meta slots */
+    uint64_t node_bytes;     /* pages of the maps' node images */
+    uint64_t catalog_bytes;  /* pages of the catalog's node images */
+    uint64_t overflow_bytes; /* pages of out-of-line values */
+    uint64_t free_bytes;     /* pages below end that nothing references */
+    uint64_t free_extents;   /* maximal runs of free pages */
+    uint64_t largest_free;   /* bytes of the longest */
+    uint64_t readers;        /* read snapshots open in this handle */
+    uint64_t oldest_reader;  /* txn id the oldest of them reads (0: none) */
+    unsigned compression;    /* BONSAI_COMPRESS_* */
+    int compression_level;
+    uint64_t problems;       /* met by the walk: figures are partial */
+} bonsai_space;
+
+int bonsai_space_stat(bonsai_db *db, bonsai_space *sp);
+
 /* Writes a copy of the store's last commit to dst_path with every node
  * full and no free space, under opts (NULL: the source's settings;
  * compression, node_bytes, node_entries and page_size may differ).  The
  * copy is written to a temporary file beside dst_path, synced, verified,
  * then renamed over dst_path; the source is only read.  Errors: those of
- * bonsai_open, bonsai_put, BONSAI_CORRUPT (source or copy fails verify). */
+ * bonsai_open, bonsai_put, BONSAI_CORRUPT (source or copy fails verify),
+ * BONSAI_FULL (with the source's settings the copy came out larger: dst
+ * is left alone), BONSAI_INVALID (dst is the source), BONSAI_IO (dst is a
+ * directory). */
 int bonsai_compact(bonsai_db *src, const char *dst_path,
                    const bonsai_options *opts);
 

@@ -2,7 +2,7 @@
  * inspect.c - the inspection API: the shape of a map (bonsai_map_stat).
  * Walks every node of a tree, decoded (the writer's cache) or as an image
  * (reading its header only, plus the values of leaves that may hold
- * overflow references).  The checks of bonsai-verify will live here too.
+ * overflow references).  The checks of bonsai-verify are in verify.c.
  */
 #include <stdlib.h>
 #include <string.h>

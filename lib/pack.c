@@ -20,8 +20,10 @@ int pk_is_packed(const uint8_t *img)
 int pk_pack(unsigned codec, int level, const uint8_t *raw, size_t raw_len,
             uint8_t *out, size_t cap, size_t *len)
 {
-    if (raw_len < BN_HEADER_SIZE || raw_len > PK_MAX_RAW || cap < PK_HEADER)
+    if (raw_len < BN_HEADER_SIZE || raw_len > PK_MAX_RAW)
         return BONSAI_INVALID;
+    if (cap <= PK_HEADER)
+        return BONSAI_NOTFOUND; /* no room to gain anything: store raw */
     size_t body;
     int rc = bx_compress(codec, level, raw, raw_len, out + PK_HEADER,
                          cap - PK_HEADER, &body);

@@ -1,0 +1,363 @@
+/*
+ * compact.c - bonsai_compact: a copy of a store's last commit with every
+ * node full and no free space.
+ *
+ * Steps (each failure removes the temporary file; dst_path is replaced
+ * only at the end, by rename):
+ *  1. transaction mode: the source is verified (bonsai_verify, full), and
+ *     read in one snapshot; no-transaction mode: it is read as it stands
+ *     (the store is single-threaded there), without a verify, which would
+ *     write cached changes back first.  The source's contents never
+ *     change (in no-transaction mode listing its maps writes cached map
+ *     records back, as bonsai_map_list always does there).
+ *  2. a temporary file "<dst_path>.compact-<pid>-<n>" is created beside
+ *     dst_path (O_EXCL, the options' file_mode), and a store opened on it
+ *     with transactions off and a write cache of at least 32 MiB;
+ *  3. every map is created with its kind and filled in key order through
+ *     the public calls, so every insert is an append: the rightmost leaf
+ *     splits leaving the left node full (btree.c), and the write cache
+ *     writes each node image once;
+ *  4. the copy is closed (written back and synced), cut to its high-water
+ *     mark (rounded up to the OS page) and synced again;
+ *  5. it is reopened read-only and verified (full), and its maps and their
+ *     entry counts must be the source's;
+ *  6. the size rule: with the source's settings the copy must not be
+ *     larger than the source (its file, or the bytes an anonymous store
+ *     uses); if it is, nothing is renamed and BONSAI_FULL is returned;
+ *  7. rename over dst_path, then sync the directory.
+ * A source file that another process holds open read-write cannot be
+ * opened read-only (BONSAI_BUSY): the reader table is per handle.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define BUILD_CACHE (UINT64_C(32) << 20) /* write cache of the copy */
+#define TEMP_TRIES 100
+
+/* A map of the source: name, kind, entries. */
+typedef struct cmap {
+    char *name;
+    unsigned kind;
+    uint64_t count;
+} cmap;
+
+typedef struct cmaps {
+    cmap *v;
+    size_t n, cap;
+} cmaps;
+
+static int io_error(int e)
+{
+    if (e == ENOSPC || e == EDQUOT)
+        return BONSAI_ENOSPC;
+    return e == ENOMEM ? BONSAI_NOMEM : BONSAI_IO;
+}
+
+/* ---- the maps ----------------------------------------------------------- */
+
+static int add_map(void *ctx, const char *name, unsigned kind,
+                   uint64_t count)
+{
+    cmaps *l = ctx;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        cmap *v = realloc(l->v, cap * sizeof *v);
+        if (!v)
+            return BONSAI_NOMEM;
+        l->v = v;
+        l->cap = cap;
+    }
+    char *copy = strdup(name);
+    if (!copy)
+        return BONSAI_NOMEM;
+    l->v[l->n++] = (cmap){copy, kind, count};
+    return 0;
+}
+
+static void free_maps(cmaps *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i].name);
+    free(l->v);
+    *l = (cmaps){0};
+}
+
+static int same_maps(const cmaps *a, const cmaps *b)
+{
+    if (a->n != b->n)
+        return 0;
+    for (size_t i = 0; i < a->n; i++)
+        if (strcmp(a->v[i].name, b->v[i].name) != 0 ||
+            a->v[i].kind != b->v[i].kind || a->v[i].count != b->v[i].count)
+            return 0;
+    return 1;
+}
+
+/* ---- copying ------------------------------------------------------------ */
+
+/* Every entry of one map, in key order: appends only. */
+static int copy_map(bonsai_db *src, bonsai_txn *txn, bonsai_db *dst,
+                    const cmap *m)
+{
+    bonsai_map from, to;
+    unsigned kind;
+    int rc = bonsai_map_open(src, txn, m->name, &from, &kind);
+    if (rc == 0)
+        rc = bonsai_map_create(dst, NULL, m->name, m->kind, &to);
+    if (rc)
+        return rc;
+    bonsai_cursor *cur;
+    if ((rc = bonsai_cursor_open(txn, from, &cur)))
+        return rc;
+    for (rc = bonsai_cursor_first(cur); rc == 0;
+         rc = bonsai_cursor_next(cur)) {
+        bonsai_val k, v;
+        if ((rc = bonsai_cursor_get(cur, &k, &v)) ||
+            (rc = bonsai_put(NULL, to, &k, &v, 0)))
+            break;
+    }
+    bonsai_cursor_close(cur);
+    return rc == BONSAI_NOTFOUND ? 0 : rc;
+}
+
+static int copy_all(bonsai_db *src, bonsai_txn *txn, bonsai_db *dst,
+                    cmaps *maps)
+{
+    int rc = bonsai_map_list(src, txn, add_map, maps);
+    for (size_t i = 0; rc == 0 && i < maps->n; i++)
+        rc = copy_map(src, txn, dst, &maps->v[i]);
+    return rc;
+}
+
+/* ---- files -------------------------------------------------------------- */
+
+/* Creates "<dst>.compact-<pid>-<n>" exclusively; *out is malloc'd. */
+static int temp_create(const char *dst, uint32_t mode, char **out)
+{
+    size_t cap = strlen(dst) + 48;
+    char *p = malloc(cap);
+    if (!p)
+        return BONSAI_NOMEM;
+    for (int i = 0; i < TEMP_TRIES; i++) {
+        snprintf(p, cap, "%s.compact-%ld-%d", dst, (long)getpid(), i);
+        int fd = open(p, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, (mode_t)mode);
+        if (fd >= 0) {
+            close(fd);
+            *out = p;
+            return 0;
+        }
+        if (errno != EEXIST) {
+            int rc = io_error(errno);
+            free(p);
+            return rc;
+        }
+    }
+    free(p);
+    return BONSAI_IO;
+}
+
+/* Cuts the file to bytes (rounded up to the OS page) and syncs it. */
+static int cut_and_sync(const char *path, uint64_t bytes)
+{
+    long os = sysconf(_SC_PAGESIZE);
+    uint64_t page = os > 0 ? (uint64_t)os : 4096;
+    bytes = (bytes + page - 1) / page * page;
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return io_error(errno);
+    int rc = 0;
+    if (ftruncate(fd, (off_t)bytes) != 0 || fdatasync(fd) != 0)
+        rc = io_error(errno);
+    if (close(fd) != 0 && rc == 0)
+        rc = io_error(errno);
+    return rc;
+}
+
+static int sync_dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, (size_t)(slash - path + 1))
+                      : strdup(".");
+    if (!dir)
+        return BONSAI_NOMEM;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
+    free(dir);
+    if (fd < 0)
+        return io_error(errno);
+    if (fsync(fd) != 0)
+        rc = io_error(errno);
+    close(fd);
+    return rc;
+}
+
+static uint64_t file_bytes(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+/* What the size rule compares with: the file, or the bytes used. */
+static uint64_t source_bytes(bonsai_db *src)
+{
+    struct stat st;
+    if (!src->anonymous && fstat(src->fd, &st) == 0)
+        return (uint64_t)st.st_size;
+    return src->al.end * src->page_size;
+}
+
+/* dst_path must not be the source itself, nor a directory. */
+static int dst_ok(bonsai_db *src, const char *dst)
+{
+    struct stat d, s;
+    if (stat(dst, &d) != 0)
+        return errno == ENOENT ? 0 : io_error(errno);
+    if (S_ISDIR(d.st_mode))
+        return BONSAI_IO;
+    if (!src->anonymous && fstat(src->fd, &s) == 0 && s.st_dev == d.st_dev &&
+        s.st_ino == d.st_ino)
+        return BONSAI_INVALID;
+    return 0;
+}
+
+/* ---- the copy's options ------------------------------------------------- */
+
+static void copy_options(const bonsai_db *src, const bonsai_options *opts,
+                         bonsai_options *o)
+{
+    if (opts) {
+        *o = *opts;
+    } else {
+        bonsai_options_init(o);
+        o->page_size = src->page_size;
+        o->node_bytes = src->opt.node_bytes;
+        o->node_entries = src->opt.node_entries;
+        o->compression = src->opt.compression;
+        o->compression_level = src->opt.compression_level;
+    }
+    /* room for any sane settings; the file grows only as needed */
+    uint64_t want = 4 * src->al.end * src->page_size + (UINT64_C(64) << 20);
+    if (o->max_size < want)
+        o->max_size = want;
+    if (o->write_cache_bytes < BUILD_CACHE)
+        o->write_cache_bytes = BUILD_CACHE;
+    o->flush_delay_ms = 0;
+    o->transactions = 0;
+    o->sync = 1;
+    o->read_only = 0;
+    o->create = 0;
+}
+
+static int same_settings(const bonsai_db *src, const bonsai_options *o)
+{
+    int level = o->compression == BONSAI_COMPRESS_ZLIB
+                    ? o->compression_level : 0;
+    int src_level = src->opt.compression == BONSAI_COMPRESS_ZLIB
+                        ? src->opt.compression_level : 0;
+    return o->page_size == src->page_size &&
+           o->node_bytes == src->opt.node_bytes &&
+           o->node_entries == src->opt.node_entries &&
+           o->compression == src->opt.compression && level == src_level;
+}
+
+/* ---- the steps ---------------------------------------------------------- */
+
+static int count_problems(bonsai_db *db)
+{
+    uint64_t problems;
+    int rc = bonsai_verify(db, 0, NULL, NULL, NULL, &problems);
+    return rc ? rc : problems ? BONSAI_CORRUPT : 0;
+}
+
+/* Steps 3 and 4: the copy, written, closed and cut to size. */
+static int build(bonsai_db *src, bonsai_txn *txn, bonsai_db *dst,
+                 const char *tmp, cmaps *maps)
+{
+    int rc = copy_all(src, txn, dst, maps);
+    if (rc == 0)
+        rc = bonsai_sync(dst);
+    uint64_t bytes = dst->al.end * dst->page_size;
+    int rc2 = bonsai_close(dst);
+    if (rc == 0)
+        rc = rc2;
+    return rc ? rc : cut_and_sync(tmp, bytes);
+}
+
+/* Step 5: the copy verifies and holds the source's maps. */
+static int check_copy(const char *tmp, const bonsai_options *o,
+                      const cmaps *maps)
+{
+    bonsai_options ro = *o;
+    ro.read_only = 1;
+    ro.transactions = -1;
+    bonsai_db *db;
+    int rc = bonsai_open(tmp, &ro, &db);
+    if (rc)
+        return rc;
+    cmaps got = {0};
+    rc = count_problems(db);
+    if (rc == 0)
+        rc = bonsai_map_list(db, NULL, add_map, &got);
+    if (rc == 0 && !same_maps(maps, &got))
+        rc = BONSAI_CORRUPT;
+    free_maps(&got);
+    bonsai_close(db);
+    return rc;
+}
+
+/* Steps 1 to 6 into tmp, which exists (empty). */
+static int make_copy(bonsai_db *src, const char *tmp,
+                     const bonsai_options *o)
+{
+    bonsai_db *dst;
+    int rc = bonsai_open(tmp, o, &dst); /* first: bad options fail fast */
+    if (rc)
+        return rc;
+    bonsai_txn *txn = NULL;
+    if (src->cow && (rc = count_problems(src)) == 0)
+        rc = bonsai_txn_begin(src, BONSAI_TXN_RDONLY, &txn);
+    if (rc) {
+        bonsai_close(dst);
+        return rc;
+    }
+    cmaps maps = {0};
+    rc = build(src, txn, dst, tmp, &maps);
+    bonsai_txn_abort(txn);
+    if (rc == 0)
+        rc = check_copy(tmp, o, &maps);
+    free_maps(&maps);
+    if (rc == 0 && same_settings(src, o) &&
+        file_bytes(tmp) > source_bytes(src))
+        rc = BONSAI_FULL;
+    return rc;
+}
+
+int bonsai_compact(bonsai_db *src, const char *dst_path,
+                   const bonsai_options *opts)
+{
+    if (!src || !dst_path || !*dst_path)
+        return BONSAI_INVALID;
+    int rc = dst_ok(src, dst_path);
+    if (rc)
+        return rc;
+    bonsai_options o;
+    copy_options(src, opts, &o);
+    char *tmp;
+    if ((rc = temp_create(dst_path, o.file_mode, &tmp)))
+        return rc;
+    rc = make_copy(src, tmp, &o);
+    if (rc == 0 && rename(tmp, dst_path) != 0)
+        rc = io_error(errno);
+    if (rc)
+        unlink(tmp);
+    else
+        rc = sync_dir_of(dst_path);
+    free(tmp);
+    return rc;
+}

@@ -1,0 +1,321 @@
+/*
+ * bonsai-compact - writes a compacted copy of a bonsai store: every node
+ * full, no free space, optionally under other node settings.
+ *
+ * A thin wrapper over bonsai_compact (lib/compact.c, which says how):
+ * it opens SRC read-only (never writes it), compacts into DST atomically
+ * (a temporary file beside DST, synced, verified, renamed), and prints
+ * the sizes before and after.  With the source's settings the copy is
+ * never larger than the source: if it would be, DST is left as it was and
+ * the exit status is 1.
+ *
+ * Exit: 0 done, 1 an operation failed (the message says which and why),
+ * 2 bad usage.
+ */
+#include "bonsai.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define PROG "bonsai-compact"
+#define EXIT_FAIL 1
+#define EXIT_USAGE 2
+
+
+
+struct args {
+    int compress;        /* -1: the source's, else BONSAI_COMPRESS_* */
+    int level;           /* zlib level, 0 = default */
+    uint32_t node_bytes, node_entries, page_size; /* 0: the source's */
+    int quiet;
+    const char *src, *dst;
+};
+
+/* ---- usage -------------------------------------------------------------- */
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+        "NAME\n"
+        "    bonsai-compact - write a compacted copy of a bonsai store\n"
+        "\n"
+        "SYNOPSIS\n"
+        "    bonsai-compact [--compress none|lz4|zlib[:LEVEL]] "
+        "[--node-bytes N]\n"
+        "                   [--node-entries N] [--page-size N] [--quiet] "
+        "SRC DST\n"
+        "\n"
+        "DESCRIPTION\n"
+        "    Copies the last commit of the store SRC into a new store DST\n"
+        "    with every node full and no free space: each map is inserted\n"
+        "    in key order, so every node but the last of each level is\n"
+        "    filled to its node size.  SRC is opened read-only and never\n"
+        "    written; it is verified before it is copied.  DST is written\n"
+        "    to a temporary file beside it, synced, verified and only then\n"
+        "    renamed over DST, so DST is either the old file or the whole\n"
+        "    new copy.  Prints the sizes before and after.\n"
+        "\n"
+        "    With the source's settings the copy is never larger than the\n"
+        "    source: if it would be, DST is left as it was and the exit\n"
+        "    status is 1.  Other settings may make it larger.\n"
+        "\n"
+        "OPTIONS\n"
+        "    --compress none|lz4|zlib[:LEVEL]\n"
+        "                      node compression of the copy (zlib level\n"
+        "                      1..9; default: the source's)\n"
+        "    --node-bytes N    target node size in bytes, 256..1048576\n"
+        "    --node-entries N  maximum entries in a node, 2..65535\n"
+        "    --page-size N     allocation granule, a power of two,\n"
+        "                      512..65536\n"
+        "                      (each default: the source's)\n"
+        "    --quiet           print nothing on success\n"
+        "    -V                print the version and exit\n"
+        "    --help            this text\n"
+        "\n"
+        "EXIT STATUS\n"
+        "    0 done, 1 an operation failed (SRC cannot be opened or fails\n"
+        "    verify, the copy would be larger, a write failed), 2 bad\n"
+        "    usage.\n"
+        "\n"
+        "NOTES\n"
+        "    A store another process holds open for writing cannot be\n"
+        "    opened read-only (busy): stop the writer first.\n"
+        "\n"
+        "EXAMPLES\n"
+        "    bonsai-compact store.bonsai store.compact\n"
+        "    bonsai-compact --compress zlib:9 --node-bytes 16384 a.bonsai "
+        "b.bonsai\n");
+}
+
+static int bad_usage(const char *fmt, const char *arg)
+{
+    if (fmt) {
+        fprintf(stderr, PROG ": ");
+        fprintf(stderr, fmt, arg);
+        fputc('\n', stderr);
+    }
+    fprintf(stderr, "usage: " PROG " [--compress none|lz4|zlib[:LEVEL]] "
+                    "[--node-bytes N] [--node-entries N]\n"
+                    "       [--page-size N] [--quiet] SRC DST\n"
+                    "Try '" PROG " --help'.\n");
+    return EXIT_USAGE;
+}
+
+/* A decimal number in [lo, hi], or -1. */
+static int64_t number(const char *s, int64_t lo, int64_t hi)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -1;
+    return v;
+}
+
+static int parse_compress(const char *s, struct args *a)
+{
+    a->level = 0;
+    if (strcmp(s, "none") == 0)
+        a->compress = BONSAI_COMPRESS_NONE;
+    else if (strcmp(s, "lz4") == 0)
+        a->compress = BONSAI_COMPRESS_LZ4;
+    else if (strncmp(s, "zlib", 4) == 0 && (!s[4] || s[4] == ':'))
+        a->compress = BONSAI_COMPRESS_ZLIB;
+    else
+        return -1;
+    if (a->compress == BONSAI_COMPRESS_ZLIB && s[4] &&
+        (a->level = (int)number(s + 5, 1, 9)) < 0)
+        return -1;
+    return 0;
+}
+
+static int parse_option(int c, const char *arg, struct args *a)
+{
+    int64_t v;
+    switch (c) {
+    case 'c':
+        return parse_compress(arg, a);
+    case 'b':
+        v = number(arg, 256, 1 << 20);
+        a->node_bytes = (uint32_t)v;
+        return v < 0 ? -1 : 0;
+    case 'e':
+        v = number(arg, 2, BONSAI_MAX_NODE_ENTRIES);
+        a->node_entries = (uint32_t)v;
+        return v < 0 ? -1 : 0;
+    default: /* 'p' */
+        v = number(arg, 512, 65536);
+        a->page_size = (uint32_t)v;
+        return v < 0 || (v & (v - 1)) ? -1 : 0;
+    }
+}
+
+/* Fills *a from argv.  Returns 0, an exit status, or -1 when done. */
+static int parse_args(int argc, char **argv, struct args *a)
+{
+    enum { OPT_HELP = 256, OPT_QUIET };
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, OPT_HELP},
+        {"quiet", no_argument, NULL, OPT_QUIET},
+        {"compress", required_argument, NULL, 'c'},
+        {"node-bytes", required_argument, NULL, 'b'},
+        {"node-entries", required_argument, NULL, 'e'},
+        {"page-size", required_argument, NULL, 'p'},
+        {NULL, 0, NULL, 0},
+    };
+    *a = (struct args){.compress = -1};
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":V", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'c': case 'b': case 'e': case 'p':
+            if (parse_option(c, optarg, a))
+                return bad_usage("bad value '%s'", optarg);
+            break;
+        case OPT_QUIET: a->quiet = 1; break;
+        case 'V':
+            printf(PROG " (bonsai %d.%d.%d)\n", BONSAI_VERSION_MAJOR,
+                   BONSAI_VERSION_MINOR, BONSAI_VERSION_PATCH);
+            return -1;
+        case OPT_HELP: usage(stdout); return -1;
+        case ':': return bad_usage("option %s needs an argument",
+                                   argv[optind - 1]);
+        default:
+            if (optopt && optopt < 256)
+                return bad_usage("unknown option -%s",
+                                 (char[]){(char)optopt, 0});
+            return bad_usage("unknown option %s", argv[optind - 1]);
+        }
+    }
+    if (argc - optind < 2)
+        return bad_usage("SRC and DST are both needed%s", "");
+    if (argc - optind > 2)
+        return bad_usage("unexpected argument '%s'", argv[optind + 2]);
+    a->src = argv[optind];
+    a->dst = argv[optind + 1];
+    if (strcmp(a->src, a->dst) == 0)
+        return bad_usage("SRC and DST are the same file '%s'", a->src);
+    return 0;
+}
+
+/* ---- compacting --------------------------------------------------------- */
+
+static int fail(const char *what, const char *path, int rc)
+{
+    fprintf(stderr, PROG ": %s%s%s: %s\n", what, path ? " " : "",
+            path ? path : "", bonsai_strerror(rc));
+    return EXIT_FAIL;
+}
+
+static int open_failed(const char *path, int rc)
+{
+    struct stat st;
+    const char *hint = NULL;
+    if (stat(path, &st) != 0)
+        hint = strerror(errno);
+    else if (S_ISDIR(st.st_mode))
+        hint = "is a directory";
+    fprintf(stderr, PROG ": %s: cannot open: %s%s%s%s\n", path,
+            bonsai_strerror(rc), hint ? " (" : "", hint ? hint : "",
+            hint ? ")" : "");
+    return EXIT_FAIL;
+}
+
+/* The copy's options: the source's settings with the flags applied, or
+ * NULL (the source's settings) when no flag was given. */
+static int copy_options(bonsai_db *db, const struct args *a,
+                        bonsai_options *o, const bonsai_options **out)
+{
+    *out = NULL;
+    if (a->compress < 0 && !a->node_bytes && !a->node_entries &&
+        !a->page_size)
+        return 0;
+    bonsai_stat s;
+    bonsai_space sp;
+    int rc = bonsai_db_stat(db, &s);
+    if (rc == 0)
+        rc = bonsai_space_stat(db, &sp);
+    if (rc)
+        return rc;
+    bonsai_options_init(o);
+    o->page_size = a->page_size ? a->page_size : s.page_size;
+    o->node_bytes = a->node_bytes ? a->node_bytes : s.node_bytes;
+    o->node_entries = a->node_entries ? a->node_entries : s.node_entries;
+    o->compression = a->compress >= 0 ? (unsigned)a->compress
+                                      : sp.compression;
+    o->compression_level = a->compress >= 0 ? a->level
+                                            : sp.compression_level;
+    *out = o;
+    return 0;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void explain(const struct args *a, int rc)
+{
+    if (rc == BONSAI_FULL)
+        fprintf(stderr, PROG ": the copy would be larger than %s with the "
+                "same settings; %s left as it was\n", a->src, a->dst);
+    else if (rc == BONSAI_CORRUPT)
+        fprintf(stderr, PROG ": %s (or the copy) fails verify; see "
+                "bonsai-verify %s\n", a->src, a->src);
+    else if (rc == BONSAI_INVALID)
+        fprintf(stderr, PROG ": %s and %s are the same file, or a setting "
+                "is out of range\n", a->src, a->dst);
+    else
+        fail("compact", a->dst, rc);
+}
+
+static int compact(const struct args *a, bonsai_db *db)
+{
+    bonsai_options opts;
+    const bonsai_options *o;
+    int rc = copy_options(db, a, &opts, &o);
+    if (rc)
+        return fail("read", a->src, rc);
+    struct stat st;
+    uint64_t before = stat(a->src, &st) == 0 ? (uint64_t)st.st_size : 0;
+    double t0 = now();
+    if ((rc = bonsai_compact(db, a->dst, o))) {
+        explain(a, rc);
+        return EXIT_FAIL;
+    }
+    uint64_t after = stat(a->dst, &st) == 0 ? (uint64_t)st.st_size : 0;
+    if (a->quiet)
+        return 0;
+    printf("%s: %" PRIu64 " bytes\n", a->src, before);
+    printf("%s: %" PRIu64 " bytes, %.1f %% of the source (%.2f s)\n",
+           a->dst, after, before ? 100.0 * (double)after / (double)before
+                                 : 0.0, now() - t0);
+    return fflush(stdout) == 0 ? 0 : EXIT_FAIL;
+}
+
+int main(int argc, char **argv)
+{
+    struct args a;
+    int st = parse_args(argc, argv, &a);
+    if (st)
+        return st < 0 ? 0 : st;
+    bonsai_options opts;
+    bonsai_options_init(&opts);
+    opts.read_only = 1;
+    opts.create = 0;
+    bonsai_db *db = NULL;
+    int rc = bonsai_open(a.src, &opts, &db);
+    if (rc)
+        return open_failed(a.src, rc);
+    st = compact(&a, db);
+    bonsai_close(db);
+    return st;
+}

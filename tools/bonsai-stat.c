@@ -1,0 +1,485 @@
+/*
+ * bonsai-stat - the shape and space of a bonsai store, like mdb_stat and
+ * bbolt stats: per map entries, depth, node counts, bytes, fill, bytes
+ * per entry, compression ratio and the bytes lost to rounding images up to
+ * whole pages; for the whole file its size, the cap, used and free bytes,
+ * free extents, txn id, read snapshots and the format version.
+ *
+ * A thin wrapper: bonsai_db_stat, bonsai_map_list and bonsai_map_stat (in
+ * one read snapshot), and bonsai_space_stat (lib/verify.c: free space as
+ * the quick verify walk derives it).  Text by default, one JSON object
+ * with --json.  A map whose walk fails is reported (its "error" in JSON)
+ * and the others still are.
+ *
+ * Exit: 0 done, 1 an operation failed or the store has problems, 2 bad
+ * usage.
+ */
+#include "bonsai.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define PROG "bonsai-stat"
+#define EXIT_FAIL 1
+#define EXIT_USAGE 2
+
+
+
+struct args {
+    int json;
+    const char *map;   /* -s MAP: only this map */
+    const char *file;
+};
+
+/* ---- usage -------------------------------------------------------------- */
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+        "NAME\n"
+        "    bonsai-stat - show the shape and space of a bonsai store\n"
+        "\n"
+        "SYNOPSIS\n"
+        "    bonsai-stat [--json] [-s MAP] FILE\n"
+        "\n"
+        "DESCRIPTION\n"
+        "    Opens the store FILE read-only and prints, for the file: its\n"
+        "    size, the cap of this open (max_size), the bytes below the\n"
+        "    high-water mark and what holds them (head, map nodes, catalog,\n"
+        "    overflow values, free), the free extents and the largest, the\n"
+        "    txn id, the read snapshots open in this handle and the oldest\n"
+        "    one's lag, the settings and the format version; and for each\n"
+        "    map: entries, depth, branch and leaf nodes, bytes in nodes\n"
+        "    (raw, stored, in whole pages), average leaf fill, bytes per\n"
+        "    entry (node and overflow pages / entries), compression ratio\n"
+        "    (raw / stored), rounding waste (pages - stored) and overflow\n"
+        "    values.  Free space is derived as verify derives it: every\n"
+        "    page below the high-water mark that no tree reaches.\n"
+        "\n"
+        "    Read snapshots are known only for this handle (the reader\n"
+        "    table is not shared between processes), so a separate\n"
+        "    bonsai-stat process always sees 0.\n"
+        "\n"
+        "OPTIONS\n"
+        "    --json     one JSON object instead of text; map names are\n"
+        "               escaped, bytes over 0x7f as \\u00XX\n"
+        "    -s MAP     only the map MAP\n"
+        "    -V         print the version and exit\n"
+        "    --help     this text\n"
+        "\n"
+        "EXIT STATUS\n"
+        "    0 done, 1 an operation failed or the walk met a problem (the\n"
+        "    message says which; run bonsai-verify), 2 bad usage.\n"
+        "\n"
+        "EXAMPLES\n"
+        "    bonsai-stat store.bonsai\n"
+        "    bonsai-stat --json store.bonsai | jq '.maps[].bytes_per_entry'"
+        "\n");
+}
+
+static int bad_usage(const char *fmt, const char *arg)
+{
+    if (fmt) {
+        fprintf(stderr, PROG ": ");
+        fprintf(stderr, fmt, arg);
+        fputc('\n', stderr);
+    }
+    fprintf(stderr, "usage: " PROG " [--json] [-s MAP] FILE\n"
+                    "Try '" PROG " --help'.\n");
+    return EXIT_USAGE;
+}
+
+/* Fills *a from argv.  Returns 0, an exit status, or -1 when done. */
+static int parse_args(int argc, char **argv, struct args *a)
+{
+    enum { OPT_HELP = 256, OPT_JSON };
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, OPT_HELP},
+        {"json", no_argument, NULL, OPT_JSON},
+        {NULL, 0, NULL, 0},
+    };
+    *a = (struct args){0};
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":s:V", longopts, NULL)) != -1) {
+        switch (c) {
+        case 's': a->map = optarg; break;
+        case OPT_JSON: a->json = 1; break;
+        case 'V':
+            printf(PROG " (bonsai %d.%d.%d)\n", BONSAI_VERSION_MAJOR,
+                   BONSAI_VERSION_MINOR, BONSAI_VERSION_PATCH);
+            return -1;
+        case OPT_HELP: usage(stdout); return -1;
+        case ':': return bad_usage("option %s needs an argument",
+                                   argv[optind - 1]);
+        default:
+            if (optopt && optopt < 256)
+                return bad_usage("unknown option -%s",
+                                 (char[]){(char)optopt, 0});
+            return bad_usage("unknown option %s", argv[optind - 1]);
+        }
+    }
+    if (optind == argc)
+        return bad_usage("no store FILE given%s", "");
+    if (optind + 1 != argc)
+        return bad_usage("unexpected argument '%s'", argv[optind + 1]);
+    if (a->map && (!*a->map || strlen(a->map) > BONSAI_MAX_NAME))
+        return bad_usage("bad map name '%s'", a->map);
+    a->file = argv[optind];
+    return 0;
+}
+
+/* ---- gathering ---------------------------------------------------------- */
+
+typedef struct mapstat {
+    char *name;
+    unsigned kind;
+    int err;               /* 0, or why info is missing */
+    bonsai_map_info info;
+} mapstat;
+
+typedef struct store {
+    const char *file;
+    bonsai_stat st;
+    bonsai_space sp;
+    int space_err;
+    mapstat *maps;
+    size_t n, cap;
+    int list_err;
+} store;
+
+static int add_map(void *ctx, const char *name, unsigned kind,
+                   uint64_t entries)
+{
+    (void)entries;
+    store *s = ctx;
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 16;
+        mapstat *v = realloc(s->maps, cap * sizeof *v);
+        if (!v)
+            return BONSAI_NOMEM;
+        s->maps = v;
+        s->cap = cap;
+    }
+    char *copy = strdup(name);
+    if (!copy)
+        return BONSAI_NOMEM;
+    s->maps[s->n++] = (mapstat){.name = copy, .kind = kind};
+    return 0;
+}
+
+static void stat_maps(bonsai_db *db, const struct args *a, store *s)
+{
+    bonsai_txn *txn;
+    int rc = bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &txn);
+    if (rc) {
+        s->list_err = rc;
+        return;
+    }
+    if (a->map) {
+        bonsai_map m;
+        unsigned kind;
+        rc = bonsai_map_open(db, txn, a->map, &m, &kind);
+        if (rc == 0)
+            rc = add_map(s, a->map, kind, 0);
+    } else {
+        rc = bonsai_map_list(db, txn, add_map, s);
+    }
+    s->list_err = rc;
+    for (size_t i = 0; i < s->n; i++) {
+        bonsai_map m;
+        mapstat *ms = &s->maps[i];
+        ms->err = bonsai_map_open(db, txn, ms->name, &m, NULL);
+        if (ms->err == 0)
+            ms->err = bonsai_map_stat(txn, m, &ms->info);
+    }
+    bonsai_txn_abort(txn);
+}
+
+static void gather(bonsai_db *db, const struct args *a, store *s)
+{
+    bonsai_db_stat(db, &s->st);
+    /* before any snapshot of ours: the readers are other code's */
+    s->space_err = bonsai_space_stat(db, &s->sp);
+    stat_maps(db, a, s);
+}
+
+static void store_free(store *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        free(s->maps[i].name);
+    free(s->maps);
+}
+
+/* ---- figures ------------------------------------------------------------ */
+
+static const char *codec_name(unsigned c)
+{
+    return c == BONSAI_COMPRESS_LZ4 ? "lz4"
+           : c == BONSAI_COMPRESS_ZLIB ? "zlib" : "none";
+}
+
+static double ratio(uint64_t a, uint64_t b)
+{
+    return b ? (double)a / (double)b : 0.0;
+}
+
+static uint64_t used_bytes(const bonsai_space *sp)
+{
+    return sp->head_bytes + sp->node_bytes + sp->catalog_bytes +
+           sp->overflow_bytes;
+}
+
+static uint64_t map_bytes(const bonsai_map_info *m)
+{
+    return m->page_bytes + m->overflow_bytes;
+}
+
+/* ---- text --------------------------------------------------------------- */
+
+static void text_space(const store *s)
+{
+    const bonsai_space *sp = &s->sp;
+    if (s->space_err) {
+        printf("  space              unknown: %s\n",
+               bonsai_strerror(s->space_err));
+        return;
+    }
+    printf("  used               %" PRIu64 " bytes (head %" PRIu64 ", map "
+           "nodes %" PRIu64 ", catalog %" PRIu64 ", overflow values %"
+           PRIu64 ")\n", used_bytes(sp), sp->head_bytes, sp->node_bytes,
+           sp->catalog_bytes, sp->overflow_bytes);
+    printf("  free               %" PRIu64 " bytes in %" PRIu64 " extent%s "
+           "(largest %" PRIu64 " bytes)\n", sp->free_bytes,
+           sp->free_extents, sp->free_extents == 1 ? "" : "s",
+           sp->largest_free);
+    printf("  high-water mark    %" PRIu64 " bytes; %" PRIu64 " bytes of "
+           "file beyond it\n", sp->end_bytes,
+           sp->file_bytes > sp->end_bytes ? sp->file_bytes - sp->end_bytes
+                                          : 0);
+    printf("  read snapshots     %" PRIu64 " open in this handle (other "
+           "handles' are not known)", sp->readers);
+    if (sp->readers)
+        printf(", the oldest %" PRIu64 " txns behind",
+               sp->txn_id - sp->oldest_reader);
+    printf("\n");
+    if (sp->problems)
+        printf("  problems           %" PRIu64 " met by the walk: the space "
+               "figures are partial; run bonsai-verify\n", sp->problems);
+}
+
+static void text_file(const store *s)
+{
+    const bonsai_stat *st = &s->st;
+    printf("%s\n", s->file);
+    printf("  format version     %" PRIu32 "\n", st->format_version);
+    printf("  file size          %" PRIu64 " bytes\n", s->sp.file_bytes);
+    printf("  cap                %" PRIu64 " bytes (max_size of this "
+           "open)\n", st->max_size);
+    text_space(s);
+    printf("  txn id             %" PRIu64 "\n", st->txn_id);
+    printf("  settings           page %" PRIu32 " bytes, nodes of %" PRIu32
+           " bytes / %" PRIu32 " entries, compression %s\n", st->page_size,
+           st->node_bytes, st->node_entries,
+           s->space_err ? "unknown" : codec_name(s->sp.compression));
+}
+
+static void text_map(const mapstat *ms)
+{
+    const bonsai_map_info *m = &ms->info;
+    printf("map %s (%s keys)\n", ms->name,
+           ms->kind == BONSAI_KEY_U64 ? "u64" : "byte");
+    if (ms->err) {
+        printf("  error              %s\n", bonsai_strerror(ms->err));
+        return;
+    }
+    printf("  entries            %" PRIu64 "\n", m->entries);
+    printf("  depth              %" PRIu32 "\n", m->depth);
+    printf("  nodes              %" PRIu64 " branch, %" PRIu64 " leaf\n",
+           m->branch_nodes, m->leaf_nodes);
+    printf("  bytes in nodes     %" PRIu64 " raw, %" PRIu64 " stored, %"
+           PRIu64 " in pages\n", m->raw_bytes, m->stored_bytes,
+           m->page_bytes);
+    printf("  average leaf fill  %.1f %%\n", 100.0 * m->leaf_fill);
+    printf("  bytes per entry    %.3f\n", ratio(map_bytes(m), m->entries));
+    printf("  compression ratio  %.3f (raw / stored)\n",
+           ratio(m->raw_bytes, m->stored_bytes));
+    printf("  rounding waste     %" PRIu64 " bytes (%.1f %% of the pages)\n",
+           m->page_bytes - m->stored_bytes,
+           100.0 * ratio(m->page_bytes - m->stored_bytes, m->page_bytes));
+    printf("  overflow values    %" PRIu64 " (%" PRIu64 " bytes of pages)\n",
+           m->overflow_values, m->overflow_bytes);
+}
+
+/* ---- JSON --------------------------------------------------------------- */
+
+static void json_string(const char *s)
+{
+    putchar('"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            printf("\\%c", *p);
+        else if (*p < 0x20 || *p > 0x7e)
+            printf("\\u%04x", *p);
+        else
+            putchar(*p);
+    }
+    putchar('"');
+}
+
+static void json_space(const store *s)
+{
+    const bonsai_space *sp = &s->sp;
+    if (s->space_err) {
+        printf("\"space_error\":");
+        json_string(bonsai_strerror(s->space_err));
+        printf(",");
+        return;
+    }
+    printf("\"used_bytes\":%" PRIu64 ",\"head_bytes\":%" PRIu64
+           ",\"map_node_bytes\":%" PRIu64 ",\"catalog_bytes\":%" PRIu64
+           ",\"overflow_bytes\":%" PRIu64 ",\"free_bytes\":%" PRIu64
+           ",\"free_extents\":%" PRIu64 ",\"largest_free_bytes\":%" PRIu64
+           ",\"end_bytes\":%" PRIu64 ",\"readers\":%" PRIu64
+           ",\"readers_scope\":\"this handle\",\"oldest_reader_lag\":",
+           used_bytes(sp), sp->head_bytes, sp->node_bytes, sp->catalog_bytes,
+           sp->overflow_bytes, sp->free_bytes, sp->free_extents,
+           sp->largest_free, sp->end_bytes, sp->readers);
+    if (sp->readers)
+        printf("%" PRIu64, sp->txn_id - sp->oldest_reader);
+    else
+        printf("null");
+    printf(",\"compression\":\"%s\",\"compression_level\":%d,"
+           "\"problems\":%" PRIu64 ",", codec_name(sp->compression),
+           sp->compression_level, sp->problems);
+}
+
+static void json_map(const mapstat *ms)
+{
+    const bonsai_map_info *m = &ms->info;
+    printf("{\"name\":");
+    json_string(ms->name);
+    printf(",\"kind\":\"%s\"", ms->kind == BONSAI_KEY_U64 ? "u64" : "bytes");
+    if (ms->err) {
+        printf(",\"error\":");
+        json_string(bonsai_strerror(ms->err));
+        printf("}");
+        return;
+    }
+    printf(",\"entries\":%" PRIu64 ",\"depth\":%" PRIu32
+           ",\"branch_nodes\":%" PRIu64 ",\"leaf_nodes\":%" PRIu64
+           ",\"raw_bytes\":%" PRIu64 ",\"stored_bytes\":%" PRIu64
+           ",\"page_bytes\":%" PRIu64 ",\"leaf_fill\":%.4f"
+           ",\"bytes_per_entry\":%.4f,\"compression_ratio\":%.4f"
+           ",\"rounding_waste\":%" PRIu64 ",\"overflow_values\":%" PRIu64
+           ",\"overflow_bytes\":%" PRIu64 ",\"error\":null}", m->entries,
+           m->depth, m->branch_nodes, m->leaf_nodes, m->raw_bytes,
+           m->stored_bytes, m->page_bytes, m->leaf_fill,
+           ratio(map_bytes(m), m->entries),
+           ratio(m->raw_bytes, m->stored_bytes),
+           m->page_bytes - m->stored_bytes, m->overflow_values,
+           m->overflow_bytes);
+}
+
+static void json_store(const store *s)
+{
+    const bonsai_stat *st = &s->st;
+    printf("{\"file\":");
+    json_string(s->file);
+    printf(",\"format_version\":%" PRIu32 ",\"file_bytes\":%" PRIu64
+           ",\"cap\":%" PRIu64 ",\"txn_id\":%" PRIu64 ",\"page_size\":%"
+           PRIu32 ",\"node_bytes\":%" PRIu32 ",\"node_entries\":%" PRIu32
+           ",", st->format_version, s->sp.file_bytes, st->max_size,
+           st->txn_id, st->page_size, st->node_bytes, st->node_entries);
+    json_space(s);
+    printf("\"list_error\":");
+    if (s->list_err)
+        json_string(bonsai_strerror(s->list_err));
+    else
+        printf("null");
+    printf(",\"maps\":[");
+    for (size_t i = 0; i < s->n; i++) {
+        printf(i ? "," : "");
+        json_map(&s->maps[i]);
+    }
+    printf("]}\n");
+}
+
+/* ---- main --------------------------------------------------------------- */
+
+static int open_failed(const char *path, int rc)
+{
+    struct stat st;
+    const char *hint = NULL;
+    if (stat(path, &st) != 0)
+        hint = strerror(errno);
+    else if (S_ISDIR(st.st_mode))
+        hint = "is a directory";
+    fprintf(stderr, PROG ": %s: cannot open: %s%s%s%s\n", path,
+            bonsai_strerror(rc), hint ? " (" : "", hint ? hint : "",
+            hint ? ")" : "");
+    return EXIT_FAIL;
+}
+
+/* Errors on stderr (also in JSON mode); 1 if there was any. */
+static int report_errors(const store *s)
+{
+    int bad = 0;
+    if (s->space_err || s->sp.problems) {
+        fprintf(stderr, PROG ": %s: free space walk: %s\n", s->file,
+                s->space_err ? bonsai_strerror(s->space_err)
+                             : "problems met; run bonsai-verify");
+        bad = 1;
+    }
+    if (s->list_err) {
+        fprintf(stderr, PROG ": %s: listing maps: %s\n", s->file,
+                bonsai_strerror(s->list_err));
+        bad = 1;
+    }
+    for (size_t i = 0; i < s->n; i++)
+        if (s->maps[i].err) {
+            fprintf(stderr, PROG ": %s: map %s: %s\n", s->file,
+                    s->maps[i].name, bonsai_strerror(s->maps[i].err));
+            bad = 1;
+        }
+    return bad;
+}
+
+int main(int argc, char **argv)
+{
+    struct args a;
+    int st = parse_args(argc, argv, &a);
+    if (st)
+        return st < 0 ? 0 : st;
+    bonsai_options opts;
+    bonsai_options_init(&opts);
+    opts.read_only = 1;
+    opts.create = 0;
+    bonsai_db *db = NULL;
+    int rc = bonsai_open(a.file, &opts, &db);
+    if (rc)
+        return open_failed(a.file, rc);
+    store s = {.file = a.file};
+    gather(db, &a, &s);
+    if (a.json) {
+        json_store(&s);
+    } else {
+        text_file(&s);
+        for (size_t i = 0; i < s.n; i++)
+            text_map(&s.maps[i]);
+    }
+    st = report_errors(&s);
+    if (fflush(stdout) != 0) {
+        fprintf(stderr, PROG ": write standard output: %s\n",
+                strerror(errno));
+        st = 1;
+    }
+    store_free(&s);
+    bonsai_close(db);
+    return st ? EXIT_FAIL : 0;
+}

@@ -1,0 +1,275 @@
+/*
+ * bonsai-verify - checks a bonsai store and lists every problem it finds.
+ *
+ * A thin wrapper over bonsai_verify (lib/verify.c, which says what is
+ * checked): it opens the store read-only, runs the walk, prints each
+ * problem as one line
+ *
+ *   FILE: map NAME, page P (byte B): WHAT
+ *
+ * ("the file" instead of "map NAME" for the header, meta slots, catalog
+ * and free space; no page part when there is none), then a summary line.
+ * On a terminal, a long walk shows its progress on standard error.
+ *
+ * Exit: 0 no problem, 1 a problem found or the store could not be opened
+ * or read, 2 bad usage.
+ */
+#include "bonsai.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PROG "bonsai-verify"
+#define EXIT_PROBLEM 1
+#define EXIT_USAGE 2
+
+struct args {
+    unsigned flags;   /* BONSAI_VERIFY_QUICK */
+    int progress;     /* -1 auto (a terminal), 0 never, 1 always */
+    int quiet;        /* only the exit status and the summary */
+    const char *file;
+};
+
+/* ---- usage -------------------------------------------------------------- */
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+        "NAME\n"
+        "    bonsai-verify - check a bonsai store\n"
+        "\n"
+        "SYNOPSIS\n"
+        "    bonsai-verify [--quick] [--quiet] [--progress | --no-progress] "
+        "FILE\n"
+        "\n"
+        "DESCRIPTION\n"
+        "    Opens the store FILE read-only and checks its last commit: the\n"
+        "    header and both meta slots with their checksums, every node\n"
+        "    image (checksum, bounds, sections), key order within and across\n"
+        "    nodes and against the separators of branches, entry counts,\n"
+        "    the map records of the catalog, overflow values (reference,\n"
+        "    header, length, checksum of the bytes), that no page is\n"
+        "    referenced twice and that every page lies inside the store.\n"
+        "    Free space is derived, as at open: every page below the\n"
+        "    high-water mark that no tree reaches is free.\n"
+        "\n"
+        "    Every problem is printed on standard output as\n"
+        "        FILE: map NAME, page P (byte B): what was expected\n"
+        "    (\"the file\" for the header, meta slots, catalog and free\n"
+        "    space), and the walk goes on after it.  A node that cannot be\n"
+        "    read is not descended into.  The last line sums up.\n"
+        "\n"
+        "OPTIONS\n"
+        "    -q, --quick    meta slots and structure only: skip the\n"
+        "                   checksums and full decoding of leaves and the\n"
+        "                   checksums of overflow values\n"
+        "    --quiet        print only the summary line\n"
+        "    --progress     show progress on standard error\n"
+        "    --no-progress  never show progress (default: shown when\n"
+        "                   standard error is a terminal and the walk takes\n"
+        "                   more than a second)\n"
+        "    -V             print the version and exit\n"
+        "    --help         this text\n"
+        "\n"
+        "EXIT STATUS\n"
+        "    0 no problem found, 1 a problem found (or the store could not\n"
+        "    be opened or read: the message says why), 2 bad usage.\n"
+        "\n"
+        "NOTES\n"
+        "    The store is opened read-only, so another process may read it\n"
+        "    meanwhile; a process that holds it open for writing makes the\n"
+        "    open fail (busy).\n"
+        "\n"
+        "EXAMPLES\n"
+        "    bonsai-verify store.bonsai\n"
+        "    bonsai-verify --quick --quiet store.bonsai && echo fine\n");
+}
+
+static int bad_usage(const char *fmt, const char *arg)
+{
+    if (fmt) {
+        fprintf(stderr, PROG ": ");
+        fprintf(stderr, fmt, arg);
+        fputc('\n', stderr);
+    }
+    fprintf(stderr, "usage: " PROG " [--quick] [--quiet] [--progress | "
+                    "--no-progress] FILE\n"
+                    "Try '" PROG " --help'.\n");
+    return EXIT_USAGE;
+}
+
+/* Fills *a from argv.  Returns 0, an exit status, or -1 when done. */
+static int parse_args(int argc, char **argv, struct args *a)
+{
+    enum { OPT_HELP = 256, OPT_QUIET, OPT_PROGRESS, OPT_NO_PROGRESS };
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, OPT_HELP},
+        {"quick", no_argument, NULL, 'q'},
+        {"quiet", no_argument, NULL, OPT_QUIET},
+        {"progress", no_argument, NULL, OPT_PROGRESS},
+        {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
+        {NULL, 0, NULL, 0},
+    };
+    *a = (struct args){.progress = -1};
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "qV", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'q': a->flags |= BONSAI_VERIFY_QUICK; break;
+        case OPT_QUIET: a->quiet = 1; break;
+        case OPT_PROGRESS: a->progress = 1; break;
+        case OPT_NO_PROGRESS: a->progress = 0; break;
+        case 'V':
+            printf(PROG " (bonsai %d.%d.%d)\n", BONSAI_VERSION_MAJOR,
+                   BONSAI_VERSION_MINOR, BONSAI_VERSION_PATCH);
+            return -1;
+        case OPT_HELP: usage(stdout); return -1;
+        default:
+            if (optopt && optopt < 256)
+                return bad_usage("unknown option -%s",
+                                 (char[]){(char)optopt, 0});
+            return bad_usage("unknown option %s", argv[optind - 1]);
+        }
+    }
+    if (optind == argc)
+        return bad_usage("no store FILE given%s", "");
+    if (optind + 1 != argc)
+        return bad_usage("unexpected argument '%s'", argv[optind + 1]);
+    a->file = argv[optind];
+    return 0;
+}
+
+/* ---- reporting ---------------------------------------------------------- */
+
+typedef struct report {
+    const char *file;
+    uint32_t page_size;
+    int quiet;
+    int show;            /* progress: -1 auto, 0 no, 1 yes */
+    int shown;           /* a progress line is on the terminal */
+    double start, last;  /* seconds */
+} report;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void clear_progress(report *r)
+{
+    if (r->shown)
+        fprintf(stderr, "\r%*s\r", 60, "");
+    r->shown = 0;
+}
+
+static void on_problem(void *ctx, const char *map, uint64_t pgno,
+                       const char *what)
+{
+    report *r = ctx;
+    if (r->quiet)
+        return;
+    clear_progress(r);
+    if (*map)
+        printf("%s: map %s", r->file, map);
+    else
+        printf("%s: the file", r->file);
+    if (pgno)
+        printf(", page %" PRIu64 " (byte %" PRIu64 ")", pgno,
+               pgno * r->page_size);
+    printf(": %s\n", what);
+}
+
+static void on_progress(void *ctx, uint64_t done, uint64_t total)
+{
+    report *r = ctx;
+    double t = now();
+    if (r->show == 0 || (r->show < 0 && t - r->start < 1.0) ||
+        t - r->last < 0.2 || done >= total)
+        return;
+    r->last = t;
+    fflush(stdout);
+    fprintf(stderr, "\r" PROG ": %3.0f%% (%" PRIu64 " of %" PRIu64
+            " pages)", 100.0 * (double)done / (double)total, done, total);
+    r->shown = 1;
+}
+
+/* ---- main --------------------------------------------------------------- */
+
+static int open_failed(const char *path, int rc)
+{
+    struct stat st;
+    const char *hint = NULL;
+    if (stat(path, &st) != 0)
+        hint = strerror(errno);
+    else if (S_ISDIR(st.st_mode))
+        hint = "is a directory";
+    else if (!S_ISREG(st.st_mode))
+        hint = "not a regular file";
+    fprintf(stderr, PROG ": %s: cannot open: %s%s%s%s\n", path,
+            bonsai_strerror(rc), hint ? " (" : "", hint ? hint : "",
+            hint ? ")" : "");
+    if (rc == BONSAI_CORRUPT)
+        fprintf(stderr, PROG ": %s: the header or both meta slots fail "
+                "their checks\n", path);
+    return EXIT_PROBLEM;
+}
+
+/* Runs the walk and prints the summary; the exit status. */
+static int verify(const struct args *a, bonsai_db *db)
+{
+    bonsai_stat s;
+    bonsai_db_stat(db, &s);
+    report r = {.file = a->file, .page_size = s.page_size,
+                .quiet = a->quiet, .show = a->progress, .start = now()};
+    if (r.show < 0 && !isatty(STDERR_FILENO))
+        r.show = 0;
+    uint64_t problems = 0;
+    int rc = bonsai_verify(db, a->flags, on_problem, on_progress, &r,
+                           &problems);
+    clear_progress(&r);
+    if (rc) {
+        fprintf(stderr, PROG ": %s: the walk stopped: %s\n", a->file,
+                bonsai_strerror(rc));
+        return EXIT_PROBLEM;
+    }
+    if (problems)
+        printf("%s: %" PRIu64 " problem%s found\n", a->file, problems,
+               problems == 1 ? "" : "s");
+    else
+        printf("%s: no problems found (%s check of txn %" PRIu64 ")\n",
+               a->file, a->flags & BONSAI_VERIFY_QUICK ? "quick" : "full",
+               s.txn_id);
+    if (fflush(stdout) != 0) {
+        fprintf(stderr, PROG ": write standard output: %s\n",
+                strerror(errno));
+        return EXIT_PROBLEM;
+    }
+    return problems ? EXIT_PROBLEM : 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct args a;
+    int st = parse_args(argc, argv, &a);
+    if (st)
+        return st < 0 ? 0 : st;
+    bonsai_options opts;
+    bonsai_options_init(&opts);
+    opts.read_only = 1;
+    opts.create = 0;
+    bonsai_db *db = NULL;
+    int rc = bonsai_open(a.file, &opts, &db);
+    if (rc)
+        return open_failed(a.file, rc);
+    st = verify(&a, db);
+    bonsai_close(db);
+    return st;
+}
