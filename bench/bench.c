@@ -1,0 +1,1346 @@
+/*
+ * bench.c - bonsai against LMDB on the same key streams, on this machine.
+ *
+ * For every workload (a key stream fixed by the seed and the size) each
+ * engine runs in a forked child process of its own, one after the other,
+ * the order rotating from workload to workload.  A child loads the stream,
+ * then does random lookups of present keys, of absent keys, and a full
+ * ordered scan, and reports sizes, times, its peak RSS and digests of what
+ * it read back through a pipe.  The parent checks that the engines agree on
+ * every lookup and on the scan, prints a table, and writes a CSV.
+ *
+ * Engines:
+ *   lmdb         a file in --dir (default /tmp): MDB_WRITEMAP, MDB_NOSYNC,
+ *                MDB_MAPASYNC, MDB_NOMETASYNC, MDB_NOLOCK, MDB_NORDAHEAD,
+ *                MDB_INTEGERKEY for u64 maps, MDB_APPEND for sequential
+ *                loads, one write transaction per BATCH puts
+ *   bonsai-mem   anonymous memory, options default (no transactions, write
+ *                cache on); bonsai_sync after the load flushes the cache
+ *   bonsai-file  a file in --dir, transactions on, sync off, one write
+ *                transaction per BATCH puts; reads in one read snapshot
+ *   (both bonsai rows: max_size raised to 64 GiB, nothing else changed)
+ *
+ * Keys: entry i of a stream has the id perm(i) (the identity for u64
+ * workloads) and the key key_of(id).  Lookups of present keys pick ids
+ * uniformly in [0, n) (id = splitmix64(seed' + q) % n); lookups of absent
+ * keys pick ids in [n, 2n), whose keys are never in the stream: key_of is
+ * injective (splitmix64 is a bijection; string keys spell the id).
+ *
+ * Figures: bytes per entry three ways (the store's bytes in use, the file's
+ * allocated blocks, the child's peak RSS), inserts/s (the whole load,
+ * commits and the final flush included), lookups/s present and absent,
+ * scan entries/s (every key and value byte is read), and bonsai/LMDB
+ * ratios.  Times include making keys, the same work for every engine.
+ *
+ * Only bonsai's public API (bonsai.h) is used.
+ */
+#include "bonsai.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <lmdb.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EXIT_FAIL 1
+#define EXIT_USAGE 2
+
+#define BATCH 1000000u              /* puts per write transaction */
+#define LOOKUPS_PRESENT 5000000.0   /* at scale 1 */
+#define LOOKUPS_ABSENT 1000000.0
+#define MAP_SIZE (UINT64_C(64) << 30) /* LMDB mapsize, bonsai max_size */
+#define DEFAULT_SEED UINT64_C(20240601)
+#define MAX_VALUE 16u
+#define MAX_KEY 48u
+#define ERROR_LEN 200u              /* a child's error message */
+
+/* Salts that split one seed into independent streams. */
+#define SALT_KEYS UINT64_C(0x6b657973)
+#define SALT_PRESENT UINT64_C(0x70726573656e74)
+#define SALT_ABSENT UINT64_C(0x616273656e74)
+#define SALT_VALUE UINT64_C(0x76616c7565)
+#define SALT_PERM UINT64_C(0x7065726d)
+
+/* ---- workloads ------------------------------------------------------------ */
+
+enum key_kind { KEYS_SEQ_U64, KEYS_RAND_U64, KEYS_STRING };
+
+struct workload {
+    const char *name;
+    enum key_kind keys;
+    uint32_t value_len;
+    double entries; /* at scale 1 */
+    const char *about;
+};
+
+static const struct workload WORKLOADS[] = {
+    {"seq-u64", KEYS_SEQ_U64, 0, 100e6,
+     "u64 keys 0..n-1 in order, empty values"},
+    {"rand-u64", KEYS_RAND_U64, 0, 20e6,
+     "random u64 keys, empty values"},
+    {"rand-u64-v16", KEYS_RAND_U64, 16, 10e6,
+     "random u64 keys, 16-byte values"},
+    {"str-keys", KEYS_STRING, 0, 10e6,
+     "16..39-byte strings with shared prefixes, random order, empty values"},
+};
+#define N_WORKLOADS (sizeof WORKLOADS / sizeof WORKLOADS[0])
+
+/* ---- engines -------------------------------------------------------------- */
+
+enum engine_id { ENG_LMDB, ENG_BONSAI_MEM, ENG_BONSAI_FILE, N_ENGINES };
+
+static const char *const ENGINE_NAMES[N_ENGINES] = {
+    "lmdb", "bonsai-mem", "bonsai-file"};
+
+/* ---- the PRNG and hashing ------------------------------------------------- */
+
+static uint64_t splitmix64(uint64_t x)
+{
+    x += UINT64_C(0x9e3779b97f4a7c15);
+    x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return x ^ (x >> 31);
+}
+
+/* A cheap order-dependent digest: a few cycles per 8 bytes, so the scan
+ * rate measures the engine, not the hash. */
+static uint64_t fold(uint64_t h, uint64_t w)
+{
+    h ^= w;
+    h *= UINT64_C(0x9fb21c651e98df25);
+    return h ^ (h >> 29);
+}
+
+static uint64_t fold_bytes(uint64_t h, const void *p, size_t len)
+{
+    const unsigned char *b = p;
+    h = fold(h, len);
+    for (; len >= 8; b += 8, len -= 8) {
+        uint64_t w;
+        memcpy(&w, b, 8);
+        h = fold(h, w);
+    }
+    if (len) {
+        uint64_t w = 0;
+        memcpy(&w, b, len);
+        h = fold(h, w);
+    }
+    return h;
+}
+
+/* ---- key streams ---------------------------------------------------------- */
+
+struct key {
+    uint64_t u;     /* u64 maps */
+    size_t len;     /* byte-string maps */
+    char s[MAX_KEY];
+};
+
+struct stream {
+    const struct workload *w;
+    uint64_t n;          /* entries */
+    uint64_t present;    /* lookups of present keys */
+    uint64_t absent;     /* lookups of absent keys */
+    uint64_t seed;
+    unsigned perm_bits;  /* 2^perm_bits >= n */
+};
+
+static void stream_init(struct stream *st, const struct workload *w,
+                        double scale, uint64_t seed)
+{
+    *st = (struct stream){.w = w, .seed = seed};
+    st->n = (uint64_t)fmax(1.0, llround(w->entries * scale));
+    st->present = (uint64_t)fmax(1.0, llround(LOOKUPS_PRESENT * scale));
+    st->absent = (uint64_t)fmax(1.0, llround(LOOKUPS_ABSENT * scale));
+    st->perm_bits = 1;
+    while (st->perm_bits < 64 && (UINT64_C(1) << st->perm_bits) < st->n)
+        st->perm_bits++;
+}
+
+/* A bijection of [0, 2^bits): multiply by an odd constant and xor-shift,
+ * both invertible modulo 2^bits. */
+static uint64_t perm_round(const struct stream *st, uint64_t x)
+{
+    unsigned bits = st->perm_bits;
+    uint64_t mask = bits == 64 ? ~UINT64_C(0) : (UINT64_C(1) << bits) - 1;
+    uint64_t salt = splitmix64(st->seed ^ SALT_PERM);
+    for (int r = 0; r < 4; r++) {
+        x = (x + (salt >> (8 * r))) & mask;
+        x = (x * UINT64_C(0xbf58476d1ce4e5b9)) & mask;
+        x ^= x >> (bits / 2 + 1);
+    }
+    return x;
+}
+
+/* The id of the i-th key inserted: string keys go in a random order (a
+ * permutation of [0, n) by cycle-walking), u64 keys in id order. */
+static uint64_t stream_id(const struct stream *st, uint64_t i)
+{
+    if (st->w->keys != KEYS_STRING)
+        return i;
+    uint64_t x = i;
+    do
+        x = perm_round(st, x);
+    while (x >= st->n);
+    return x;
+}
+
+static uint64_t present_id(const struct stream *st, uint64_t q)
+{
+    return splitmix64((st->seed ^ SALT_PRESENT) + q) % st->n;
+}
+
+static uint64_t absent_id(const struct stream *st, uint64_t q)
+{
+    return st->n + splitmix64((st->seed ^ SALT_ABSENT) + q) % st->n;
+}
+
+static char *put_text(char *p, const char *s)
+{
+    size_t len = strlen(s);
+    memcpy(p, s, len);
+    return p + len;
+}
+
+/* v in exactly width decimal digits (zero-padded). */
+static char *put_digits(char *p, uint64_t v, int width)
+{
+    for (int i = width - 1; i >= 0; i--, v /= 10)
+        p[i] = (char)('0' + v % 10);
+    return p + width;
+}
+
+static char *put_uint(char *p, uint64_t v)
+{
+    int width = 1;
+    for (uint64_t t = v; t >= 10; t /= 10)
+        width++;
+    return put_digits(p, v, width);
+}
+
+/* One of four shapes by id % 4, each spelling the rest of the id, so
+ * distinct ids give distinct keys:
+ *   user:000000012345:session:17             27-28 bytes
+ *   order:0000012345:line:3                  23
+ *   customer:profile:000000012345:address:1  39
+ *   k:00000000012345                         16 */
+static void string_key(uint64_t id, struct key *k)
+{
+    uint64_t u = id >> 2;
+    char *p = k->s;
+    switch (id & 3) {
+    case 0:
+        p = put_digits(put_text(p, "user:"), u >> 5, 12);
+        p = put_uint(put_text(p, ":session:"), u & 31);
+        break;
+    case 1:
+        p = put_digits(put_text(p, "order:"), u >> 2, 10);
+        p = put_uint(put_text(p, ":line:"), u & 3);
+        break;
+    case 2:
+        p = put_digits(put_text(p, "customer:profile:"), u >> 1, 12);
+        p = put_uint(put_text(p, ":address:"), u & 1);
+        break;
+    default:
+        p = put_digits(put_text(p, "k:"), u, 14);
+        break;
+    }
+    k->len = (size_t)(p - k->s);
+}
+
+static void key_of(const struct stream *st, uint64_t id, struct key *k)
+{
+    switch (st->w->keys) {
+    case KEYS_SEQ_U64: k->u = id; break;
+    case KEYS_RAND_U64: k->u = splitmix64((st->seed ^ SALT_KEYS) + id); break;
+    case KEYS_STRING: string_key(id, k); break;
+    }
+}
+
+static void value_of(const struct stream *st, uint64_t id,
+                     unsigned char v[MAX_VALUE])
+{
+    for (uint32_t i = 0; i < st->w->value_len; i += 8) {
+        uint64_t w = splitmix64((st->seed ^ SALT_VALUE) + 2 * id + i / 8);
+        memcpy(v + i, &w, 8);
+    }
+}
+
+static int is_u64(const struct stream *st)
+{
+    return st->w->keys != KEYS_STRING;
+}
+
+/* ---- what a child reports ------------------------------------------------- */
+
+struct result {
+    int ran;                 /* the child finished and reported */
+    char error[ERROR_LEN];   /* empty when all went well */
+    uint64_t entries;        /* as the engine counts them */
+    uint64_t bytes_used;     /* store bytes in use after the load */
+    uint64_t file_bytes;     /* allocated blocks of the file, 0 in memory */
+    uint64_t peak_rss;       /* bytes */
+    double wall_s, cpu_s;    /* the whole child: cpu/wall < 1 = it waited */
+    double load_s, hit_s, miss_s, scan_s;
+    uint64_t hits, absent_found, bad_values, scanned;
+    uint64_t lookup_digest, scan_digest;
+};
+
+/* ---- one engine's state in a child ---------------------------------------- */
+
+struct ctx {
+    const struct stream *st;
+    char path[PATH_MAX];     /* the store file; "" in memory */
+    char *error;             /* points into the result */
+    /* LMDB */
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    unsigned put_flags;
+    /* bonsai */
+    bonsai_db *db;
+    bonsai_txn *btxn;        /* NULL in no-transaction mode */
+    bonsai_map map;
+    int bonsai_txns;
+};
+
+static int fail(struct ctx *c, const char *what, const char *why)
+{
+    snprintf(c->error, ERROR_LEN, "%s: %s", what, why);
+    return -1;
+}
+
+static int lmdb_check(struct ctx *c, const char *what, int rc)
+{
+    return rc == MDB_SUCCESS ? 0 : fail(c, what, mdb_strerror(rc));
+}
+
+static int bonsai_check(struct ctx *c, const char *what, int rc)
+{
+    return rc == BONSAI_OK ? 0 : fail(c, what, bonsai_strerror(rc));
+}
+
+/* The operations a child runs, in this order: open; put... with commit
+ * after every BATCH puts; end_load (last commit, flush, start reading);
+ * stat; get...; scan; close.  get returns 1 found, 0 absent, -1 error. */
+struct engine_ops {
+    int (*open)(struct ctx *c);
+    int (*put)(struct ctx *c, const struct key *k, const void *v, size_t vlen);
+    int (*commit)(struct ctx *c);
+    int (*end_load)(struct ctx *c);
+    int (*stat)(struct ctx *c, uint64_t *entries, uint64_t *bytes_used);
+    int (*get)(struct ctx *c, const struct key *k, const void **v,
+               size_t *vlen);
+    int (*scan)(struct ctx *c, uint64_t *count, uint64_t *digest);
+    void (*close)(struct ctx *c);
+};
+
+/* ---- LMDB ----------------------------------------------------------------- */
+
+static int lmdb_open(struct ctx *c)
+{
+    unsigned env_flags = MDB_NOSUBDIR | MDB_WRITEMAP | MDB_NOSYNC |
+                         MDB_MAPASYNC | MDB_NOMETASYNC | MDB_NOLOCK |
+                         MDB_NORDAHEAD;
+    unsigned db_flags = MDB_CREATE | (is_u64(c->st) ? MDB_INTEGERKEY : 0);
+    c->put_flags = c->st->w->keys == KEYS_SEQ_U64 ? MDB_APPEND : 0;
+    if (lmdb_check(c, "mdb_env_create", mdb_env_create(&c->env)) ||
+        lmdb_check(c, "mdb_env_set_mapsize",
+                   mdb_env_set_mapsize(c->env, MAP_SIZE)) ||
+        lmdb_check(c, "mdb_env_open",
+                   mdb_env_open(c->env, c->path, env_flags, 0644)) ||
+        lmdb_check(c, "mdb_txn_begin",
+                   mdb_txn_begin(c->env, NULL, 0, &c->txn)))
+        return -1;
+    return lmdb_check(c, "mdb_dbi_open",
+                      mdb_dbi_open(c->txn, NULL, db_flags, &c->dbi));
+}
+
+static MDB_val lmdb_key(const struct ctx *c, const struct key *k)
+{
+    if (is_u64(c->st))
+        return (MDB_val){sizeof k->u, (void *)&k->u};
+    return (MDB_val){k->len, (void *)k->s};
+}
+
+static int lmdb_put(struct ctx *c, const struct key *k, const void *v,
+                    size_t vlen)
+{
+    MDB_val key = lmdb_key(c, k), val = {vlen, (void *)v};
+    return lmdb_check(c, "mdb_put",
+                      mdb_put(c->txn, c->dbi, &key, &val, c->put_flags));
+}
+
+static int lmdb_commit(struct ctx *c)
+{
+    int rc = mdb_txn_commit(c->txn);
+    c->txn = NULL;
+    if (lmdb_check(c, "mdb_txn_commit", rc))
+        return -1;
+    return lmdb_check(c, "mdb_txn_begin",
+                      mdb_txn_begin(c->env, NULL, 0, &c->txn));
+}
+
+static int lmdb_end_load(struct ctx *c)
+{
+    int rc = mdb_txn_commit(c->txn);
+    c->txn = NULL;
+    if (lmdb_check(c, "mdb_txn_commit", rc))
+        return -1;
+    return lmdb_check(c, "mdb_txn_begin",
+                      mdb_txn_begin(c->env, NULL, MDB_RDONLY, &c->txn));
+}
+
+/* Bytes in use: every page up to the last one allocated. */
+static int lmdb_stat(struct ctx *c, uint64_t *entries, uint64_t *bytes_used)
+{
+    MDB_envinfo info;
+    MDB_stat env_st, db_st;
+    if (lmdb_check(c, "mdb_env_info", mdb_env_info(c->env, &info)) ||
+        lmdb_check(c, "mdb_env_stat", mdb_env_stat(c->env, &env_st)) ||
+        lmdb_check(c, "mdb_stat", mdb_stat(c->txn, c->dbi, &db_st)))
+        return -1;
+    *entries = db_st.ms_entries;
+    *bytes_used = ((uint64_t)info.me_last_pgno + 1) * env_st.ms_psize;
+    return 0;
+}
+
+static int lmdb_get(struct ctx *c, const struct key *k, const void **v,
+                    size_t *vlen)
+{
+    MDB_val key = lmdb_key(c, k), val;
+    int rc = mdb_get(c->txn, c->dbi, &key, &val);
+    if (rc == MDB_NOTFOUND)
+        return 0;
+    if (lmdb_check(c, "mdb_get", rc))
+        return -1;
+    *v = val.mv_data;
+    *vlen = val.mv_size;
+    return 1;
+}
+
+static int lmdb_scan(struct ctx *c, uint64_t *count, uint64_t *digest)
+{
+    MDB_cursor *cur;
+    MDB_val key, val;
+    if (lmdb_check(c, "mdb_cursor_open",
+                   mdb_cursor_open(c->txn, c->dbi, &cur)))
+        return -1;
+    uint64_t n = 0, h = 0;
+    int rc = mdb_cursor_get(cur, &key, &val, MDB_FIRST);
+    for (; rc == MDB_SUCCESS; rc = mdb_cursor_get(cur, &key, &val, MDB_NEXT)) {
+        h = fold_bytes(h, key.mv_data, key.mv_size);
+        h = fold_bytes(h, val.mv_data, val.mv_size);
+        n++;
+    }
+    mdb_cursor_close(cur);
+    *count = n;
+    *digest = h;
+    return rc == MDB_NOTFOUND ? 0 : lmdb_check(c, "mdb_cursor_get", rc);
+}
+
+static void lmdb_close(struct ctx *c)
+{
+    if (c->txn)
+        mdb_txn_abort(c->txn);
+    if (c->env)
+        mdb_env_close(c->env);
+}
+
+static const struct engine_ops LMDB_OPS = {
+    lmdb_open, lmdb_put, lmdb_commit, lmdb_end_load,
+    lmdb_stat, lmdb_get, lmdb_scan, lmdb_close};
+
+/* ---- bonsai --------------------------------------------------------------- */
+
+/* bonsai-mem passes path "" (anonymous memory, options default);
+ * bonsai-file a path, with transactions on and sync off. */
+static int bonsai_open_store(struct ctx *c)
+{
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.max_size = MAP_SIZE;
+    if (c->path[0]) {
+        o.transactions = 1;
+        o.sync = 0;
+    }
+    c->bonsai_txns = c->path[0] != '\0';
+    if (bonsai_check(c, "bonsai_open",
+                     bonsai_open(c->path[0] ? c->path : NULL, &o, &c->db)))
+        return -1;
+    if (c->bonsai_txns &&
+        bonsai_check(c, "bonsai_txn_begin",
+                     bonsai_txn_begin(c->db, 0, &c->btxn)))
+        return -1;
+    unsigned kind = is_u64(c->st) ? BONSAI_KEY_U64 : BONSAI_KEY_BYTES;
+    return bonsai_check(c, "bonsai_map_create",
+                        bonsai_map_create(c->db, c->btxn, "bench", kind,
+                                          &c->map));
+}
+
+static int bonsai_put_key(struct ctx *c, const struct key *k, const void *v,
+                          size_t vlen)
+{
+    bonsai_val val = {vlen, vlen ? v : ""};
+    if (is_u64(c->st))
+        return bonsai_check(c, "bonsai_put_u64",
+                            bonsai_put_u64(c->btxn, c->map, k->u, &val, 0));
+    bonsai_val key = {k->len, k->s};
+    return bonsai_check(c, "bonsai_put",
+                        bonsai_put(c->btxn, c->map, &key, &val, 0));
+}
+
+/* Ends the write transaction and begins the next: a write one, or (read)
+ * a read snapshot. */
+static int bonsai_next_txn(struct ctx *c, unsigned flags)
+{
+    int rc = bonsai_txn_commit(c->btxn);
+    c->btxn = NULL;
+    if (bonsai_check(c, "bonsai_txn_commit", rc))
+        return -1;
+    return bonsai_check(c, "bonsai_txn_begin",
+                        bonsai_txn_begin(c->db, flags, &c->btxn));
+}
+
+static int bonsai_commit_batch(struct ctx *c)
+{
+    return c->bonsai_txns ? bonsai_next_txn(c, 0) : 0;
+}
+
+/* Without transactions the write cache is flushed, so that bytes_used
+ * counts every node. */
+static int bonsai_end_load(struct ctx *c)
+{
+    if (c->bonsai_txns)
+        return bonsai_next_txn(c, BONSAI_TXN_RDONLY);
+    return bonsai_check(c, "bonsai_sync", bonsai_sync(c->db));
+}
+
+static int bonsai_stat_store(struct ctx *c, uint64_t *entries,
+                             uint64_t *bytes_used)
+{
+    bonsai_stat st;
+    if (bonsai_check(c, "bonsai_db_stat", bonsai_db_stat(c->db, &st)) ||
+        bonsai_check(c, "bonsai_count",
+                     bonsai_count(c->btxn, c->map, entries)))
+        return -1;
+    *bytes_used = st.bytes_used;
+    return 0;
+}
+
+static int bonsai_get_key(struct ctx *c, const struct key *k, const void **v,
+                          size_t *vlen)
+{
+    bonsai_val val;
+    int rc;
+    if (is_u64(c->st)) {
+        rc = bonsai_get_u64(c->btxn, c->map, k->u, &val);
+    } else {
+        bonsai_val key = {k->len, k->s};
+        rc = bonsai_get(c->btxn, c->map, &key, &val);
+    }
+    if (rc == BONSAI_NOTFOUND)
+        return 0;
+    if (bonsai_check(c, "bonsai_get", rc))
+        return -1;
+    *v = val.data;
+    *vlen = val.size;
+    return 1;
+}
+
+static int bonsai_scan(struct ctx *c, uint64_t *count, uint64_t *digest)
+{
+    bonsai_cursor *cur;
+    bonsai_val key, val;
+    if (bonsai_check(c, "bonsai_cursor_open",
+                     bonsai_cursor_open(c->btxn, c->map, &cur)))
+        return -1;
+    uint64_t n = 0, h = 0;
+    int rc = bonsai_cursor_first(cur);
+    for (; rc == BONSAI_OK; rc = bonsai_cursor_next(cur)) {
+        rc = bonsai_cursor_get(cur, &key, &val);
+        if (rc != BONSAI_OK)
+            break;
+        h = fold_bytes(h, key.data, key.size);
+        h = fold_bytes(h, val.data, val.size);
+        n++;
+    }
+    bonsai_cursor_close(cur);
+    *count = n;
+    *digest = h;
+    return rc == BONSAI_NOTFOUND ? 0 : bonsai_check(c, "bonsai_cursor", rc);
+}
+
+static void bonsai_close_store(struct ctx *c)
+{
+    bonsai_txn_abort(c->btxn);
+    c->btxn = NULL;
+    int rc = bonsai_close(c->db);
+    if (rc != BONSAI_OK && !c->error[0])
+        bonsai_check(c, "bonsai_close", rc);
+}
+
+static const struct engine_ops BONSAI_OPS = {
+    bonsai_open_store, bonsai_put_key, bonsai_commit_batch, bonsai_end_load,
+    bonsai_stat_store, bonsai_get_key, bonsai_scan, bonsai_close_store};
+
+/* ---- the run in a child --------------------------------------------------- */
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static uint64_t peak_rss_bytes(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? (uint64_t)ru.ru_maxrss * 1024
+                                            : 0;
+}
+
+static double cpu_seconds(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return 0;
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+}
+
+static uint64_t file_bytes(const char *path)
+{
+    struct stat sb;
+    if (!path[0] || stat(path, &sb) != 0)
+        return 0;
+    return (uint64_t)sb.st_blocks * 512; /* LMDB's file is sparse */
+}
+
+static int load(const struct engine_ops *e, struct ctx *c, struct result *r)
+{
+    const struct stream *st = c->st;
+    unsigned char v[MAX_VALUE];
+    struct key k;
+    double t0 = now();
+    for (uint64_t i = 0; i < st->n; i++) {
+        uint64_t id = stream_id(st, i);
+        key_of(st, id, &k);
+        value_of(st, id, v);
+        if (e->put(c, &k, v, st->w->value_len))
+            return -1;
+        if ((i + 1) % BATCH == 0 && i + 1 < st->n && e->commit(c))
+            return -1;
+    }
+    if (e->end_load(c))
+        return -1;
+    r->load_s = now() - t0;
+    r->file_bytes = file_bytes(c->path);
+    return e->stat(c, &r->entries, &r->bytes_used);
+}
+
+/* Present lookups check each value against the stream. */
+static int lookups(const struct engine_ops *e, struct ctx *c,
+                   struct result *r, int absent)
+{
+    const struct stream *st = c->st;
+    uint64_t count = absent ? st->absent : st->present;
+    unsigned char want[MAX_VALUE];
+    struct key k;
+    double t0 = now();
+    for (uint64_t q = 0; q < count; q++) {
+        uint64_t id = absent ? absent_id(st, q) : present_id(st, q);
+        const void *v;
+        size_t vlen;
+        key_of(st, id, &k);
+        int found = e->get(c, &k, &v, &vlen);
+        if (found < 0)
+            return -1;
+        r->lookup_digest = fold(r->lookup_digest, (uint64_t)found);
+        if (!found)
+            continue;
+        r->lookup_digest = fold_bytes(r->lookup_digest, v, vlen);
+        if (absent) {
+            r->absent_found++;
+            continue;
+        }
+        r->hits++;
+        value_of(st, id, want);
+        if (vlen != st->w->value_len || (vlen && memcmp(v, want, vlen)))
+            r->bad_values++;
+    }
+    *(absent ? &r->miss_s : &r->hit_s) = now() - t0;
+    return 0;
+}
+
+static int scan(const struct engine_ops *e, struct ctx *c, struct result *r)
+{
+    double t0 = now();
+    if (e->scan(c, &r->scanned, &r->scan_digest))
+        return -1;
+    r->scan_s = now() - t0;
+    return 0;
+}
+
+static void run_engine(enum engine_id id, const struct stream *st,
+                       const char *dir, struct result *r)
+{
+    const struct engine_ops *e = id == ENG_LMDB ? &LMDB_OPS : &BONSAI_OPS;
+    struct ctx c = {.st = st, .error = r->error};
+    double t0 = now(), cpu0 = cpu_seconds();
+    if (id != ENG_BONSAI_MEM &&
+        snprintf(c.path, sizeof c.path, "%s/store", dir) >= (int)sizeof c.path)
+        fail(&c, "store path", "too long");
+    else if (e->open(&c) == 0 && load(e, &c, r) == 0 &&
+        lookups(e, &c, r, 0) == 0 && lookups(e, &c, r, 1) == 0)
+        scan(e, &c, r);
+    r->peak_rss = peak_rss_bytes();
+    e->close(&c);
+    r->wall_s = now() - t0;
+    r->cpu_s = cpu_seconds() - cpu0;
+    r->ran = 1;
+}
+
+/* ---- forking ------------------------------------------------------------- */
+
+static int write_all(int fd, const void *p, size_t len)
+{
+    const char *b = p;
+    while (len) {
+        ssize_t w = write(fd, b, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        b += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+static size_t read_all(int fd, void *p, size_t len)
+{
+    char *b = p;
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = read(fd, b + got, len - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    return got;
+}
+
+/* Removes the files a child left in dir (the store, a lock file), then
+ * dir itself. */
+static void remove_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    char path[PATH_MAX];
+    for (struct dirent *de; (de = readdir(d)) != NULL;) {
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+            if (snprintf(path, sizeof path, "%s/%s", dir, de->d_name) <
+                (int)sizeof path)
+                unlink(path);
+        }
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+static void child_died(struct result *r, int status, unsigned timeout)
+{
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
+        snprintf(r->error, sizeof r->error, "timed out after %u s (--timeout)",
+                 timeout);
+    else if (WIFSIGNALED(status))
+        snprintf(r->error, sizeof r->error, "child killed by signal %d (%s)",
+                 WTERMSIG(status), strsignal(WTERMSIG(status)));
+    else
+        snprintf(r->error, sizeof r->error, "child exited with status %d",
+                 WEXITSTATUS(status));
+}
+
+/* One engine on one workload, run in a child of its own with a directory
+ * of its own.  The child's report (smaller than the pipe's buffer) waits
+ * in the pipe until the parent reaps the child. */
+struct job {
+    const struct stream *st;
+    enum engine_id engine;
+    struct result *r;
+    char dir[PATH_MAX];
+    unsigned timeout;    /* seconds, 0 = none */
+    pid_t pid;           /* > 0 while it runs */
+    int fd;              /* read end of its pipe */
+    double t0;
+};
+
+static int job_fail(struct job *j, const char *what)
+{
+    snprintf(j->r->error, sizeof j->r->error, "%s: %s", what,
+             strerror(errno));
+    return -1;
+}
+
+static int job_start(struct job *j)
+{
+    int fds[2];
+    *j->r = (struct result){0};
+    if (mkdir(j->dir, 0755) != 0)
+        return job_fail(j, "mkdir");
+    if (pipe(fds) != 0)
+        return job_fail(j, "pipe");
+    fprintf(stderr, "bonsai-bench: start %s %s (%" PRIu64 " entries)\n",
+            j->st->w->name, ENGINE_NAMES[j->engine], j->st->n);
+    fflush(NULL);
+    j->t0 = now();
+    j->pid = fork();
+    if (j->pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return job_fail(j, "fork");
+    }
+    if (j->pid == 0) {
+        close(fds[0]);
+        alarm(j->timeout); /* SIGALRM ends a run that takes too long */
+        run_engine(j->engine, j->st, j->dir, j->r);
+        _exit(write_all(fds[1], j->r, sizeof *j->r) ? EXIT_FAIL : 0);
+    }
+    close(fds[1]);
+    j->fd = fds[0];
+    return 0;
+}
+
+static void job_finish(struct job *j, int status)
+{
+    size_t got = read_all(j->fd, j->r, sizeof *j->r);
+    close(j->fd);
+    j->pid = 0;
+    remove_dir(j->dir);
+    if (got != sizeof *j->r || !WIFEXITED(status) || WEXITSTATUS(status)) {
+        *j->r = (struct result){0};
+        child_died(j->r, status, j->timeout);
+    }
+    fprintf(stderr, "bonsai-bench: done  %s %s in %.1f s%s%s\n",
+            j->st->w->name, ENGINE_NAMES[j->engine], now() - j->t0,
+            j->r->error[0] ? ": FAILED: " : "", j->r->error);
+}
+
+/* Runs the jobs in order, at most `parallel` at a time. */
+static void run_jobs(struct job *jobs, size_t n, int parallel)
+{
+    size_t next = 0;
+    int running = 0;
+    while (next < n || running > 0) {
+        while (running < parallel && next < n)
+            if (job_start(&jobs[next++]) == 0)
+                running++;
+        if (running == 0)
+            continue;
+        int status;
+        pid_t pid = waitpid(-1, &status, 0);
+        if (pid < 0 && errno == EINTR)
+            continue;
+        if (pid < 0)
+            break;
+        for (size_t i = 0; i < next; i++) {
+            if (jobs[i].pid == pid) {
+                job_finish(&jobs[i], status);
+                running--;
+            }
+        }
+    }
+}
+
+/* ---- checking that the engines agree ------------------------------------ */
+
+/* Appends a complaint to buf; returns 1 so callers can count. */
+static int complain(char *buf, size_t size, const char *fmt, ...)
+{
+    size_t used = strlen(buf);
+    va_list ap;
+    va_start(ap, fmt);
+    if (used < size)
+        vsnprintf(buf + used, size - used, fmt, ap);
+    va_end(ap);
+    return 1;
+}
+
+/* One engine against the stream itself. */
+static int check_self(const struct stream *st, const char *name,
+                      const struct result *r, char *buf, size_t size)
+{
+    int bad = 0;
+    if (r->error[0])
+        return complain(buf, size, "  %s: FAILED: %s\n", name, r->error);
+    if (r->hits != st->present || r->bad_values)
+        bad += complain(buf, size,
+                        "  %s: %" PRIu64 " of %" PRIu64 " present keys found, "
+                        "%" PRIu64 " wrong values\n",
+                        name, r->hits, st->present, r->bad_values);
+    if (r->absent_found)
+        bad += complain(buf, size, "  %s: %" PRIu64 " absent keys found\n",
+                        name, r->absent_found);
+    if (r->scanned != r->entries)
+        bad += complain(buf, size,
+                        "  %s: scan saw %" PRIu64 " entries, count says %"
+                        PRIu64 "\n", name, r->scanned, r->entries);
+    return bad;
+}
+
+/* Two engines against each other: every lookup and the scan. */
+static int check_pair(const char *a_name, const struct result *a,
+                      const char *b_name, const struct result *b, char *buf,
+                      size_t size)
+{
+    if (a->entries != b->entries || a->lookup_digest != b->lookup_digest ||
+        a->scan_digest != b->scan_digest || a->scanned != b->scanned)
+        return complain(buf, size,
+                        "  %s and %s DISAGREE: entries %" PRIu64 "/%" PRIu64
+                        ", lookup digest %016" PRIx64 "/%016" PRIx64
+                        ", scan digest %016" PRIx64 "/%016" PRIx64 "\n",
+                        a_name, b_name, a->entries, b->entries, a->lookup_digest,
+                        b->lookup_digest, a->scan_digest, b->scan_digest);
+    return 0;
+}
+
+/* Returns the number of problems; their description goes to buf. */
+static int check_workload(const struct stream *st, const int *selected,
+                          const struct result *res, char *buf, size_t size)
+{
+    int bad = 0, first = -1;
+    buf[0] = '\0';
+    for (int e = 0; e < N_ENGINES; e++) {
+        if (!selected[e])
+            continue;
+        int self = check_self(st, ENGINE_NAMES[e], &res[e], buf, size);
+        bad += self;
+        if (self || res[e].error[0])
+            continue;
+        if (first < 0)
+            first = e;
+        else
+            bad += check_pair(ENGINE_NAMES[first], &res[first],
+                              ENGINE_NAMES[e], &res[e], buf, size);
+    }
+    return bad;
+}
+
+/* ---- figures ------------------------------------------------------------ */
+
+enum figure {
+    FIG_USED, FIG_FILE, FIG_RSS, FIG_INSERT, FIG_HIT, FIG_MISS, FIG_SCAN,
+    N_FIGURES
+};
+
+static const char *const FIGURE_NAMES[N_FIGURES] = {
+    "bytes_per_entry", "file_bytes_per_entry", "rss_bytes_per_entry",
+    "inserts_per_s", "hits_per_s", "misses_per_s", "scan_per_s"};
+
+/* A figure of one run; NAN when it does not apply or the run failed. */
+static double figure(const struct stream *st, const struct result *r,
+                     enum figure f)
+{
+    if (!r->ran || r->error[0] || !r->entries)
+        return NAN;
+    double n = (double)r->entries;
+    switch (f) {
+    case FIG_USED: return (double)r->bytes_used / n;
+    case FIG_FILE: return r->file_bytes ? (double)r->file_bytes / n : NAN;
+    case FIG_RSS: return (double)r->peak_rss / n;
+    case FIG_INSERT: return (double)st->n / r->load_s;
+    case FIG_HIT: return (double)st->present / r->hit_s;
+    case FIG_MISS: return (double)st->absent / r->miss_s;
+    case FIG_SCAN: return (double)r->scanned / r->scan_s;
+    default: return NAN;
+    }
+}
+
+static double ratio(const struct stream *st, const struct result *res,
+                    enum engine_id e, enum figure f)
+{
+    return figure(st, &res[e], f) / figure(st, &res[ENG_LMDB], f);
+}
+
+/* ---- the table ----------------------------------------------------------- */
+
+static void print_rate(double v)
+{
+    if (isnan(v))
+        printf(" %8s", "-");
+    else if (v >= 1e6)
+        printf(" %7.2fM", v / 1e6);
+    else
+        printf(" %7.0fk", v / 1e3);
+}
+
+static void print_num(double v, const char *fmt)
+{
+    if (isnan(v))
+        printf(" %8s", "-");
+    else
+        printf(fmt, v);
+}
+
+static void print_header(void)
+{
+    printf("%-13s %-12s %10s %8s %8s %8s %8s %8s %4s %8s %8s %8s %8s\n",
+           "workload", "engine", "entries", "B/entry", "file B/e", "RSS B/e",
+           "RSS MiB", "load s", "cpu", "insert/s", "hit/s", "miss/s",
+           "scan/s");
+}
+
+static void print_row(const char *wname, const struct stream *st,
+                      enum engine_id e, const struct result *r)
+{
+    printf("%-13s %-12s", wname, ENGINE_NAMES[e]);
+    if (r->error[0]) {
+        printf(" FAILED: %s\n", r->error);
+        return;
+    }
+    printf(" %10" PRIu64, r->entries);
+    for (int f = FIG_USED; f <= FIG_RSS; f++)
+        print_num(figure(st, r, f), " %8.3f");
+    printf(" %8.1f %8.2f %3.0f%%", (double)r->peak_rss / 1048576.0, r->load_s,
+           r->wall_s > 0 ? 100 * r->cpu_s / r->wall_s : 0.0);
+    for (int f = FIG_INSERT; f <= FIG_SCAN; f++)
+        print_rate(figure(st, r, f));
+    printf("\n");
+}
+
+static void print_ratio_row(const struct stream *st, enum engine_id e,
+                            const struct result *res)
+{
+    char label[40];
+    snprintf(label, sizeof label, "%s/lmdb", ENGINE_NAMES[e]);
+    printf("%-13s %-23s", "  ratio", label);
+    for (int f = FIG_USED; f <= FIG_RSS; f++)
+        print_num(ratio(st, res, e, f), " %7.3fx");
+    printf(" %8s %8s %4s", "", "", "");
+    for (int f = FIG_INSERT; f <= FIG_SCAN; f++)
+        print_num(ratio(st, res, e, f), " %7.2fx");
+    printf("\n");
+}
+
+static void print_workload(const struct stream *st, const int *selected,
+                           const struct result *res)
+{
+    for (int e = 0; e < N_ENGINES; e++)
+        if (selected[e])
+            print_row(st->w->name, st, e, &res[e]);
+    for (int e = ENG_BONSAI_MEM; e < N_ENGINES; e++)
+        if (selected[e] && selected[ENG_LMDB])
+            print_ratio_row(st, e, res);
+}
+
+/* ---- the CSV ------------------------------------------------------------- */
+
+static void csv_num(FILE *f, double v)
+{
+    if (isnan(v))
+        fputs(",", f);
+    else
+        fprintf(f, ",%.6g", v);
+}
+
+static void csv_header(FILE *f)
+{
+    fputs("workload,workload_index,engine,engine_index,entries,bytes_used,"
+          "file_bytes,peak_rss,load_s,hit_s,miss_s,scan_s,wall_s,cpu_s,"
+          "lookups_present,"
+          "lookups_absent,ok", f);
+    for (int i = 0; i < N_FIGURES; i++)
+        fprintf(f, ",%s", FIGURE_NAMES[i]);
+    for (int i = 0; i < N_FIGURES; i++)
+        fprintf(f, ",ratio_%s", FIGURE_NAMES[i]);
+    fputs("\n", f);
+}
+
+static void csv_row(FILE *f, int wi, const struct stream *st,
+                    enum engine_id e, const struct result *res, int ok)
+{
+    const struct result *r = &res[e];
+    fprintf(f, "%s,%d,%s,%d,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
+            ",%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%" PRIu64 ",%" PRIu64 ",%d",
+            st->w->name, wi, ENGINE_NAMES[e], (int)e, r->entries,
+            r->bytes_used, r->file_bytes, r->peak_rss, r->load_s, r->hit_s,
+            r->miss_s, r->scan_s, r->wall_s, r->cpu_s, st->present, st->absent, ok);
+    for (int i = 0; i < N_FIGURES; i++)
+        csv_num(f, figure(st, r, i));
+    for (int i = 0; i < N_FIGURES; i++)
+        csv_num(f, ratio(st, res, e, i));
+    fputs("\n", f);
+}
+
+/* ---- arguments ------------------------------------------------------------ */
+
+struct args {
+    double scale;
+    int quick;
+    uint64_t seed;
+    const char *csv;
+    const char *dir;
+    int jobs;                   /* children at a time */
+    unsigned timeout;           /* seconds per child, 0 = none */
+    int workloads[N_WORKLOADS]; /* selected */
+    int engines[N_ENGINES];
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+        "usage: bonsai-bench [options]\n"
+        "Runs the same key streams through LMDB and bonsai, each engine\n"
+        "and workload in a forked child, and compares them.\n"
+        "\n"
+        "  --quick          a tenth of every size; checks only that every\n"
+        "                   engine ran and that they agree (as every run)\n"
+        "  --scale F        multiply every size by F (default 1)\n"
+        "  --workload NAME  run only this workload (repeatable)\n"
+        "  --engine NAME    run only this engine (repeatable)\n"
+        "  --csv PATH       write the CSV there (default bench/results.csv)\n"
+        "  --dir DIR        where store files go (default /tmp)\n"
+        "  --seed N         PRNG seed (default %" PRIu64 ")\n"
+        "  --jobs N         run N children at a time (default 1; more\n"
+        "                   only when times do not matter)\n"
+        "  --timeout S      stop a child after S seconds: its run fails\n"
+        "  --help           this text\n"
+        "\nWorkloads (sizes at scale 1; then %.0f M present-key and %.0f M\n"
+        "absent-key lookups and a full scan on each):\n",
+        DEFAULT_SEED, LOOKUPS_PRESENT / 1e6, LOOKUPS_ABSENT / 1e6);
+    for (size_t i = 0; i < N_WORKLOADS; i++)
+        fprintf(out, "  %-13s %5.0f M  %s\n", WORKLOADS[i].name,
+                WORKLOADS[i].entries / 1e6, WORKLOADS[i].about);
+    fprintf(out, "Engines: lmdb, bonsai-mem, bonsai-file.\n"
+                 "\nExit status: 0 all ran and agree, 1 a run failed or the "
+                 "engines disagree, 2 bad usage.\n");
+}
+
+static int select_name(const char *name, const char *const *names, size_t n,
+                       int *selected)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(name, names[i]) == 0) {
+            selected[i] = 1;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int select_workload(const char *name, int *selected)
+{
+    const char *names[N_WORKLOADS];
+    for (size_t i = 0; i < N_WORKLOADS; i++)
+        names[i] = WORKLOADS[i].name;
+    return select_name(name, names, N_WORKLOADS, selected);
+}
+
+static int parse_double(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    *out = strtod(s, &end);
+    return errno || end == s || *end || !(*out > 0) ? -1 : 0;
+}
+
+static int parse_seed(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    *out = strtoull(s, &end, 0);
+    return errno || end == s || *end ? -1 : 0;
+}
+
+static int parse_jobs(const char *s, int *out)
+{
+    double v;
+    if (parse_double(s, &v) || v != (int)v || v > 64)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_timeout(const char *s, unsigned *out)
+{
+    double v;
+    if (parse_double(s, &v) || v != (unsigned)v)
+        return -1;
+    *out = (unsigned)v;
+    return 0;
+}
+
+static void select_all_if_none(int *selected, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (selected[i])
+            return;
+    for (size_t i = 0; i < n; i++)
+        selected[i] = 1;
+}
+
+/* Fills *a; returns 0, -1 after --help, or EXIT_USAGE. */
+static int parse_args(int argc, char **argv, struct args *a)
+{
+    static const struct option longopts[] = {
+        {"quick", no_argument, NULL, 'q'},
+        {"scale", required_argument, NULL, 's'},
+        {"workload", required_argument, NULL, 'w'},
+        {"engine", required_argument, NULL, 'e'},
+        {"csv", required_argument, NULL, 'c'},
+        {"dir", required_argument, NULL, 'd'},
+        {"seed", required_argument, NULL, 'S'},
+        {"jobs", required_argument, NULL, 'j'},
+        {"timeout", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    *a = (struct args){.scale = 1.0, .seed = DEFAULT_SEED,
+                       .csv = "bench/results.csv", .dir = "/tmp",
+                       .jobs = 1};
+    int c, idx = 0, bad = 0;
+    while (!bad && (c = getopt_long(argc, argv, "h", longopts, &idx)) != -1) {
+        switch (c) {
+        case 'q': a->quick = 1; a->scale = 0.1; break;
+        case 's': bad = parse_double(optarg, &a->scale); break;
+        case 'w': bad = select_workload(optarg, a->workloads); break;
+        case 'e': bad = select_name(optarg, ENGINE_NAMES, N_ENGINES,
+                                    a->engines); break;
+        case 'c': a->csv = optarg; break;
+        case 'd': a->dir = optarg; break;
+        case 'S': bad = parse_seed(optarg, &a->seed); break;
+        case 'j': bad = parse_jobs(optarg, &a->jobs); break;
+        case 't': bad = parse_timeout(optarg, &a->timeout); break;
+        case 'h': usage(stdout); return -1;
+        default: bad = 1; break;
+        }
+        if (bad && c != '?')
+            fprintf(stderr, "bonsai-bench: bad value for --%s: '%s'\n",
+                    longopts[idx].name, optarg);
+    }
+    if (bad || optind != argc) {
+        fprintf(stderr, "Try 'bonsai-bench --help'.\n");
+        return EXIT_USAGE;
+    }
+    select_all_if_none(a->workloads, N_WORKLOADS);
+    select_all_if_none(a->engines, N_ENGINES);
+    return 0;
+}
+
+/* ---- main ----------------------------------------------------------------- */
+
+static void print_intro(const struct args *a)
+{
+    printf("bonsai-bench: seed %" PRIu64 ", scale %g%s, stores in %s, "
+           "bonsai %d.%d.%d, %s\n",
+           a->seed, a->scale, a->quick ? " (quick)" : "", a->dir,
+           BONSAI_VERSION_MAJOR, BONSAI_VERSION_MINOR, BONSAI_VERSION_PATCH,
+           MDB_VERSION_STRING);
+    printf("B/entry: store bytes in use; file B/e: file blocks; RSS: the "
+           "child's peak; cpu: child cpu/wall;\nrates per second; "
+           "ratio = bonsai/lmdb%s\n\n",
+           a->jobs > 1 ? "; children ran in parallel: times are not "
+                         "comparable" : "");
+    fflush(stdout);
+}
+
+/* One job per selected workload and engine, workload after workload;
+ * the engines' order rotates from one workload to the next. */
+static size_t plan_jobs(const struct args *a, const char *dir,
+                        const struct stream *streams,
+                        struct result (*res)[N_ENGINES], struct job *jobs)
+{
+    size_t n = 0;
+    for (size_t wi = 0; wi < N_WORKLOADS; wi++) {
+        for (int k = 0; a->workloads[wi] && k < N_ENGINES; k++) {
+            int e = (int)((wi + (size_t)k) % N_ENGINES);
+            if (!a->engines[e])
+                continue;
+            struct job *j = &jobs[n++];
+            *j = (struct job){.st = &streams[wi], .engine = e,
+                              .r = &res[wi][e], .timeout = a->timeout};
+            snprintf(j->dir, sizeof j->dir, "%.3000s/%s-%s", dir,
+                     WORKLOADS[wi].name, ENGINE_NAMES[e]);
+        }
+    }
+    return n;
+}
+
+/* Prints the table and writes the CSV; returns the number of problems. */
+static int report(const struct args *a, const struct stream *streams,
+                  struct result (*res)[N_ENGINES], FILE *csv)
+{
+    int problems = 0;
+    print_header();
+    for (size_t wi = 0; wi < N_WORKLOADS; wi++) {
+        if (!a->workloads[wi])
+            continue;
+        char text[2048];
+        int bad = check_workload(&streams[wi], a->engines, res[wi], text,
+                                 sizeof text);
+        print_workload(&streams[wi], a->engines, res[wi]);
+        printf("%s", bad ? text : "  all engines agree on every lookup "
+                                  "and on the scan\n");
+        for (int e = 0; e < N_ENGINES; e++)
+            if (a->engines[e])
+                csv_row(csv, (int)wi, &streams[wi], e, res[wi], !bad);
+        problems += bad;
+    }
+    return problems;
+}
+
+int main(int argc, char **argv)
+{
+    static struct stream streams[N_WORKLOADS];
+    static struct result res[N_WORKLOADS][N_ENGINES];
+    static struct job jobs[N_WORKLOADS * N_ENGINES];
+    struct args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%.3000s/bonsai-bench-XXXXXX", a.dir);
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "bonsai-bench: mkdtemp %s: %s\n", dir,
+                strerror(errno));
+        return EXIT_FAIL;
+    }
+    FILE *csv = fopen(a.csv, "w");
+    if (!csv) {
+        fprintf(stderr, "bonsai-bench: %s: %s\n", a.csv, strerror(errno));
+        rmdir(dir);
+        return EXIT_FAIL;
+    }
+    for (size_t wi = 0; wi < N_WORKLOADS; wi++)
+        stream_init(&streams[wi], &WORKLOADS[wi], a.scale, a.seed);
+    print_intro(&a);
+    size_t n = plan_jobs(&a, dir, streams, res, jobs);
+    run_jobs(jobs, n, a.jobs);
+    rmdir(dir);
+    csv_header(csv);
+    int problems = report(&a, streams, res, csv);
+    if (fclose(csv) != 0) {
+        fprintf(stderr, "bonsai-bench: %s: %s\n", a.csv, strerror(errno));
+        problems++;
+    }
+    printf("\n%s; CSV in %s\n",
+           problems ? "PROBLEMS (see above)" : "all runs complete and agree",
+           a.csv);
+    return problems ? EXIT_FAIL : 0;
+}

@@ -1,0 +1,43 @@
+# bench/bench.mk - the benchmark, bonsai against LMDB (see bench/README.md).
+# Included by the top Makefile, which defines BUILD, CC, ALL_CPPFLAGS,
+# ALL_CFLAGS, ALL_LDFLAGS, STATIC and LIBS.  To try it alone:
+#   make -f Makefile -f bench/bench.mk bench-quick
+#
+#   make bench        the full run: table on stdout, bench/results.csv
+#   make bench-quick  a tenth of every size; fails only if an engine fails
+#                     or the engines disagree (never on a time)
+#   make bench-plot   bench/results.png from bench/results.csv (gnuplot)
+#
+# BENCH_FLAGS is passed to every run, e.g. BENCH_FLAGS='--dir /dev/shm'
+# or BENCH_FLAGS='--workload rand-u64 --engine lmdb'.
+
+BENCH_BIN       := $(BUILD)/bonsai-bench
+BENCH_OBJ       := $(BUILD)/obj/bench/bench.o
+BENCH_CSV       ?= bench/results.csv
+BENCH_PNG       ?= bench/results.png
+BENCH_QUICK_CSV ?= $(BUILD)/bench-quick.csv
+BENCH_FLAGS     ?=
+BENCH_LIBS      := -llmdb -lm
+
+.PHONY: bench bench-quick bench-plot
+
+$(BENCH_OBJ): bench/bench.c
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
+
+$(BENCH_BIN): $(BENCH_OBJ) $(STATIC)
+	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $^ $(BENCH_LIBS) $(LIBS)
+
+bench: $(BENCH_BIN)
+	$(BENCH_BIN) --csv $(BENCH_CSV) $(BENCH_FLAGS)
+
+bench-quick: $(BENCH_BIN)
+	$(BENCH_BIN) --quick --jobs 2 --csv $(BENCH_QUICK_CSV) $(BENCH_FLAGS)
+
+bench-plot: bench/plot.gp
+	@test -f $(BENCH_CSV) || { echo "bench-plot: no $(BENCH_CSV):" \
+	    "run 'make bench' first"; exit 1; }
+	gnuplot -e "csv='$(BENCH_CSV)'; out='$(BENCH_PNG)'" bench/plot.gp
+	@echo "bench-plot: wrote $(BENCH_PNG)"
+
+-include $(BENCH_OBJ:.o=.d)

@@ -1,0 +1,72 @@
+# bench/plot.gp - draws the CSV of bonsai-bench as one PNG (gnuplot 5.4).
+#   gnuplot -e "csv='bench/results.csv'; out='bench/results.png'" bench/plot.gp
+# (what `make bench-plot` runs).  Four panels: bytes per entry in the store,
+# peak RSS per entry, and the throughput ratios bonsai/LMDB of each bonsai
+# engine.  Columns are found by name in the CSV's header line.
+
+if (!exists("csv")) csv = 'bench/results.csv'
+if (!exists("out")) out = 'bench/results.png'
+
+set datafile separator ','
+set datafile columnheaders
+set terminal pngcairo size 1500,1000 font ',10'
+set output out
+
+# One group of bars per workload (x = workload_index); within a group,
+# one bar per engine or per figure, `nbars` of them.
+bar(i, k, nbars) = i + (k - (nbars - 1) / 2.0) * 0.8 / nbars
+is(name) = strcol("engine") eq name
+engines = "lmdb bonsai-mem bonsai-file"
+colors = "#4e79a7 #59a14f #e15759"
+ratios = "inserts_per_s hits_per_s misses_per_s scan_per_s"
+ratio_labels = "insert lookup-hit lookup-miss scan"
+ratio_colors = "#4e79a7 #f28e2b #76b7b2 #b07aa1"
+
+set style fill solid 0.85 border -1
+set boxwidth 0.8 / 3
+set grid ytics
+set key outside top center horizontal
+set xtics nomirror rotate by 0
+set xrange [-0.6:*]
+set logscale y
+
+set multiplot layout 2,2 title "bonsai vs LMDB (".csv.")"
+
+set title "store bytes per entry (log scale; lower is better)"
+set ylabel "bytes / entry"
+plot for [k=1:3] csv using (bar(column("workload_index"), k - 1, 3)): \
+        (is(word(engines, k)) ? column("bytes_per_entry") : NaN) \
+        with boxes lc rgb word(colors, k) title word(engines, k), \
+     for [k=1:3] csv using (bar(column("workload_index"), k - 1, 3)): \
+        (is(word(engines, k)) ? column("bytes_per_entry") : NaN): \
+        (sprintf("%.2f", column("bytes_per_entry"))) \
+        with labels offset 0,0.6 font ',8' notitle, \
+     csv using (column("workload_index")):(NaN):xtic(1) notitle
+
+set title "peak RSS per entry (log scale; lower is better)"
+plot for [k=1:3] csv using (bar(column("workload_index"), k - 1, 3)): \
+        (is(word(engines, k)) ? column("rss_bytes_per_entry") : NaN) \
+        with boxes lc rgb word(colors, k) title word(engines, k), \
+     for [k=1:3] csv using (bar(column("workload_index"), k - 1, 3)): \
+        (is(word(engines, k)) ? column("rss_bytes_per_entry") : NaN): \
+        (sprintf("%.1f", column("rss_bytes_per_entry"))) \
+        with labels offset 0,0.6 font ',8' notitle, \
+     csv using (column("workload_index")):(NaN):xtic(1) notitle
+
+set boxwidth 0.8 / 4
+set ylabel "bonsai / LMDB"
+do for [e in "bonsai-mem bonsai-file"] {
+    set title sprintf("throughput %s / lmdb (log scale; above 1 = bonsai faster)", e)
+    plot for [k=1:4] csv using (bar(column("workload_index"), k - 1, 4)): \
+            (is(e) ? column("ratio_".word(ratios, k)) : NaN) \
+            with boxes lc rgb word(ratio_colors, k) \
+            title word(ratio_labels, k), \
+         for [k=1:4] csv using (bar(column("workload_index"), k - 1, 4)): \
+            (is(e) ? column("ratio_".word(ratios, k)) : NaN): \
+            (sprintf("%.2f", column("ratio_".word(ratios, k)))) \
+            with labels offset 0,0.6 font ',7' notitle, \
+         1 with lines lc rgb "black" dt 2 notitle, \
+         csv using (column("workload_index")):(NaN):xtic(1) notitle
+}
+
+unset multiplot
