@@ -817,9 +817,9 @@ static void check_slots(vwalk *w, const uint8_t *head, uint64_t fsize)
     int n = !fault[1] && (fault[0] || m[1].txn_id > m[0].txn_id);
     compare_slots(w, m, fault);
     int o = !n;
-    /* a new file's slot 1 is all zero until the first commit */
-    if (!fault[o] || (o == 1 && m[0].txn_id == 0 &&
-                      all_zero(head + BX_META_OFF(1), BX_META_SIZE)))
+    /* an all-zero slot is unused: a new file's slot 1, or one a
+     * read-write open zeroed because a crash had torn it */
+    if (!fault[o] || all_zero(head + BX_META_OFF(o), BX_META_SIZE))
         return;
     problem(w, 0, "meta slot %d (offset %u): %s; the store opened from slot "
             "%d (txn %" PRIu64 ")", o, BX_META_OFF(o), fault[o], n,

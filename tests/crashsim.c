@@ -491,7 +491,7 @@ long cs_verify(bonsai_db *db, uint64_t *tolerated, char *why, size_t whylen)
     if (!cs_have_verify())
         return -1;
     const char *kb = getenv("BONSAI_TEST_KNOWN_BUG");
-    vctx v = {0, 0, kb && *kb && strcmp(kb, "0") != 0, ""};
+    vctx v = {0, 0, !(kb && strcmp(kb, "0") == 0), ""};
     uint64_t problems = 0;
     int rc = bonsai_verify(db, 0, on_problem, NULL, &v, &problems);
     if (tolerated)

@@ -1027,8 +1027,9 @@ static void run_workload(run *w)
  */
 static bool known_bug_enabled(void)
 {
+    /* the bugs these cases found are fixed: they run unless set to 0 */
     const char *s = getenv("BONSAI_TEST_KNOWN_BUG");
-    return s && *s && strcmp(s, "0") != 0;
+    return !(s && strcmp(s, "0") == 0);
 }
 
 enum { ST_OK, ST_OPEN_ERR, ST_FAIL };
@@ -1572,10 +1573,12 @@ Test(crash, p4096_zlib)
  */
 Test(crash, sync_off_never_corrupts)
 {
-    if (!known_bug_enabled()) {
-        cr_log_info("crash[sync-off]: SKIPPED (KNOWN BUG): the claim that a store with "
-                    "sync off is never corrupted by a crash does not hold "
-                    "(BONSAI_TEST_KNOWN_BUG=1 runs it)");
+    const char *claim = getenv("BONSAI_TEST_SYNC_OFF_CLAIM");
+    if (!(claim && *claim && strcmp(claim, "0") != 0)) {
+        cr_log_info("crash[sync-off]: not run: bonsai.h no longer claims a "
+                    "store with sync off survives a crash (it may not, as "
+                    "with LMDB's MDB_NOSYNC); BONSAI_TEST_SYNC_OFF_CLAIM=1 "
+                    "shows how it fails");
         return;
     }
     cfg c = {"sync-off", 512, BONSAI_COMPRESS_NONE, 512, 32, 384 * KIB,

@@ -111,8 +111,9 @@ __attribute__((format(printf, 3, 4))) static int say(char *buf, size_t n,
  */
 static bool known_bug(void)
 {
+    /* the bugs these cases found are fixed: they run unless set to 0 */
     const char *s = getenv("BONSAI_TEST_KNOWN_BUG");
-    return s && *s && strcmp(s, "0") != 0;
+    return !(s && strcmp(s, "0") == 0);
 }
 
 /* ---- allocation failures --------------------------------------------------- */
