@@ -8,7 +8,7 @@
 #                     or the engines disagree (never on a time)
 #   make bench-plot   bench/results.png from bench/results.csv (gnuplot)
 #
-# BENCH_FLAGS is passed to every run, e.g. BENCH_FLAGS='--dir /dev/shm'
+# BENCH_FLAGS is passed to every run, e.g. BENCH_FLAGS='--timeout 900'
 # or BENCH_FLAGS='--workload rand-u64 --engine lmdb'.
 
 BENCH_BIN       := $(BUILD)/bonsai-bench
