@@ -243,10 +243,23 @@ void alloc_unget(alloc *a, bn_ext e)
         alloc_put(a, e); /* on NOMEM the run stays lost until reopen */
 }
 
+static int run_is_fresh(const alloc *a, bn_ext e)
+{
+    for (uint64_t p = e.pgno; p < e.pgno + e.npages; p++)
+        if (!alloc_is_fresh(a, p))
+            return 0;
+    return 1;
+}
+
 int alloc_release(alloc *a, bn_ext e)
 {
-    if (a->tracking)
+    if (!a->tracking)
+        return alloc_put(a, e);
+    if (!run_is_fresh(a, e))
         return extvec_push(&a->txn_freed, e);
+    /* written by this transaction alone: no snapshot ever saw it, so it
+     * is free at once (abort skips pages no longer fresh) */
+    set_bits(a, a->fresh, e, 0);
     return alloc_put(a, e);
 }
 
@@ -285,14 +298,34 @@ int alloc_txn_commit(alloc *a, uint64_t txn)
     return 0;
 }
 
+/* Frees the pages of e below the old mark that the transaction still
+ * holds (fresh): pages it released early are free already, and a page
+ * handed out twice is freed once. */
+static void give_back(alloc *a, bn_ext e)
+{
+    uint64_t stop = e.pgno + e.npages < a->txn_end0 ? e.pgno + e.npages
+                                                     : a->txn_end0;
+    uint64_t p = e.pgno;
+    while (p < stop) {
+        if (!alloc_is_fresh(a, p)) {
+            p++;
+            continue;
+        }
+        bn_ext run = {p, 0};
+        while (p < stop && alloc_is_fresh(a, p) && run.npages < UINT32_MAX) {
+            p++;
+            run.npages++;
+        }
+        set_bits(a, a->fresh, run, 0);
+        alloc_put(a, run); /* on NOMEM the run stays lost until reopen */
+    }
+}
+
 void alloc_txn_abort(alloc *a)
 {
+    for (size_t i = 0; i < a->txn_alloc.n; i++)
+        give_back(a, a->txn_alloc.v[i]);
     forget_fresh(a);
-    for (size_t i = 0; i < a->txn_alloc.n; i++) {
-        bn_ext e = a->txn_alloc.v[i];
-        if (e.pgno < a->txn_end0)
-            alloc_put(a, e); /* on NOMEM the run stays lost until reopen */
-    }
     /* pages at or above the old mark were never handed out before */
     for (uint64_t p = a->txn_end0; p < a->end; p++)
         if (is_free(a, p)) {

@@ -12,7 +12,8 @@
  * and dropped when met (the bitmap decides).  Nothing of this is stored:
  * it is derived at open from what the trees reach.
  *
- * In transaction mode a run released by the writer is not free at once:
+ * In transaction mode a run released by the writer is not free at once
+ * (unless the transaction itself wrote it: no snapshot ever saw that):
  * readers of older snapshots may still read it.  It waits in `txn_freed`
  * until commit, then in `pending` tagged with the committing txn id until
  * no reader's snapshot is older than that id.  Runs handed out during a
