@@ -114,6 +114,15 @@ static int view_key(const nview *v, unsigned kind, uint32_t idx,
     return 0;
 }
 
+static int key_less(unsigned kind, bn_key a, bn_key b)
+{
+    if (kind == BONSAI_KEY_U64)
+        return a.u < b.u;
+    uint32_t m = a.len < b.len ? a.len : b.len;
+    int c = memcmp(a.b, b.b, m);
+    return c < 0 || (c == 0 && a.len < b.len);
+}
+
 /* ---- overflow values --------------------------------------------------- */
 
 static int ovf_write(bonsai_db *db, const uint8_t *val, uint32_t vlen,
@@ -486,8 +495,12 @@ static int fit_upwards(bonsai_db *db, bt_tree *t, bn_node *n, int append)
     return 0;
 }
 
-/* Decodes the path to the leaf for key; creates a root leaf if empty. */
-static int touch_leaf(bonsai_db *db, bt_tree *t, bn_key key, bn_node **leaf)
+/* Decodes the path to the leaf for key; creates a root leaf if empty.
+ * With bound: *bound is the lowest key beyond the leaf (*has_bound 0 for
+ * the last leaf), pointing into a branch that stays as it is until the
+ * tree changes shape. */
+static int touch_leaf_bounded(bonsai_db *db, bt_tree *t, bn_key key,
+                              bn_node **leaf, bn_key *bound, int *has_bound)
 {
     bn_node *n = NULL;
     if (t->depth == 0) {
@@ -509,10 +522,20 @@ static int touch_leaf(bonsai_db *db, bt_tree *t, bn_key key, bn_node **leaf)
     int rc = load_root(db, t, &n);
     while (rc == 0 && !n->leaf) {
         int found;
-        rc = load_child(db, t, n, bn_search(n, key, &found), &n);
+        uint32_t idx = bn_search(n, key, &found);
+        if (bound && idx + 1 < n->n) {
+            *bound = bn_key_at(n, idx + 1); /* tighter the deeper */
+            *has_bound = 1;
+        }
+        rc = load_child(db, t, n, idx, &n);
     }
     *leaf = n;
     return rc;
+}
+
+static int touch_leaf(bonsai_db *db, bt_tree *t, bn_key key, bn_node **leaf)
+{
+    return touch_leaf_bounded(db, t, key, leaf, NULL, NULL);
 }
 
 static int release_value(bonsai_db *db, bn_node *leaf, uint32_t idx)
@@ -552,6 +575,16 @@ int bt_put_slots(bonsai_db *db, bt_tree *t, bn_key key, uint32_t vlen,
     if (!splits && fits)
         *slots = 0;
     return 0;
+}
+
+int bt_leaf_cached(const bt_tree *t, bn_key key)
+{
+    const bn_node *n = t->root.mem;
+    while (n && !n->leaf) {
+        int found;
+        n = n->child[bn_search(n, key, &found)].mem;
+    }
+    return n != NULL;
 }
 
 /* Nodes a change removes from its tree wait in the graveyard; room for
@@ -599,6 +632,55 @@ int bt_put(bonsai_db *db, bt_tree *t, bn_key key, const uint8_t *val,
     if ((rc = mark_dirty(db, leaf)))
         return rc;
     return fit_upwards(db, t, leaf, !found && idx + 1 == leaf->n);
+}
+
+/* Puts one waiting entry into leaf: 1 if its key was new. */
+static int put_entry(bonsai_db *db, bn_node *leaf, bn_key key,
+                     const uint8_t *val, uint32_t vlen, int *added)
+{
+    int found;
+    uint32_t idx = bn_search(leaf, key, &found);
+    *added = !found;
+    if (!found)
+        return bn_insert(leaf, idx, key, val, vlen, 0);
+    int rc = release_value(db, leaf, idx);
+    return rc ? rc : bn_set_value(leaf, idx, val, vlen, 0);
+}
+
+int bt_put_run(bonsai_db *db, bt_tree *t, const putbuf *b, uint32_t from,
+               uint32_t max, uint32_t *to)
+{
+    bn_node *leaf;
+    bn_key bound = {0};
+    int has_bound = 0;
+    *to = from;
+    int rc = room_for_removed(db, t);
+    if (rc == 0)
+        rc = touch_leaf_bounded(db, t, pb_key(b, from), &leaf, &bound,
+                                &has_bound);
+    if (rc)
+        return rc;
+    uint32_t i = from;
+    for (; rc == 0 && i < b->n && i - from < max; i++) {
+        bn_key key = pb_key(b, i);
+        if (i > from && has_bound && !key_less(t->kind, key, bound))
+            break;
+        uint32_t vlen;
+        const uint8_t *val = pb_value(b, i, &vlen);
+        int added;
+        if ((rc = put_entry(db, leaf, key, val, vlen, &added)))
+            break;
+        t->count += (uint64_t)added;
+    }
+    *to = i;
+    if (i == from)
+        return rc;
+    db->write_gen++;
+    t->record_dirty = 1;
+    int rc2 = mark_dirty(db, leaf);
+    if (rc2 == 0)
+        rc2 = fit_upwards(db, t, leaf, 0);
+    return rc ? rc : rc2;
 }
 
 /* ---- delete and merge -------------------------------------------------- */
@@ -1035,15 +1117,6 @@ static int64_t land(const bn_node *leaf, int mode, bn_key key)
         i = bn_search(leaf, key, &found);
         return i > 0 ? (int64_t)i - 1 : -1;
     }
-}
-
-static int key_less(unsigned kind, bn_key a, bn_key b)
-{
-    if (kind == BONSAI_KEY_U64)
-        return a.u < b.u;
-    uint32_t m = a.len < b.len ? a.len : b.len;
-    int c = memcmp(a.b, b.b, m);
-    return c < 0 || (c == 0 && a.len < b.len);
 }
 
 typedef struct seek_state {

@@ -17,6 +17,7 @@
 
 #include "btree.h"
 #include "cache.h"
+#include "pending.h"
 #include "internal.h"
 #include "maps.h"
 #include "txn.h"
@@ -412,7 +413,10 @@ int bonsai_sync(bonsai_db *db)
         return BONSAI_FAILED;
     if (db->cow)
         return db->anonymous ? 0 : db->io.fsync(db->io.ctx, db->fd);
-    return db->anonymous ? cache_flush(db) : txn_write_back(db);
+    if (!db->anonymous)
+        return txn_write_back(db);
+    int rc = pending_apply_all(db);
+    return rc ? rc : cache_flush(db);
 }
 
 int bonsai_close(bonsai_db *db)

@@ -15,6 +15,7 @@
 #include "btree.h"
 #include "cache.h"
 #include "maps.h"
+#include "pending.h"
 
 int txn_check(const bonsai_txn *txn)
 {
@@ -139,7 +140,9 @@ static void abort_write(bonsai_db *db)
 /* Steps 1 and 2 of the protocol: every changed node and record written. */
 static int write_changes(bonsai_db *db)
 {
-    int rc = bt_flush(db);
+    int rc = pending_apply_all(db);
+    if (rc == 0)
+        rc = bt_flush(db);
     if (rc == 0)
         rc = maps_store_records(db);
     if (rc == 0)
@@ -297,7 +300,7 @@ static int cached_outcome(bonsai_db *db, int rc, uint64_t gen0)
         cache_after_change(db); /* a failed write leaves changes cached */
         return 0;
     }
-    if (db->write_gen != gen0)
+    if (db->write_gen != gen0 && db->write_gen != db->settled_gen)
         db->failed = 1; /* half done among cached changes */
     return rc;
 }
@@ -340,7 +343,8 @@ int txn_change(bonsai_db *db, bonsai_txn *txn, txn_change_fn fn, void *arg)
             return rc;
         uint64_t gen0 = txn->db->write_gen;
         rc = fn(txn->db, txn, arg);
-        if (rc && txn->db->write_gen != gen0)
+        if (rc && txn->db->write_gen != gen0 &&
+            txn->db->write_gen != txn->db->settled_gen)
             txn->failed = 1;
         if (rc == 0 && txn->db->opt.write_cache_bytes)
             cache_after_change(txn->db); /* failure: stays cached */
@@ -390,8 +394,8 @@ int txn_read(bonsai_db *db, bonsai_txn *txn, txn_read_fn fn, void *arg)
     return rc;
 }
 
-int txn_tree(bonsai_db *db, bonsai_txn *txn, bonsai_map map, bt_tree **t,
-             bt_rd *rd)
+int txn_tree_as_is(bonsai_db *db, bonsai_txn *txn, bonsai_map map,
+                   bt_tree **t, bt_rd *rd)
 {
     if (txn && txn->rdonly) {
         *rd = (bt_rd){txn->snap.end, &txn->uc};
@@ -399,4 +403,13 @@ int txn_tree(bonsai_db *db, bonsai_txn *txn, bonsai_map map, bt_tree **t,
     }
     *rd = (bt_rd){db->al.end, &db->uc};
     return maps_writer_tree(db, map, t);
+}
+
+int txn_tree(bonsai_db *db, bonsai_txn *txn, bonsai_map map, bt_tree **t,
+             bt_rd *rd)
+{
+    int rc = txn_tree_as_is(db, txn, map, t, rd);
+    if (rc == 0 && !(txn && txn->rdonly))
+        rc = pending_apply(db, map);
+    return rc;
 }

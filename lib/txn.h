@@ -40,9 +40,13 @@ void txn_note_tree(bonsai_db *db, bt_tree *t);
 typedef int (*txn_read_fn)(bonsai_db *db, bonsai_txn *txn, void *arg);
 int txn_read(bonsai_db *db, bonsai_txn *txn, txn_read_fn fn, void *arg);
 
-/* The tree of map as txn sees it (txn NULL: the writer's), and the page
- * limit to read it with. */
+/* The tree of map as txn sees it (txn NULL: the writer's, its waiting
+ * puts applied first), and the page limit to read it with. */
 int txn_tree(bonsai_db *db, bonsai_txn *txn, bonsai_map map, bt_tree **t,
              bt_rd *rd);
+
+/* The same without applying waiting puts (the caller looks them up). */
+int txn_tree_as_is(bonsai_db *db, bonsai_txn *txn, bonsai_map map,
+                   bt_tree **t, bt_rd *rd);
 
 #endif
