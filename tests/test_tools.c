@@ -548,6 +548,21 @@ Test(tools, load_refuses_bad_input)
             cr_assert(!exists(fresh), "a failed load left %s", fresh);
         }
     }
+    /* input that fails after the store is open: a missing store is not
+     * left behind, an empty file is left empty */
+    const char *cut = tp("cut.dump");
+    const char *cut_text = "VERSION=3\ndatabase=x\nHEADER=END\n 61\n";
+    write_bytes(cut, cut_text, strlen(cut_text));
+    const char *targets[] = {fresh, bad[BAD_EMPTY], st};
+    for (int i = 0; i < 3; i++) {
+        snap s = snap_take(targets[i]);
+        result r = RUN("bonsai-load", "-f", cut, targets[i]);
+        expect(&r, 1);
+        expect_in(r.err, "line 4", r.cmd);
+        result_free(&r);
+        snap_same(&s, "a load cut short");
+    }
+
     /* the same on standard input */
     snap s = snap_take(st);
     result r = run_v(-1, "/dev/zero", ARGS("bonsai-load", st));

@@ -83,8 +83,9 @@ static void usage(FILE *out)
         "\n"
         "    The load is one transaction: on any error nothing is written\n"
         "    and the store stays as it was.  A malformed line (odd hex\n"
-        "    digits, a bad escape, a missing value line, an unknown format)\n"
-        "    is reported with its line number.\n"
+        "    digits, a bad escape, a missing value line, an unknown format,\n"
+        "    a NUL byte, a line longer than 3 GiB) is reported with its line\n"
+        "    number.  INPUT may be a FIFO; FILE must be a regular file.\n"
         "\n"
         "OPTIONS\n"
         "    -s MAP     load every block into MAP (it wins over database=;\n"
@@ -579,13 +580,13 @@ int main(int argc, char **argv)
     bonsai_options_init(&opts);
     if (h.mapsize > opts.max_size)
         opts.max_size = h.mapsize;
+    /* a store this run creates, or makes of an empty file, is taken back
+     * on failure */
     struct stat sb;
     int created = stat(a.file, &sb) != 0 && errno == ENOENT;
-    if ((st = tool_open(a.file, &opts, &ld.db))) {
-        if (created)
-            unlink(a.file); /* in case the open got as far as creating */
-        goto out;
-    }
+    int was_empty = !created && S_ISREG(sb.st_mode) && sb.st_size == 0;
+    if ((st = tool_open(a.file, &opts, &ld.db)))
+        goto undo;
     int rc = bonsai_txn_begin(ld.db, 0, &ld.txn);
     if (rc)
         st = tool_fail("%s: write transaction: %s", a.file,
@@ -596,10 +597,14 @@ int main(int argc, char **argv)
         st = tool_fail("%s: commit: %s", a.file, bonsai_strerror(rc));
     if ((rc = bonsai_close(ld.db)) && !st)
         st = tool_fail("%s: close: %s", a.file, bonsai_strerror(rc));
-    if (st && created)
-        unlink(a.file);
     if (st)
         tool_warn("nothing loaded; %s is as it was", a.file);
+undo:
+    if (st && created)
+        unlink(a.file);
+    if (st && was_empty && truncate(a.file, 0) != 0)
+        tool_warn("%s: could not empty it again: %s", a.file,
+                  strerror(errno));
 out:
     header_clear(&h);
     free(ld.key.p);
