@@ -791,6 +791,171 @@ Test(tools, verify_progress_only_on_a_terminal_or_asked)
     free(summary);
 }
 
+/* ---- bonsai-stat and bonsai-compact on good stores ---------------------- */
+
+Test(tools, stat_reports_every_field)
+{
+    const char *st = make_store("s.bonsai", 200);
+    snap s = snap_take(st);
+    result r = RUN("bonsai-stat", "--json", st);
+    expect(&r, 0);
+    static const char *const file_keys[] = {
+        "\"file_bytes\":", "\"cap\":", "\"used_bytes\":",
+        "\"free_bytes\":", "\"free_extents\":", "\"txn_id\":",
+        "\"readers\":", "\"oldest_reader_lag\":", "\"format_version\":",
+        "\"rounding_waste\":",
+    };
+    static const char *const map_keys[] = {
+        "\"entries\":200,", "\"depth\":", "\"branch_nodes\":",
+        "\"leaf_nodes\":", "\"raw_bytes\":", "\"stored_bytes\":",
+        "\"page_bytes\":", "\"leaf_fill\":", "\"bytes_per_entry\":",
+        "\"compression_ratio\":", "\"rounding_waste\":",
+    };
+    /* the file's fields come before the maps */
+    char *maps = strstr(r.out, "\"maps\":[");
+    cr_assert(maps, "%s: no maps: %s", r.cmd, r.out);
+    *maps = 0;
+    for (size_t i = 0; i < sizeof file_keys / sizeof file_keys[0]; i++)
+        expect_in(r.out, file_keys[i], r.cmd);
+    *maps = '"';
+    const char *u = strstr(r.out, "{\"name\":\"u64\"");
+    const char *b = strstr(r.out, "{\"name\":\"bytes\"");
+    cr_assert(u && b, "%s: a map is missing: %s", r.cmd, r.out);
+    for (size_t i = 0; i < sizeof map_keys / sizeof map_keys[0]; i++) {
+        expect_in(u, map_keys[i], r.cmd);
+        expect_in(b, map_keys[i], r.cmd);
+    }
+    cr_assert(r.out[strlen(r.out) - 1] == '\n' && strchr(r.out, '\n') ==
+              r.out + strlen(r.out) - 1, "--json: not one line: %s", r.out);
+    result_free(&r);
+
+    r = RUN("bonsai-stat", "--json", "-s", "u64", st);
+    expect(&r, 0);
+    cr_assert(strstr(r.out, "\"name\":\"u64\"") &&
+                  !strstr(r.out, "\"name\":\"bytes\""),
+              "-s u64: %s", r.out);
+    result_free(&r);
+    r = RUN("bonsai-stat", "-s", "nosuch", st);
+    expect(&r, 1);
+    result_free(&r);
+
+    static const char *const labels[] = {
+        "format version", "file size", "cap", "used", "free ", "extent",
+        "read snapshots", "txn id", "rounding waste", "entries", "depth",
+        "branch", "leaf", "bytes in nodes", "average leaf fill",
+        "bytes per entry", "compression ratio",
+    };
+    r = RUN("bonsai-stat", st);
+    expect(&r, 0);
+    for (size_t i = 0; i < sizeof labels / sizeof labels[0]; i++)
+        expect_in(r.out, labels[i], r.cmd);
+    result_free(&r);
+    snap_same(&s, "stat");
+}
+
+/* A store of many small commits over the same keys: copy-on-write leaves
+ * free space and part-full leaves behind. */
+static const char *make_churned_store(void)
+{
+    const char *path = tp("churn.bonsai");
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.transactions = 1;
+    bonsai_db *db = tu_open(path, &o);
+    bonsai_map m = tu_map_create(db, NULL, "m", BONSAI_KEY_U64);
+    tu_rng rng = {tu_seed("churn", 5)};
+    for (int c = 0; c < 30; c++) {
+        bonsai_txn *txn;
+        TU_OK(bonsai_txn_begin(db, 0, &txn));
+        for (int i = 0; i < 300; i++) {
+            char v[16];
+            int n = snprintf(v, sizeof v, "v%d", c);
+            bonsai_val val = tu_val(v, (size_t)n);
+            TU_OK(bonsai_put_u64(txn, m, tu_below(&rng, 5000), &val, 0));
+        }
+        TU_OK(bonsai_txn_commit(txn));
+    }
+    TU_OK(bonsai_close(db));
+    return path;
+}
+
+static uint64_t file_size(const char *path)
+{
+    struct stat st;
+    cr_assert(stat(path, &st) == 0, "%s: %s", path, strerror(errno));
+    return (uint64_t)st.st_size;
+}
+
+/* Asserts that a and b dump to the same text. */
+static void same_dump(const char *a, const char *b)
+{
+    const char *da = tp("a.dump"), *db = tp("b.dump");
+    result r = RUN("bonsai-dump", "-f", da, a);
+    expect(&r, 0);
+    result_free(&r);
+    r = RUN("bonsai-dump", "-f", db, b);
+    expect(&r, 0);
+    result_free(&r);
+    size_t na, nb;
+    char *pa = slurp(da, &na), *pb = slurp(db, &nb);
+    cr_assert(na == nb && memcmp(pa, pb, na) == 0, "%s and %s differ", a,
+              b);
+    free(pa);
+    free(pb);
+}
+
+Test(tools, compact_options_and_sizes)
+{
+    const char *src = make_churned_store(), *dst = tp("dst.bonsai");
+    snap s = snap_take(src);
+    /* an old DST is replaced whole */
+    write_bytes(dst, "old", 3);
+    result r = RUN("bonsai-compact", src, dst);
+    expect(&r, 0);
+    char line[PATH_MAX + 64];
+    snprintf(line, sizeof line, "%s: %" PRIu64 " bytes\n", src,
+             file_size(src));
+    expect_in(r.out, line, r.cmd);
+    snprintf(line, sizeof line, "%s: %" PRIu64 " bytes, ", dst,
+             file_size(dst));
+    expect_in(r.out, line, r.cmd);
+    result_free(&r);
+    cr_assert(file_size(dst) <= file_size(src), "the copy is larger: %"
+              PRIu64 " > %" PRIu64, file_size(dst), file_size(src));
+    r = RUN("bonsai-verify", dst);
+    expect(&r, 0);
+    result_free(&r);
+    same_dump(src, dst);
+
+    /* other settings: the copy has them, the same data, and verifies */
+    const char *dz = tp("z.bonsai");
+    r = RUN("bonsai-compact", "--quiet", "--compress", "zlib:9",
+            "--node-bytes", "1024", "--node-entries", "32", src, dz);
+    expect(&r, 0);
+    cr_assert(r.out[0] == 0, "--quiet: %s", r.out);
+    result_free(&r);
+    r = RUN("bonsai-stat", "--json", dz);
+    expect(&r, 0);
+    expect_in(r.out, "\"compression\":\"zlib\",\"compression_level\":9",
+              r.cmd);
+    expect_in(r.out, "\"node_bytes\":1024,\"node_entries\":32", r.cmd);
+    result_free(&r);
+    r = RUN("bonsai-verify", dz);
+    expect(&r, 0);
+    result_free(&r);
+    same_dump(src, dz);
+    r = RUN("bonsai-compact", "--compress", "lz4", src, tp("l.bonsai"));
+    expect(&r, 0);
+    result_free(&r);
+    same_dump(src, tp("l.bonsai"));
+
+    /* no temporary file is left beside DST */
+    char cmd[PATH_MAX + 64];
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep -q compact-", tu_tmpdir());
+    cr_assert(system(cmd) != 0, "a temporary file was left behind");
+    snap_same(&s, "compact source");
+}
+
 /* ---- bonsai-dump against the reference tools ---------------------------- */
 
 static int on_path(const char *prog)

@@ -47,8 +47,9 @@ static void usage(FILE *out)
         "    size, the cap of this open (max_size), the bytes below the\n"
         "    high-water mark and what holds them (head, map nodes, catalog,\n"
         "    overflow values, free), the free extents and the largest, the\n"
-        "    txn id, the read snapshots open in this handle and the oldest\n"
-        "    one's lag, the settings and the format version; and for each\n"
+        "    rounding waste of the maps shown, the txn id, the read\n"
+        "    snapshots open in this handle and the oldest one's lag, the\n"
+        "    settings and the format version; and for each\n"
         "    map: entries, depth, branch and leaf nodes, bytes in nodes\n"
         "    (raw, stored, in whole pages), average leaf fill, bytes per\n"
         "    entry (node and overflow pages / entries), compression ratio\n"
@@ -177,6 +178,17 @@ static uint64_t used_bytes(const bonsai_space *sp)
            sp->overflow_bytes;
 }
 
+/* Bytes lost to rounding node images up to whole pages, over the maps
+ * listed (their walks that worked). */
+static uint64_t rounding_waste(const store *s)
+{
+    uint64_t sum = 0;
+    for (size_t i = 0; i < s->n; i++)
+        if (!s->maps[i].err)
+            sum += s->maps[i].info.page_bytes - s->maps[i].info.stored_bytes;
+    return sum;
+}
+
 static uint64_t map_bytes(const bonsai_map_info *m)
 {
     return m->page_bytes + m->overflow_bytes;
@@ -224,6 +236,8 @@ static void text_file(const store *s)
     printf("  cap                %" PRIu64 " bytes (max_size of this "
            "open)\n", st->max_size);
     text_space(s);
+    printf("  rounding waste     %" PRIu64 " bytes in the node pages of the "
+           "maps below\n", rounding_waste(s));
     printf("  txn id             %" PRIu64 "\n", st->txn_id);
     printf("  settings           page %" PRIu32 " bytes, nodes of %" PRIu32
            " bytes / %" PRIu32 " entries, compression %s\n", st->page_size,
@@ -346,6 +360,7 @@ static void json_store(const store *s)
            ",", st->format_version, s->sp.file_bytes, st->max_size,
            st->txn_id, st->page_size, st->node_bytes, st->node_entries);
     json_space(s);
+    printf("\"rounding_waste\":%" PRIu64 ",", rounding_waste(s));
     if (s->list_err)
         json_error("list_error", s->list_err);
     else
