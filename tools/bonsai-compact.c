@@ -90,31 +90,16 @@ static void usage(FILE *out)
         "b.bonsai\n");
 }
 
-static int parse_compress(const char *s, struct args *a)
-{
-    a->level = 0;
-    if (strcmp(s, "none") == 0)
-        a->compress = BONSAI_COMPRESS_NONE;
-    else if (strcmp(s, "lz4") == 0)
-        a->compress = BONSAI_COMPRESS_LZ4;
-    else if (strncmp(s, "zlib", 4) == 0 && (!s[4] || s[4] == ':'))
-        a->compress = BONSAI_COMPRESS_ZLIB;
-    else
-        return -1;
-    int64_t level = 0;
-    if (a->compress == BONSAI_COMPRESS_ZLIB && s[4] &&
-        tool_number(s + 5, 1, 9, &level))
-        return -1;
-    a->level = (int)level;
-    return 0;
-}
-
 static int parse_option(int c, const char *arg, struct args *a)
 {
     int64_t v;
+    unsigned codec;
     switch (c) {
     case 'c':
-        return parse_compress(arg, a);
+        if (tool_parse_compress(arg, &codec, &a->level))
+            return -1;
+        a->compress = (int)codec;
+        return 0;
     case 'b':
         if (tool_number(arg, 256, 1 << 20, &v))
             return -1;

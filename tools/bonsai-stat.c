@@ -161,12 +161,6 @@ static void store_free(store *s)
 
 /* ---- figures ------------------------------------------------------------ */
 
-static const char *codec_name(unsigned c)
-{
-    return c == BONSAI_COMPRESS_LZ4 ? "lz4"
-           : c == BONSAI_COMPRESS_ZLIB ? "zlib" : "none";
-}
-
 static double ratio(uint64_t a, uint64_t b)
 {
     return b ? (double)a / (double)b : 0.0;
@@ -242,7 +236,7 @@ static void text_file(const store *s)
     printf("  settings           page %" PRIu32 " bytes, nodes of %" PRIu32
            " bytes / %" PRIu32 " entries, compression %s\n", st->page_size,
            st->node_bytes, st->node_entries,
-           s->space_err ? "unknown" : codec_name(s->sp.compression));
+           s->space_err ? "unknown" : tool_codec_name(s->sp.compression));
 }
 
 static void text_map(const mapstat *ms)
@@ -317,7 +311,7 @@ static void json_space(const store *s)
     else
         printf("null");
     printf(",\"compression\":\"%s\",\"compression_level\":%d,"
-           "\"problems\":%" PRIu64 ",", codec_name(sp->compression),
+           "\"problems\":%" PRIu64 ",", tool_codec_name(sp->compression),
            sp->compression_level, sp->problems);
 }
 

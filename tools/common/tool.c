@@ -183,6 +183,29 @@ int tool_number(const char *s, int64_t lo, int64_t hi, int64_t *out)
     return 0;
 }
 
+int tool_parse_compress(const char *s, unsigned *codec, int *level)
+{
+    int64_t lv = 0;
+    if (strcmp(s, "none") == 0)
+        *codec = BONSAI_COMPRESS_NONE;
+    else if (strcmp(s, "lz4") == 0)
+        *codec = BONSAI_COMPRESS_LZ4;
+    else if (strcmp(s, "zlib") == 0)
+        *codec = BONSAI_COMPRESS_ZLIB;
+    else if (strncmp(s, "zlib:", 5) == 0 && !tool_number(s + 5, 1, 9, &lv))
+        *codec = BONSAI_COMPRESS_ZLIB;
+    else
+        return -1;
+    *level = (int)lv;
+    return 0;
+}
+
+const char *tool_codec_name(unsigned codec)
+{
+    return codec == BONSAI_COMPRESS_LZ4 ? "lz4"
+           : codec == BONSAI_COMPRESS_ZLIB ? "zlib" : "none";
+}
+
 /* ---- the maps of a store ------------------------------------------------ */
 
 static int maps_add(void *ctx, const char *name, unsigned kind,

@@ -70,6 +70,14 @@ int tool_flush_stdout(void);
 /* s as a decimal number in [lo, hi] into *out; -1 if it is not one. */
 int tool_number(const char *s, int64_t lo, int64_t hi, int64_t *out);
 
+/* "none", "lz4", "zlib" or "zlib:LEVEL" (1..9) into *codec
+ * (BONSAI_COMPRESS_*) and *level (0: the default); -1 if s is none of
+ * them. */
+int tool_parse_compress(const char *s, unsigned *codec, int *level);
+
+/* The name tool_parse_compress reads for a BONSAI_COMPRESS_* codec. */
+const char *tool_codec_name(unsigned codec);
+
 /* ---- the maps of a store ------------------------------------------------ */
 
 typedef struct tool_map {
