@@ -2,7 +2,8 @@
 #
 #   make            build/libbonsai.a, build/libbonsai.so.$(VERSION) (+ the
 #                   libbonsai.so.0 and libbonsai.so links), and one program
-#                   build/<name> for every tools/<name>.c
+#                   build/<name> for every tools/<name>.c (tools/common/
+#                   holds the code they share)
 #   make check      builds and runs every tests/test_*.c (Criterion), first
 #                   in build/, then again in build/asan/ with ASan + UBSan
 #                   (`make check-tree` runs one tree: build/, or $(BUILD))
@@ -56,12 +57,15 @@ LIBS            := -lz -llz4 -lpthread $(LDLIBS)
 
 LIB_SRCS   := $(sort $(wildcard lib/*.c))
 TOOL_SRCS  := $(sort $(wildcard tools/*.c))
+# tools/common/*.c is what the programs share, linked into each of them.
+TCOM_SRCS  := $(sort $(wildcard tools/common/*.c))
 TEST_SRCS  := $(sort $(wildcard tests/test_*.c))
 # Any other tests/*.c is a helper linked into every test binary.
 HELP_SRCS  := $(sort $(filter-out $(TEST_SRCS),$(wildcard tests/*.c)))
 
 LIB_OBJS   := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 TOOL_OBJS  := $(TOOL_SRCS:%.c=$(BUILD)/obj/%.o)
+TCOM_OBJS  := $(TCOM_SRCS:%.c=$(BUILD)/obj/%.o)
 TEST_OBJS  := $(TEST_SRCS:%.c=$(BUILD)/obj/%.o)
 HELP_OBJS  := $(HELP_SRCS:%.c=$(BUILD)/obj/%.o)
 
@@ -83,7 +87,7 @@ $(LIB_OBJS): $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -fPIC -c -o $@ $<
 
-$(TOOL_OBJS) $(TEST_OBJS) $(HELP_OBJS): $(BUILD)/obj/%.o: %.c
+$(TOOL_OBJS) $(TCOM_OBJS) $(TEST_OBJS) $(HELP_OBJS): $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
 
@@ -105,8 +109,9 @@ $(BUILD)/$(SONAME): $(SHARED)
 $(BUILD)/libbonsai.so: $(BUILD)/$(SONAME)
 	ln -sf $(SONAME) $@
 
-# One program per tools/<name>.c, linked against the static library.
-$(TOOLS): $(BUILD)/%: $(BUILD)/obj/tools/%.o $(STATIC)
+# One program per tools/<name>.c, with the shared tools/common/ code,
+# linked against the static library.
+$(TOOLS): $(BUILD)/%: $(BUILD)/obj/tools/%.o $(TCOM_OBJS) $(STATIC)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
 $(TESTS): $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(HELP_OBJS) $(STATIC)
@@ -180,5 +185,5 @@ uninstall:
 clean:
 	rm -rf '$(BUILD)'
 
--include $(LIB_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(TEST_OBJS:.o=.d) \
-         $(HELP_OBJS:.o=.d)
+-include $(LIB_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(TCOM_OBJS:.o=.d) \
+         $(TEST_OBJS:.o=.d) $(HELP_OBJS:.o=.d)

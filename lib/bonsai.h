@@ -251,7 +251,7 @@ int bonsai_space_stat(bonsai_db *db, bonsai_space *sp);
  * bonsai_open, bonsai_put, BONSAI_CORRUPT (source or copy fails verify),
  * BONSAI_FULL (with the source's settings the copy came out larger: dst
  * is left alone), BONSAI_INVALID (dst is the source), BONSAI_IO (dst is a
- * directory). */
+ * directory, a device or anything else but a regular file). */
 int bonsai_compact(bonsai_db *src, const char *dst_path,
                    const bonsai_options *opts);
 
