@@ -424,10 +424,26 @@ static int new_root_above(bonsai_db *db, bt_tree *t, bn_node *n)
     return 0;
 }
 
+/* Where a too big node splits: in half, or after an append as late as
+ * keeps the left node within node_bytes (the sizes of its entries taken
+ * as even), so that sequential loads leave full nodes behind. */
+static uint32_t split_point(const bonsai_db *db, const bn_node *n, int append)
+{
+    if (!append)
+        return n->n / 2;
+    uint64_t exact = bn_encoded_size(n);
+    uint64_t keep = (uint64_t)n->n * db->opt.node_bytes / (exact ? exact : 1);
+    if (keep > db->opt.node_entries)
+        keep = db->opt.node_entries;
+    if (keep >= n->n)
+        keep = n->n - 1;
+    return keep < n->n / 2 ? n->n / 2 : (uint32_t)keep;
+}
+
 static int split(bonsai_db *db, bt_tree *t, bn_node *n, int append,
                  bn_node **right_out)
 {
-    uint32_t at = append ? n->n - 1 : n->n / 2;
+    uint32_t at = split_point(db, n, append);
     bn_node *r = new_node(t, n->leaf, n->level);
     if (!r)
         return BONSAI_NOMEM;
@@ -577,14 +593,14 @@ int bt_put_slots(bonsai_db *db, bt_tree *t, bn_key key, uint32_t vlen,
     return 0;
 }
 
-int bt_leaf_cached(const bt_tree *t, bn_key key)
+int bt_appends_to_cached_leaf(const bt_tree *t, bn_key key)
 {
     const bn_node *n = t->root.mem;
     while (n && !n->leaf) {
         int found;
         n = n->child[bn_search(n, key, &found)].mem;
     }
-    return n != NULL;
+    return n && (n->n == 0 || key_less(t->kind, bn_key_at(n, n->n - 1), key));
 }
 
 /* Nodes a change removes from its tree wait in the graveyard; room for
@@ -634,13 +650,16 @@ int bt_put(bonsai_db *db, bt_tree *t, bn_key key, const uint8_t *val,
     return fit_upwards(db, t, leaf, !found && idx + 1 == leaf->n);
 }
 
-/* Puts one waiting entry into leaf: 1 if its key was new. */
+/* Puts one waiting entry into leaf; *added when its key was new, *at_end
+ * when it went after every other entry. */
 static int put_entry(bonsai_db *db, bn_node *leaf, bn_key key,
-                     const uint8_t *val, uint32_t vlen, int *added)
+                     const uint8_t *val, uint32_t vlen, int *added,
+                     int *at_end)
 {
     int found;
     uint32_t idx = bn_search(leaf, key, &found);
     *added = !found;
+    *at_end = !found && idx == leaf->n;
     if (!found)
         return bn_insert(leaf, idx, key, val, vlen, 0);
     int rc = release_value(db, leaf, idx);
@@ -661,16 +680,18 @@ int bt_put_run(bonsai_db *db, bt_tree *t, const putbuf *b, uint32_t from,
     if (rc)
         return rc;
     uint32_t i = from;
-    for (; rc == 0 && i < b->n && i - from < max; i++) {
+    int at_end = 0;
+    while (i < b->n && i - from < max) {
         bn_key key = pb_key(b, i);
         if (i > from && has_bound && !key_less(t->kind, key, bound))
             break;
         uint32_t vlen;
         const uint8_t *val = pb_value(b, i, &vlen);
         int added;
-        if ((rc = put_entry(db, leaf, key, val, vlen, &added)))
+        if ((rc = put_entry(db, leaf, key, val, vlen, &added, &at_end)))
             break;
         t->count += (uint64_t)added;
+        i++;
     }
     *to = i;
     if (i == from)
@@ -679,7 +700,7 @@ int bt_put_run(bonsai_db *db, bt_tree *t, const putbuf *b, uint32_t from,
     t->record_dirty = 1;
     int rc2 = mark_dirty(db, leaf);
     if (rc2 == 0)
-        rc2 = fit_upwards(db, t, leaf, 0);
+        rc2 = fit_upwards(db, t, leaf, at_end && !has_bound);
     return rc ? rc : rc2;
 }
 

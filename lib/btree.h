@@ -45,8 +45,9 @@ int bt_put_slots(bonsai_db *db, bt_tree *t, bn_key key, uint32_t vlen,
 int bt_put_run(bonsai_db *db, bt_tree *t, const putbuf *b, uint32_t from,
                uint32_t max, uint32_t *to);
 
-/* Is the writer's leaf for key decoded, and its whole path? */
-int bt_leaf_cached(const bt_tree *t, bn_key key);
+/* Is the writer's leaf for key decoded (and its whole path), and does key
+ * go after its last entry? */
+int bt_appends_to_cached_leaf(const bt_tree *t, bn_key key);
 
 /* Positions on an entry by mode, decoding its leaf into *leaf (which the
  * caller bn_init'ed; it is cleared first). */

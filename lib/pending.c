@@ -47,17 +47,17 @@ static void note_bytes(bonsai_db *db, size_t before, const putbuf *b)
 enum { GO_NOW, GO_WAIT, GO_APPLY_FIRST };
 
 /* Does this put wait, go to the tree now, or wait once the waiting puts
- * are applied (the budget or the room is short)?  Once puts wait, the
- * next ones wait too even where their leaf is decoded: a random decoded
- * leaf is as cold in the CPU's caches as an image, while a sorted batch
- * walks the leaves in order. */
+ * are applied (the budget or the room is short)?  Appends to a decoded
+ * leaf (a sequential load) go at once.  Other puts wait even where their
+ * leaf is decoded: a random decoded leaf is as cold in the CPU's caches
+ * as an image, while a sorted batch walks the leaves in order. */
 static int choose(bonsai_db *db, const bt_tree *t, bn_key key, uint32_t vlen)
 {
     if (!db->opt.write_cache_bytes || vlen > db->inline_max ||
-        t->depth == 0 || (db->waiting == 0 && bt_leaf_cached(t, key)))
+        t->depth == 0 || bt_appends_to_cached_leaf(t, key))
         return GO_NOW;
     if (db->waiting_bytes + entry_bytes(t, key, vlen) >
-            db->opt.write_cache_bytes / 2 ||
+            db->opt.write_cache_bytes / 4 * 3 ||
         !cache_room_waiting(db, put_slots(db, t), db->waiting + 1))
         return db->waiting ? GO_APPLY_FIRST : GO_NOW;
     return GO_WAIT;

@@ -409,7 +409,10 @@ int txn_tree(bonsai_db *db, bonsai_txn *txn, bonsai_map map, bt_tree **t,
              bt_rd *rd)
 {
     int rc = txn_tree_as_is(db, txn, map, t, rd);
-    if (rc == 0 && !(txn && txn->rdonly))
-        rc = pending_apply(db, map);
+    if (rc || (txn && txn->rdonly))
+        return rc;
+    /* applying them may grow the store: the page limit comes after */
+    rc = pending_apply(db, map);
+    rd->end = db->al.end;
     return rc;
 }
