@@ -87,11 +87,15 @@ static int read_meta(bonsai_db *db, const uint8_t *head, uint64_t fsize)
     int ok[2];
     for (unsigned s = 0; s < 2; s++)
         ok[s] = bx_meta_decode(head + BX_META_OFF(s), &m[s]) == 0 &&
-                m[s].end >= db->first_pgno &&
-                m[s].end <= fsize / db->page_size;
+                m[s].end >= db->first_pgno;
     if (!ok[0] && !ok[1])
         return BONSAI_CORRUPT;
     int pick = !ok[0] || (ok[1] && m[1].txn_id > m[0].txn_id);
+    /* A commit's pages are in the file before its meta slot is written,
+     * so a newest commit that reaches past the end means the file was
+     * cut: refuse it rather than quietly open the commit before. */
+    if (m[pick].end > fsize / db->page_size)
+        return BONSAI_CORRUPT;
     db->meta = m[pick];
     return 0;
 }
