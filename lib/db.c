@@ -218,7 +218,9 @@ static int open_error(int e, int writable)
 static int open_fd(bonsai_db *db, const char *path)
 {
     int writable = !db->opt.read_only;
-    int flags = (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC;
+    /* O_NONBLOCK: a FIFO given for a path must not make open() wait for a
+     * writer; it is refused below like anything but a regular file */
+    int flags = (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NONBLOCK;
     if (writable && db->opt.create)
         flags |= O_CREAT;
     db->fd = open(path, flags, (mode_t)db->opt.file_mode);
@@ -228,6 +230,9 @@ static int open_fd(bonsai_db *db, const char *path)
     if (fstat(db->fd, &st) != 0)
         return BONSAI_IO;
     if (!S_ISREG(st.st_mode))
+        return BONSAI_IO;
+    int fl = fcntl(db->fd, F_GETFL);
+    if (fl < 0 || fcntl(db->fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
         return BONSAI_IO;
     if (flock(db->fd, (writable ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0)
         return errno == EWOULDBLOCK ? BONSAI_BUSY : BONSAI_IO;
