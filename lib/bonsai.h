@@ -352,8 +352,11 @@ int bonsai_del_u64(bonsai_txn *txn, bonsai_map map, uint64_t key);
 
 /* ---- cursors ----------------------------------------------------------- */
 /* A cursor walks one map in key order.  It stays usable across writes in
- * its own transaction (it re-finds its key).  It must be closed before its
- * transaction ends (in no-transaction mode: before the store closes).
+ * its own transaction (it re-finds its key).  Close it before its
+ * transaction ends (in no-transaction mode: before the store closes); a
+ * cursor whose transaction has ended answers every call with
+ * BONSAI_BADTXN and must still be closed.  A cursor opened with a NULL
+ * txn in transaction mode reads a snapshot of its own until it closes.
  * Moves return BONSAI_NOTFOUND at either end or in an empty map; the
  * cursor then has no current entry. */
 int bonsai_cursor_open(bonsai_txn *txn, bonsai_map map, bonsai_cursor **cur);
