@@ -291,7 +291,10 @@ int bonsai_map_create(bonsai_db *db, bonsai_txn *txn, const char *name,
 int bonsai_map_open(bonsai_db *db, bonsai_txn *txn, const char *name,
                     bonsai_map *map, unsigned *kind);
 
-/* Deletes a map and all its entries.  Handles to it become invalid.
+/* Deletes a map and all its entries.  Its handles stay safe to pass but
+ * find no map: every call through them answers BONSAI_NOTFOUND, except
+ * in a read snapshot begun before the drop, which still sees the map.  A
+ * map created again under the name is reached through them again.
  * Errors: BONSAI_NOTFOUND, BONSAI_READONLY, BONSAI_FULL. */
 int bonsai_map_drop(bonsai_db *db, bonsai_txn *txn, const char *name);
 
@@ -330,7 +333,8 @@ int bonsai_map_stat(bonsai_txn *txn, bonsai_map map, bonsai_map_info *st);
  * as it is, BONSAI_EXISTS is returned and *val... is not touched.  Errors:
  * BONSAI_KEYSIZE, BONSAI_VALSIZE, BONSAI_FULL (nothing changed; the map is
  * consistent), BONSAI_READONLY, BONSAI_MAPKIND, BONSAI_INVALID,
- * BONSAI_NOMEM, BONSAI_IO, BONSAI_CORRUPT. */
+ * BONSAI_NOTFOUND (the map was dropped), BONSAI_NOMEM, BONSAI_IO,
+ * BONSAI_ENOSPC, BONSAI_CORRUPT. */
 int bonsai_put(bonsai_txn *txn, bonsai_map map, const bonsai_val *key,
                const bonsai_val *val, unsigned flags);
 
