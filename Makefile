@@ -13,6 +13,8 @@
 #                   bench-quick, bench-plot
 #   make fuzz       libFuzzer harnesses (fuzz/fuzz.mk); fuzz-smoke: each for
 #                   FUZZ_SMOKE_SECONDS (60), as CI does
+#   make coverage   line and branch coverage of lib/ by the tests, with gcov
+#                   (tests/coverage.mk; not part of check)
 #   make install    PREFIX=/usr/local DESTDIR= ; make uninstall ; make clean
 #
 # Your CC, CPPFLAGS, CFLAGS, LDFLAGS and LDLIBS are honoured and come after
@@ -157,6 +159,7 @@ check: check-tree
 include tools/fill.mk
 -include bench/bench.mk
 -include fuzz/fuzz.mk
+include tests/coverage.mk
 
 # ---- install ---------------------------------------------------------------
 

@@ -297,7 +297,10 @@ int bonsai_map_create(bonsai_db *db, bonsai_txn *txn, const char *name,
 int bonsai_map_open(bonsai_db *db, bonsai_txn *txn, const char *name,
                     bonsai_map *map, unsigned *kind);
 
-/* Deletes a map and all its entries.  Handles to it become invalid.
+/* Deletes a map and all its entries.  Its handles stay safe to pass but
+ * find no map: every call through them answers BONSAI_NOTFOUND, except
+ * in a read snapshot begun before the drop, which still sees the map.  A
+ * map created again under the name is reached through them again.
  * Errors: BONSAI_NOTFOUND, BONSAI_READONLY, BONSAI_FULL. */
 int bonsai_map_drop(bonsai_db *db, bonsai_txn *txn, const char *name);
 
@@ -336,7 +339,8 @@ int bonsai_map_stat(bonsai_txn *txn, bonsai_map map, bonsai_map_info *st);
  * as it is, BONSAI_EXISTS is returned and *val... is not touched.  Errors:
  * BONSAI_KEYSIZE, BONSAI_VALSIZE, BONSAI_FULL (nothing changed; the map is
  * consistent), BONSAI_READONLY, BONSAI_MAPKIND, BONSAI_INVALID,
- * BONSAI_NOMEM, BONSAI_IO, BONSAI_CORRUPT. */
+ * BONSAI_NOTFOUND (the map was dropped), BONSAI_NOMEM, BONSAI_IO,
+ * BONSAI_ENOSPC, BONSAI_CORRUPT. */
 int bonsai_put(bonsai_txn *txn, bonsai_map map, const bonsai_val *key,
                const bonsai_val *val, unsigned flags);
 
@@ -358,8 +362,11 @@ int bonsai_del_u64(bonsai_txn *txn, bonsai_map map, uint64_t key);
 
 /* ---- cursors ----------------------------------------------------------- */
 /* A cursor walks one map in key order.  It stays usable across writes in
- * its own transaction (it re-finds its key).  It must be closed before its
- * transaction ends (in no-transaction mode: before the store closes).
+ * its own transaction (it re-finds its key).  Close it before its
+ * transaction ends (in no-transaction mode: before the store closes); a
+ * cursor whose transaction has ended answers every call with
+ * BONSAI_BADTXN and must still be closed.  A cursor opened with a NULL
+ * txn in transaction mode reads a snapshot of its own until it closes.
  * Moves return BONSAI_NOTFOUND at either end or in an empty map; the
  * cursor then has no current entry. */
 int bonsai_cursor_open(bonsai_txn *txn, bonsai_map map, bonsai_cursor **cur);

@@ -121,8 +121,17 @@ struct bonsai_db {
     bt_tree op_saved;    /* ... and its state before, for rollback */
 };
 
+/* A cursor's tie to the transaction it reads through.  The transaction
+ * unties every cursor still open when it ends, so such a cursor answers
+ * BONSAI_BADTXN instead of reaching into a freed transaction. */
+typedef struct txn_tie {
+    struct txn_tie *next, *prev;
+    int ended;
+} txn_tie;
+
 struct bonsai_txn {
     bonsai_db *db;
+    txn_tie *cursors;    /* open cursors of the caller's, tied to it */
     int rdonly;
     int failed;          /* an operation failed midway: only abort */
     uint64_t id;         /* snapshot (read) or new txn id (write) */

@@ -146,8 +146,10 @@ static uint32_t published(bonsai_db *db)
 
 int maps_writer_tree(bonsai_db *db, bonsai_map map, bt_tree **t)
 {
-    if (!map || map->db != db || map->dropped)
+    if (!map || map->db != db)
         return BONSAI_INVALID;
+    if (map->dropped)
+        return BONSAI_NOTFOUND; /* as a snapshot after the drop says */
     if (!map->loaded) {
         /* opened through a snapshot, or not used since a commit/abort:
          * the map exists for the writer if its catalog says so */
@@ -156,7 +158,7 @@ int maps_writer_tree(bonsai_db *db, bonsai_map map, bt_tree **t)
                              &map->w);
         if (rc == BONSAI_NOTFOUND || (rc == 0 && map->w.kind != map->kind)) {
             map->live = 0;
-            return BONSAI_INVALID;
+            return BONSAI_NOTFOUND;
         }
         if (rc)
             return rc;

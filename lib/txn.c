@@ -223,6 +223,41 @@ int txn_write_back(bonsai_db *db)
     return 0;
 }
 
+/* ---- cursors tied to a transaction ------------------------------------- */
+
+void txn_tie_cursor(bonsai_txn *txn, txn_tie *tie)
+{
+    tie->ended = 0;
+    tie->prev = NULL;
+    tie->next = txn->cursors;
+    if (txn->cursors)
+        txn->cursors->prev = tie;
+    txn->cursors = tie;
+}
+
+void txn_untie_cursor(bonsai_txn *txn, txn_tie *tie)
+{
+    if (tie->ended)
+        return;
+    if (tie->prev)
+        tie->prev->next = tie->next;
+    else
+        txn->cursors = tie->next;
+    if (tie->next)
+        tie->next->prev = tie->prev;
+    tie->next = tie->prev = NULL;
+}
+
+static void end_cursors(bonsai_txn *txn)
+{
+    for (txn_tie *t = txn->cursors, *next; t; t = next) {
+        next = t->next;
+        t->next = t->prev = NULL;
+        t->ended = 1;
+    }
+    txn->cursors = NULL;
+}
+
 /* ---- public calls ------------------------------------------------------ */
 
 int bonsai_txn_begin(bonsai_db *db, unsigned flags, bonsai_txn **out)
@@ -252,6 +287,7 @@ int bonsai_txn_commit(bonsai_txn *txn)
 {
     if (!txn)
         return BONSAI_INVALID;
+    end_cursors(txn);
     int rc = 0;
     if (txn->rdonly) {
         end_read(txn);
@@ -269,6 +305,7 @@ void bonsai_txn_abort(bonsai_txn *txn)
 {
     if (!txn)
         return;
+    end_cursors(txn);
     if (txn->rdonly)
         end_read(txn);
     else

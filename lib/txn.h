@@ -27,6 +27,11 @@ int txn_check_write(const bonsai_txn *txn);
 /* Checks a transaction is usable at all (read or write). */
 int txn_check(const bonsai_txn *txn);
 
+/* Ties a cursor to txn / unties it when the cursor closes first.  A
+ * transaction's end marks its tied cursors ended. */
+void txn_tie_cursor(bonsai_txn *txn, txn_tie *tie);
+void txn_untie_cursor(bonsai_txn *txn, txn_tie *tie);
+
 /* Runs fn as one change: inside txn when given; in a transaction of its
  * own (transaction mode, txn NULL); or directly (no-transaction mode),
  * where the change is written at once and rolled back if that fails.  fn
