@@ -153,6 +153,11 @@ check: check-tree
 	    check-tree
 	@echo "check: OK: $(words $(TESTS)) test binaries passed in" \
 	    "$(BUILD)/ and $(BUILD)/asan/ (ASan+UBSan)"
+	@if echo '#include <lmdb.h>' | $(CC) -E -x c - >/dev/null 2>&1; then \
+	    $(MAKE) --no-print-directory bench-quick; \
+	else \
+	    echo "check: bench-quick not run: no lmdb.h (Debian: liblmdb-dev)"; \
+	fi
 
 # ---- the experiment's ladder, the benchmark, fuzzing ------------------------
 
