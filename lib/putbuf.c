@@ -63,8 +63,10 @@ bn_key pb_key(const putbuf *b, uint32_t i)
 
 const uint8_t *pb_value(const putbuf *b, uint32_t i, uint32_t *vlen)
 {
+    static const uint8_t no_bytes[1];
     *vlen = b->e[i].vlen;
-    return b->arena + b->e[i].voff;
+    /* only empty values were put: no arena yet */
+    return b->arena ? b->arena + b->e[i].voff : no_bytes;
 }
 
 static int same_key(const putbuf *b, uint32_t i, bn_key key)
