@@ -127,11 +127,11 @@ typedef struct bonsai_options {
     /* The write cache: changed nodes stay decoded in memory and are
      * encoded once, when the cache holds more than this many bytes, when
      * flush_delay_ms has passed, at commit, bonsai_sync or close.
-     * Up to half of it also holds puts waiting for their leaf: a put
-     * whose leaf is not decoded waits, and waiting puts are applied in
-     * key order, each leaf decoded and encoded once per batch (gets see
-     * them at once; cursors, counts, deletes and commits apply them
-     * first).  Their room is counted when they are accepted, so they
+     * Up to three quarters of it also holds puts waiting for their leaf:
+     * a put that does not append to a decoded leaf waits, and waiting
+     * puts are applied in key order, each leaf decoded and encoded once
+     * per batch (gets see them at once; cursors, counts, deletes and
+     * commits apply them first).  Their room is counted when they are accepted, so they
      * never meet BONSAI_FULL later.
      * 0 = no cache: without transactions every call writes its nodes at
      * once (MapDB's "direct" mode).  Default 32 MiB. */

@@ -569,11 +569,15 @@ static int release_value(bonsai_db *db, bn_node *leaf, uint32_t idx)
     return extvec_push(&db->op_release, e);
 }
 
+uint32_t bt_put_worst_slots(const bt_tree *t)
+{
+    return 2u * (t->depth + 1u) + 2u;
+}
+
 int bt_put_slots(bonsai_db *db, bt_tree *t, bn_key key, uint32_t vlen,
                  uint32_t *slots)
 {
-    uint32_t worst = 2u * (t->depth + 1u) + 2u;
-    *slots = worst;
+    *slots = bt_put_worst_slots(t);
     if (db->cow || t->depth == 0)
         return 0;
     bn_node *leaf;

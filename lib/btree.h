@@ -38,6 +38,9 @@ int bt_del(bonsai_db *db, bt_tree *t, bn_key key);
 int bt_put_slots(bonsai_db *db, bt_tree *t, bn_key key, uint32_t vlen,
                  uint32_t *slots);
 
+/* The most bt_put_slots ever answers for t. */
+uint32_t bt_put_worst_slots(const bt_tree *t);
+
 /* Puts entries from, from + 1, ... of the sorted batch b (all inline
  * values) while they fall into the leaf of entry `from`, at most max of
  * them, then splits that leaf as needed.  *to = the first entry not put.

@@ -7,6 +7,17 @@
 #include "cache.h"
 #include "txn.h"
 
+/* The node runs a put reserves, given those its tree may need: the
+ * catalog's record too, and with copy-on-write what a delete needs, so
+ * that a full store can still be emptied. */
+static uint32_t with_extras(const bonsai_db *db, const bt_tree *t,
+                            uint32_t slots)
+{
+    if (db->cow)
+        slots += 2u * (t->depth + 1u) + db->catalog.depth + 2u;
+    return slots + db->catalog.depth + 1u;
+}
+
 /* The put path proper: room first, then the tree. */
 static int put_now(bonsai_db *db, bt_tree *t, bn_key key, const uint8_t *val,
                    uint32_t vlen, unsigned flags)
@@ -15,22 +26,16 @@ static int put_now(bonsai_db *db, bt_tree *t, bn_key key, const uint8_t *val,
     int rc = bt_put_slots(db, t, key, vlen, &slots);
     if (rc)
         return rc;
-    /* with copy-on-write, inserts stop short by what a delete needs, so
-     * a full store can still be emptied */
-    if (db->cow)
-        slots += 2u * (t->depth + 1u) + db->catalog.depth + 2u;
-    if ((rc = cache_reserve(db, slots + db->catalog.depth + 1u, vlen)))
+    if ((rc = cache_reserve(db, with_extras(db, t, slots), vlen)))
         return rc;
     txn_note_tree(db, t);
     return bt_put(db, t, key, val, vlen, flags);
 }
 
-/* Node runs a put may need beyond the cached changes, as put_now counts. */
+/* Node runs a put may need beyond the cached changes, at worst. */
 static uint32_t put_slots(const bonsai_db *db, const bt_tree *t)
 {
-    uint32_t slots = 2u * (t->depth + 1u) + 2u + db->catalog.depth + 1u;
-    return db->cow ? slots + 2u * (t->depth + 1u) + db->catalog.depth + 2u
-                   : slots;
+    return with_extras(db, t, bt_put_worst_slots(t));
 }
 
 static size_t entry_bytes(const bt_tree *t, bn_key key, uint32_t vlen)

@@ -3,12 +3,12 @@
  * putbuf.h; this is the policy).
  *
  * A put waits when the write cache is on, its value is stored inline, and
- * its leaf is not decoded: applying it at once would decode and re-encode
- * a whole leaf for one entry.  Waiting puts are part of the write cache:
- * they use at most half its budget, and each is counted as needing node
- * runs when applied, so that applying them can never run out of room (a
- * put that cannot wait under that rule is applied at once, and may get
- * BONSAI_FULL there as before).
+ * it does not append to a decoded leaf: applying it at once would decode
+ * (or miss the CPU's caches on) a whole leaf for one entry.  Waiting puts
+ * are part of the write cache: they use at most three quarters of its
+ * budget, and each is counted as needing node runs when applied, so that
+ * applying them can never run out of room (a put that cannot wait under
+ * that rule is applied at once, and may get BONSAI_FULL there as before).
  *
  * They are applied in key order, all of a map at once, before anything
  * reads or writes that map's tree otherwise (txn_tree, deletes, commit,

@@ -149,23 +149,29 @@ static uint64_t arena_add(putbuf *b, const uint8_t *p, uint32_t len)
 
 int pb_put(putbuf *b, bn_key key, const uint8_t *val, uint32_t vlen)
 {
-    uint32_t i = pb_find(b, key);
-    size_t kbytes = b->kind == BONSAI_KEY_U64 || i != UINT32_MAX ? 0 : key.len;
+    /* one probe finds the entry, or the slot a new one takes */
+    uint32_t s = b->nslots ? probe(b, key) : 0;
+    int found = b->nslots && b->slot[s];
+    size_t kbytes = b->kind == BONSAI_KEY_U64 || found ? 0 : key.len;
     if (reserve_arena(b, kbytes + vlen))
         return BONSAI_NOMEM;
-    if (i != UINT32_MAX) {
-        b->e[i].voff = arena_add(b, val, vlen);
-        b->e[i].vlen = vlen;
+    if (found) {
+        pb_entry *e = &b->e[b->slot[s] - 1];
+        e->voff = arena_add(b, val, vlen);
+        e->vlen = vlen;
         return 0;
     }
-    if (b->n == b->cap && grow_entries(b))
-        return BONSAI_NOMEM;
+    if (b->n == b->cap) {
+        if (grow_entries(b))
+            return BONSAI_NOMEM;
+        s = probe(b, key); /* the index was rebuilt */
+    }
     pb_entry *e = &b->e[b->n];
     e->k = b->kind == BONSAI_KEY_U64 ? key.u : arena_add(b, key.b, key.len);
     e->klen = b->kind == BONSAI_KEY_U64 ? 0 : key.len;
     e->voff = arena_add(b, val, vlen);
     e->vlen = vlen;
-    b->slot[probe(b, key)] = ++b->n;
+    b->slot[s] = ++b->n;
     return 0;
 }
 
