@@ -381,7 +381,11 @@ static int too_big(const bonsai_db *db, bn_node *n)
     int64_t limit = db->opt.node_bytes;
     int64_t guess = (int64_t)n->est + n->est_fix;
     int64_t near = limit / 32;
-    if (++n->fix_changes < 64 && (guess < limit - near || guess > limit + near))
+    /* the estimate drifts a little with each change: measure exactly when
+     * near the limit, or after more changes the farther from it */
+    int64_t gap = guess < limit ? limit - guess : guess - limit;
+    if (gap > near && (++n->fix_changes < 64 ||
+                       n->fix_changes < 64 * (gap / near)))
         return guess > limit;
     size_t exact = bn_encoded_size(n);
     n->est_fix = (int64_t)exact - (int64_t)n->est;
@@ -482,8 +486,9 @@ orphan:
     return rc;
 }
 
+/* *split is set when n split at least once (its parent gained a child). */
 static int split_until_fits(bonsai_db *db, bt_tree *t, bn_node *n,
-                            int append)
+                            int append, int *split_any)
 {
     /* a branch keeps two children a side, or huge separators would stack
      * up one-child branches without end */
@@ -493,18 +498,23 @@ static int split_until_fits(bonsai_db *db, bt_tree *t, bn_node *n,
         int rc = split(db, t, n, append, &r);
         if (rc)
             return rc;
-        if ((rc = split_until_fits(db, t, r, 0)))
+        *split_any = 1;
+        int ignored = 0;
+        if ((rc = split_until_fits(db, t, r, 0, &ignored)))
             return rc;
         append = 0;
     }
     return 0;
 }
 
+/* Splits n as needed, then each ancestor that gained a child: a node
+ * nothing was added to still fits. */
 static int fit_upwards(bonsai_db *db, bt_tree *t, bn_node *n, int append)
 {
     for (; n; n = n->parent) {
-        int rc = split_until_fits(db, t, n, append);
-        if (rc)
+        int split_any = 0;
+        int rc = split_until_fits(db, t, n, append, &split_any);
+        if (rc || !split_any)
             return rc;
         append = 0;
     }
@@ -584,6 +594,15 @@ int bt_put_slots(bonsai_db *db, bt_tree *t, bn_key key, uint32_t vlen,
     int rc = touch_leaf(db, t, key, &leaf);
     if (rc)
         return rc;
+    *slots = bt_leaf_put_slots(db, t, leaf, key, vlen);
+    return 0;
+}
+
+uint32_t bt_leaf_put_slots(const bonsai_db *db, const bt_tree *t,
+                           const bn_node *leaf, bn_key key, uint32_t vlen)
+{
+    if (db->cow)
+        return bt_put_worst_slots(t);
     size_t kbytes = t->kind == BONSAI_KEY_U64 ? 10 : key.len;
     size_t grown = leaf->est + kbytes + (vlen > db->inline_max ? BT_OVF_REF
                                                                 : vlen) + 16;
@@ -592,9 +611,7 @@ int bt_put_slots(bonsai_db *db, bt_tree *t, bn_key key, uint32_t vlen,
     /* a dirty leaf is counted already; a clean one must fit its home */
     int fits = leaf->dirty || (leaf->has_home &&
                                pages_for(db, grown) <= leaf->home.npages);
-    if (!splits && fits)
-        *slots = 0;
-    return 0;
+    return !splits && fits ? 0 : bt_put_worst_slots(t);
 }
 
 int bt_appends_to_cached_leaf(const bt_tree *t, bn_key key)
@@ -605,6 +622,28 @@ int bt_appends_to_cached_leaf(const bt_tree *t, bn_key key)
         n = n->child[bn_search(n, key, &found)].mem;
     }
     return n && (n->n == 0 || key_less(t->kind, bn_key_at(n, n->n - 1), key));
+}
+
+int bt_goes_last(const bt_tree *t, bn_key key)
+{
+    const bn_node *n = t->root.mem;
+    for (; n && !n->leaf; n = n->child[n->n - 1].mem) {
+        if (n->n == 0 || key_less(t->kind, key, bn_key_at(n, n->n - 1)))
+            return 0;
+    }
+    return 1;
+}
+
+bn_node *bt_tail_leaf(const bt_tree *t, bn_key key)
+{
+    bn_node *n = t->root.mem;
+    while (n && !n->leaf)
+        n = n->n ? n->child[n->n - 1].mem : NULL;
+    if (!n || n->n == 0) /* an emptied last leaf says nothing of key */
+        return n && n == t->root.mem ? n : NULL;
+    if (t->kind == BONSAI_KEY_U64)
+        return n->k64[n->n - 1] < key.u ? n : NULL;
+    return key_less(t->kind, bn_key_at(n, n->n - 1), key) ? n : NULL;
 }
 
 /* Nodes a change removes from its tree wait in the graveyard; room for
@@ -652,6 +691,22 @@ int bt_put(bonsai_db *db, bt_tree *t, bn_key key, const uint8_t *val,
     if ((rc = mark_dirty(db, leaf)))
         return rc;
     return fit_upwards(db, t, leaf, !found && idx + 1 == leaf->n);
+}
+
+int bt_append(bonsai_db *db, bt_tree *t, bn_node *leaf, bn_key key,
+              const uint8_t *val, uint32_t vlen)
+{
+    int rc = room_for_removed(db, t);
+    if (rc == 0)
+        rc = bn_insert(leaf, leaf->n, key, val, vlen, 0);
+    if (rc)
+        return rc;
+    db->write_gen++;
+    t->record_dirty = 1;
+    t->count++;
+    if ((rc = mark_dirty(db, leaf)))
+        return rc;
+    return fit_upwards(db, t, leaf, 1);
 }
 
 /* Puts one waiting entry into leaf; *added when its key was new, *at_end
@@ -820,7 +875,7 @@ int bt_del(bonsai_db *db, bt_tree *t, bn_key key)
     if ((rc = mark_dirty(db, leaf)))
         return rc;
     /* removing a key can lengthen its neighbour's encoding */
-    if ((rc = split_until_fits(db, t, leaf, 0)))
+    if ((rc = fit_upwards(db, t, leaf, 0)))
         return rc;
     return merge_upwards(db, t, leaf);
 }
@@ -1099,26 +1154,12 @@ void bt_discard(bonsai_db *db, bt_tree *t)
 
 /* ---- seek (cursors) ---------------------------------------------------- */
 
-static int clone_leaf(const bn_node *src, bn_node *dst)
-{
-    for (uint32_t i = 0; i < src->n; i++) {
-        const uint8_t *v;
-        uint32_t len;
-        unsigned vflag;
-        bn_value_at(src, i, &v, &len, &vflag);
-        int rc = bn_insert(dst, i, bn_key_at(src, i), v, len, vflag);
-        if (rc)
-            return rc;
-    }
-    return 0;
-}
-
 static int load_leaf_copy(const nview *v, unsigned kind, bn_node *leaf)
 {
     bn_clear(leaf);
     if (v->mem)
-        return clone_leaf(v->mem, leaf);
-    return bn_decode(v->img, v->avail, kind, leaf);
+        return bn_copy_frozen(leaf, v->mem);
+    return bn_decode_frozen(v->img, v->avail, kind, leaf);
 }
 
 /* Where in the leaf the mode lands, or -1 to go on past it. */

@@ -38,6 +38,10 @@ int bt_del(bonsai_db *db, bt_tree *t, bn_key key);
 int bt_put_slots(bonsai_db *db, bt_tree *t, bn_key key, uint32_t vlen,
                  uint32_t *slots);
 
+/* bt_put_slots for a put into leaf, the decoded leaf of key. */
+uint32_t bt_leaf_put_slots(const bonsai_db *db, const bt_tree *t,
+                           const bn_node *leaf, bn_key key, uint32_t vlen);
+
 /* The most bt_put_slots ever answers for t. */
 uint32_t bt_put_worst_slots(const bt_tree *t);
 
@@ -51,6 +55,19 @@ int bt_put_run(bonsai_db *db, bt_tree *t, const putbuf *b, uint32_t from,
 /* Is the writer's leaf for key decoded (and its whole path), and does key
  * go after its last entry? */
 int bt_appends_to_cached_leaf(const bt_tree *t, bn_key key);
+
+/* Does key fall into the tree's last leaf (as far as the decoded branches
+ * on the right edge tell)?  Where a sequential load goes. */
+int bt_goes_last(const bt_tree *t, bn_key key);
+
+/* The tree's last leaf when it and the whole right edge are decoded and
+ * key goes after every key of the tree; else NULL. */
+bn_node *bt_tail_leaf(const bt_tree *t, bn_key key);
+
+/* bt_put of a new key (an inline value) at the end of tail, the leaf
+ * bt_tail_leaf gave: no descent, no search.  Room made by the caller. */
+int bt_append(bonsai_db *db, bt_tree *t, bn_node *tail, bn_key key,
+              const uint8_t *val, uint32_t vlen);
 
 /* Positions on an entry by mode, decoding its leaf into *leaf (which the
  * caller bn_init'ed; it is cleared first). */

@@ -85,6 +85,10 @@ void bonsai_cursor_close(bonsai_cursor *c)
 
 static void remember_key(bonsai_cursor *c)
 {
+    if (c->map->kind == BONSAI_KEY_U64) {
+        c->key.u = c->leaf.k64[c->idx]; /* a scan's every step */
+        return;
+    }
     bn_key k = bn_key_at(&c->leaf, c->idx);
     c->key = k;
     if (c->map->kind == BONSAI_KEY_BYTES) {
@@ -217,6 +221,12 @@ int bonsai_cursor_get(bonsai_cursor *c, bonsai_val *key, bonsai_val *val)
     }
     if (!val)
         return 0;
+    if (!c->leaf.val) { /* a leaf of empty values only */
+        static const uint8_t empty[1];
+        val->data = empty;
+        val->size = 0;
+        return 0;
+    }
     const uint8_t *v;
     uint32_t len;
     unsigned vflag;
@@ -233,8 +243,7 @@ int bonsai_cursor_get_u64(bonsai_cursor *c, uint64_t *key, bonsai_val *val)
         return rc;
     if (c->map->kind != BONSAI_KEY_U64)
         return BONSAI_MAPKIND;
-    bonsai_val k;
-    rc = bonsai_cursor_get(c, key ? &k : NULL, val);
+    rc = bonsai_cursor_get(c, NULL, val);
     if (rc == 0 && key)
         *key = c->key.u;
     return rc;

@@ -956,7 +956,7 @@ static void tally(uint64_t *sum, uint64_t v, int add)
 }
 
 /* Entry i's u64 key term, in 1/64 bytes. */
-static uint64_t u64_term(const uint64_t *k, uint32_t i)
+static inline uint64_t u64_term(const uint64_t *k, uint32_t i)
 {
     if (i == 0)
         return 64 * vlen(k[0]);
@@ -983,6 +983,13 @@ static uint64_t bytes_term(const bn_node *node, uint32_t i, uint32_t *shared)
 /* Adds or takes away the key terms of entries [from, to). */
 static void est_key_terms(bn_node *node, uint32_t from, uint32_t to, int add)
 {
+    if (node->kind == BONSAI_KEY_U64) {
+        uint64_t sum = 0;
+        for (uint32_t i = from; i < to && i < node->n; i++)
+            sum += u64_term(node->k64, i);
+        tally(&node->est_keys, sum, add);
+        return;
+    }
     for (uint32_t i = from; i < to && i < node->n; i++) {
         if (node->kind == BONSAI_KEY_U64) {
             tally(&node->est_keys, u64_term(node->k64, i), add);
@@ -1038,14 +1045,32 @@ static void est_recompute(bn_node *node)
     node->est_keys = node->est_shared = 0;
     node->est_vbytes = node->est_vsq = node->est_vhdr = 0;
     node->est_novf = 0;
-    est_key_terms(node, 0, node->n, ADD);
-    for (uint32_t i = 0; node->leaf && i < node->n; i++) {
-        if (node->val)
-            est_val(node, node->val[i].len, node->vflag[i], ADD);
-        else
-            est_val(node, 0, 0, ADD);
+    if (node->kind == BONSAI_KEY_U64) {
+        /* every decoded node passes here: one tight loop, no dispatch */
+        uint64_t sum = node->n ? u64_term(node->k64, 0) : 0;
+        for (uint32_t i = 1; i < node->n; i++)
+            sum += u64_term(node->k64, i);
+        node->est_keys = sum;
+    } else {
+        est_key_terms(node, 0, node->n, ADD);
     }
+    if (node->leaf && !node->val)
+        node->est_vhdr = node->n * (uint64_t)vlen(0); /* all empty */
+    for (uint32_t i = 0; node->leaf && node->val && i < node->n; i++)
+        est_val(node, node->val[i].len, node->vflag[i], ADD);
     est_refresh(node);
+}
+
+/* Takes the terms of entries [from, n) away, before they leave. */
+static void est_take_tail(bn_node *node, uint32_t from)
+{
+    est_key_terms(node, from, node->n, SUB);
+    for (uint32_t i = from; node->leaf && i < node->n; i++) {
+        if (node->val)
+            est_val(node, node->val[i].len, node->vflag[i], SUB);
+        else
+            est_val(node, 0, 0, SUB);
+    }
 }
 
 /* ---- encoding ----------------------------------------------------------- */
@@ -1481,8 +1506,8 @@ static int decode_sections(const uint8_t *img, const bn_info *info,
     return decode_children(ke, n, node); /* its size bn_img_check fixed */
 }
 
-int bn_decode(const uint8_t *img, size_t avail, unsigned kind,
-              bn_node *node)
+static int decode(const uint8_t *img, size_t avail, unsigned kind,
+                  bn_node *node)
 {
     bn_info info;
     bn_clear(node);
@@ -1498,8 +1523,22 @@ int bn_decode(const uint8_t *img, size_t avail, unsigned kind,
     }
     node->n = info.count;
     arena_fit(node);
-    est_recompute(node);
     return 0;
+}
+
+int bn_decode(const uint8_t *img, size_t avail, unsigned kind,
+              bn_node *node)
+{
+    int rc = decode(img, avail, kind, node);
+    if (rc == 0)
+        est_recompute(node);
+    return rc;
+}
+
+int bn_decode_frozen(const uint8_t *img, size_t avail, unsigned kind,
+                     bn_node *node)
+{
+    return decode(img, avail, kind, node);
 }
 
 /* ---- decoded nodes: reading --------------------------------------------- */
@@ -1565,6 +1604,9 @@ uint32_t bn_search(const bn_node *node, bn_key key, int *found)
     int eq;
     if (n == 0) {
         i = 0;
+        eq = 0;
+    } else if (node->kind == BONSAI_KEY_U64 && key.u > node->k64[n - 1]) {
+        i = n; /* appends, the sequential load's every put */
         eq = 0;
     } else if (node->kind == BONSAI_KEY_U64) {
         i = lower_bound_u64(node->k64, n, key.u);
@@ -1796,6 +1838,22 @@ static uint64_t moved_bytes(const bn_node *src, uint32_t from, uint32_t to,
     return bytes;
 }
 
+int bn_copy_frozen(bn_node *dst, const bn_node *src)
+{
+    assert(dst->n == 0 && dst->kind == src->kind && dst->leaf == src->leaf);
+    int vals;
+    uint64_t bytes = moved_bytes(src, 0, src->n, &vals);
+    if (src->n == 0)
+        return 0;
+    if (grow_arrays(dst, src->n) || (vals && ensure_vals(dst)) ||
+        arena_reserve(dst, bytes))
+        return BONSAI_NOMEM;
+    for (uint32_t i = 0; i < src->n; i++)
+        copy_entry(dst, i, src, i);
+    dst->n = src->n;
+    return 0;
+}
+
 int bn_move(bn_node *dst, uint32_t at, bn_node *src, uint32_t from,
             uint32_t to)
 {
@@ -1817,12 +1875,21 @@ int bn_move(bn_node *dst, uint32_t at, bn_node *src, uint32_t from,
         copy_entry(dst, at + i, src, from + i);
     dst->n += m;
 
+    /* a split moves a tail: what stays needs only the moved terms taken
+     * away, not a recount of thousands of entries */
+    int tail = to == src->n;
+    if (tail)
+        est_take_tail(src, from);
+
     src->arena_dead += (uint32_t)(bytes);
     move_entries(src, from, to, src->n - to);
     src->n -= m;
     arena_settle(src);
 
     est_recompute(dst);
-    est_recompute(src);
+    if (tail)
+        est_refresh(src);
+    else
+        est_recompute(src);
     return 0;
 }

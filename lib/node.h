@@ -164,6 +164,11 @@ void bn_clear(bn_node *node);
 int bn_decode(const uint8_t *img, size_t avail, unsigned kind,
               bn_node *node);
 
+/* bn_decode for a copy that is only read (a cursor's leaf): without the
+ * running size estimate that changes need, which is most of the cost. */
+int bn_decode_frozen(const uint8_t *img, size_t avail, unsigned kind,
+                     bn_node *node);
+
 /* Exact size in bytes of the image bn_encode would write. */
 size_t bn_encoded_size(const bn_node *node);
 
@@ -200,6 +205,10 @@ int bn_set_key(bn_node *node, uint32_t idx, bn_key key);
 
 /* Removes entry idx. */
 void bn_remove(bn_node *node, uint32_t idx);
+
+/* Copies every entry of src into the empty node dst, as bn_decode_frozen
+ * leaves it: for reading only.  Returns 0 or BONSAI_NOMEM. */
+int bn_copy_frozen(bn_node *dst, const bn_node *src);
 
 /* Moves entries [from, to) of src to dst at index at (both nodes of the
  * same kind and type), removing them from src.  Used to split, merge and

@@ -32,6 +32,27 @@ static int put_now(bonsai_db *db, bt_tree *t, bn_key key, const uint8_t *val,
     return bt_put(db, t, key, val, vlen, flags);
 }
 
+/* A key after every other into the decoded last leaf: the sequential
+ * load's put, with no descent.  0 and *done = 0 when it does not apply. */
+static int append_now(bonsai_db *db, bt_tree *t, bn_key key,
+                      const uint8_t *val, uint32_t vlen, int *done)
+{
+    *done = 0;
+    bn_node *tail = bt_tail_leaf(t, key);
+    if (!tail || vlen > db->inline_max)
+        return 0;
+    uint32_t slots = bt_leaf_put_slots(db, t, tail, key, vlen);
+    int rc = cache_reserve(db, with_extras(db, t, slots), vlen);
+    if (rc)
+        return rc;
+    /* making room may have written and evicted the leaf */
+    if (!(tail = bt_tail_leaf(t, key)))
+        return 0;
+    *done = 1;
+    txn_note_tree(db, t);
+    return bt_append(db, t, tail, key, val, vlen);
+}
+
 /* Node runs a put may need beyond the cached changes, at worst. */
 static uint32_t put_slots(const bonsai_db *db, const bt_tree *t)
 {
@@ -53,13 +74,16 @@ enum { GO_NOW, GO_WAIT, GO_APPLY_FIRST };
 
 /* Does this put wait, go to the tree now, or wait once the waiting puts
  * are applied (the budget or the room is short)?  Appends to a decoded
- * leaf (a sequential load) go at once.  Other puts wait even where their
- * leaf is decoded: a random decoded leaf is as cold in the CPU's caches
- * as an image, while a sorted batch walks the leaves in order. */
+ * leaf and puts into the last leaf (a sequential load, whose leaf a
+ * write-back may just have evicted) go at once.  Other puts wait even
+ * where their leaf is decoded: a random decoded leaf is as cold in the
+ * CPU's caches as an image, while a sorted batch walks the leaves in
+ * order. */
 static int choose(bonsai_db *db, const bt_tree *t, bn_key key, uint32_t vlen)
 {
     if (!db->opt.write_cache_bytes || vlen > db->inline_max ||
-        t->depth == 0 || bt_appends_to_cached_leaf(t, key))
+        t->depth == 0 || bt_appends_to_cached_leaf(t, key) ||
+        bt_goes_last(t, key))
         return GO_NOW;
     if (db->waiting_bytes + entry_bytes(t, key, vlen) >
             db->opt.write_cache_bytes / 4 * 3 ||
@@ -105,6 +129,11 @@ int pending_put(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key,
         if ((rc = pending_apply(db, s)))
             return rc;
     }
+    int done = 0;
+    if (!db->waiting && (rc = append_now(db, t, key, val, vlen, &done)))
+        return rc;
+    if (done)
+        return 0;
     int go = choose(db, t, key, vlen);
     if (go == GO_APPLY_FIRST) {
         if ((rc = pending_apply_all(db)))
@@ -120,6 +149,8 @@ int pending_put(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key,
     if (db->waiting &&
         !cache_room_waiting(db, put_slots(db, t), db->waiting) &&
         (rc = pending_apply_all(db)))
+        return rc;
+    if ((rc = append_now(db, t, key, val, vlen, &done)) || done)
         return rc;
     return put_now(db, t, key, val, vlen, flags);
 }

@@ -218,10 +218,69 @@ static void sort_u64(pb_entry *e, uint32_t n, pb_entry *tmp)
     free(start);
 }
 
+/* Key bytes [off, off + 8) of e big-endian, zeros past the end: ordered
+ * as the keys are, ties left to the bytes beyond. */
+static uint64_t chunk_at(const putbuf *b, const pb_entry *e, uint32_t off)
+{
+    const uint8_t *k = b->arena + e->k;
+    uint64_t v = 0;
+    for (uint32_t j = off; j < off + 8; j++)
+        v = v << 8 | (j < e->klen ? k[j] : 0);
+    return v;
+}
+
+/* Byte keys, most significant 8 bytes first: each chunk sorted as u64,
+ * then each run of equal chunks on the next (keys such as user:0000...
+ * share long prefixes, and string compares over them cost most).  pre
+ * and tmp are scratch of n entries. */
+static void sort_chunks(const putbuf *b, pb_entry *e, pb_entry *pre,
+                        pb_entry *tmp, uint32_t n, uint32_t off)
+{
+    if (n < 64) {
+        qsort_r(e, n, sizeof *e, cmp_bytes, b->arena);
+        return;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        pre[i] = (pb_entry){.k = chunk_at(b, &e[i], off), .voff = i};
+    if (n < 4096) /* the radix pass's 64 Ki buckets cost more */
+        qsort(pre, n, sizeof *pre, cmp_u64);
+    else
+        sort_u64(pre, n, tmp);
+    for (uint32_t i = 0; i < n; i++)
+        tmp[i] = e[pre[i].voff];
+    memcpy(e, tmp, (size_t)n * sizeof *e);
+    for (uint32_t from = 0, to; from < n; from = to) {
+        int longer = e[from].klen > off + 8;
+        for (to = from + 1; to < n && pre[to].k == pre[from].k; to++)
+            longer |= e[to].klen > off + 8;
+        if (to - from < 2)
+            continue;
+        if (longer)
+            sort_chunks(b, e + from, pre + from, tmp + from, to - from,
+                        off + 8);
+        else /* equal but for trailing zero bytes */
+            qsort_r(e + from, to - from, sizeof *e, cmp_bytes, b->arena);
+    }
+}
+
+static void sort_bytes(putbuf *b)
+{
+    pb_entry *pre = malloc((size_t)b->n * sizeof *pre);
+    pb_entry *tmp = malloc((size_t)b->n * sizeof *tmp);
+    if (pre && tmp)
+        sort_chunks(b, b->e, pre, tmp, b->n, 0);
+    else
+        qsort_r(b->e, b->n, sizeof *b->e, cmp_bytes, b->arena);
+    free(pre);
+    free(tmp);
+}
+
 void pb_sort(putbuf *b)
 {
+    if (b->n < 2)
+        return;
     if (b->kind != BONSAI_KEY_U64) {
-        qsort_r(b->e, b->n, sizeof *b->e, cmp_bytes, b->arena);
+        sort_bytes(b);
         return;
     }
     pb_entry *tmp = b->n > 64 ? malloc((size_t)b->n * sizeof *tmp) : NULL;

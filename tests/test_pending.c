@@ -172,3 +172,42 @@ Test(pending, full_keeps_every_acknowledged_put)
     tm_free(&model);
     TU_OK(bonsai_close(db));
 }
+
+/* Byte keys that share long prefixes, end in zero bytes or are prefixes
+ * of each other: a waiting batch sorts them by 8-byte chunks, and the
+ * order it applies them in must be the keys' order. */
+Test(pending, byte_keys_with_shared_prefixes_land_in_order)
+{
+    bonsai_options o = small_cache();
+    o.write_cache_bytes = 1024 * 1024; /* whole batches of thousands */
+    bonsai_db *db = tu_open(NULL, &o);
+    bonsai_map m = tu_map_create(db, NULL, "m", BONSAI_KEY_BYTES);
+    tm_model model;
+    tm_init(&model, BONSAI_KEY_BYTES);
+    uint64_t seed = tu_seed("pending-chunks", 13);
+    tu_rng r = {seed};
+    static const char *stems[] = {"user:0000000000", "user:000000000",
+                                  "order:00", "", "k"};
+    uint64_t n = tu_scaled(30000, 5000);
+    for (uint64_t i = 0; i < n; i++) {
+        uint8_t key[64];
+        const char *stem = stems[tu_below(&r, 5)];
+        size_t len = strlen(stem);
+        memcpy(key, stem, len);
+        size_t tail = (size_t)tu_below(&r, 20);
+        for (size_t j = 0; j < tail; j++) /* digits, or a zero byte */
+            key[len + j] = tu_below(&r, 8) ? (uint8_t)('0' + tu_below(&r, 3))
+                                           : 0;
+        len += tail;
+        if (len == 0)
+            continue;
+        bonsai_val k = tu_val(key, len), v = tu_val(&i, 8);
+        TU_OK(bonsai_put(NULL, m, &k, &v, 0));
+        tm_put(&model, key, len, &i, 8);
+    }
+    char ctx[64];
+    snprintf(ctx, sizeof ctx, "seed=%llu", (unsigned long long)seed);
+    TU_ASSERT_SAME(NULL, m, &model, ctx);
+    tm_free(&model);
+    TU_OK(bonsai_close(db));
+}
