@@ -85,6 +85,10 @@ void alloc_txn_begin(alloc *a);
 int alloc_txn_commit(alloc *a, uint64_t txn);
 /* Takes back what the transaction handed out; forgets its releases. */
 void alloc_txn_abort(alloc *a);
+/* Adds a pending run, freed once no reader's snapshot is older than txn
+ * (open: pages an older snapshot of another process reaches).  Runs must
+ * be added in ascending txn order, before any commit adds its own. */
+int alloc_hold(alloc *a, uint64_t txn, bn_ext e);
 /* Frees pending runs released by commits <= oldest (the oldest snapshot a
  * reader holds, or the last commit when there are none). */
 void alloc_reclaim(alloc *a, uint64_t oldest);
