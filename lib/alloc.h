@@ -16,8 +16,10 @@
  * (unless the transaction itself wrote it: no snapshot ever saw that):
  * readers of older snapshots may still read it.  It waits in `txn_freed`
  * until commit, then in `pending` tagged with the committing txn id until
- * no reader's snapshot is older than that id.  Runs handed out during a
- * transaction are remembered so abort can take them back.
+ * no reader's snapshot is older than that id.  At open, pages that only
+ * an older snapshot of a reader in another process reaches wait there too
+ * (alloc_hold, space.c).  Runs handed out during a transaction are
+ * remembered so abort can take them back.
  */
 #ifndef BONSAI_ALLOC_H
 #define BONSAI_ALLOC_H

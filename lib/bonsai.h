@@ -30,7 +30,8 @@
  * directory or file system, a store file without write permission for its
  * owner) and for handles with transactions off, readers and a writer
  * exclude each other instead: whichever opens second gets BONSAI_BUSY.
- * Anonymous stores have no lock file.
+ * Anonymous stores have no lock file.  A handle belongs to the process
+ * that opened it: a child made by fork() must open the store itself.
  *
  * Threads: a bonsai_db may be shared by threads.  In transaction mode each
  * transaction (and its cursors) belongs to one thread at a time; read

@@ -193,6 +193,10 @@ static int store_byte_lock(int fd, short type)
                        .l_len = 1};
     if (fcntl(fd, F_OFD_SETLK, &fl) == 0)
         return 0;
+    /* a file system without these locks has no lock files either: there
+     * flock alone keeps readers and writers apart */
+    if (errno == EINVAL || errno == ENOLCK || errno == EOPNOTSUPP)
+        return 0;
     return errno == EAGAIN || errno == EACCES ? BONSAI_BUSY : BONSAI_IO;
 }
 
