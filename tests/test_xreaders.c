@@ -29,6 +29,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -869,5 +870,122 @@ Test(xreaders, snapshots_of_one_handle_at_several_commits)
         bonsai_txn_abort(t[i]);
     }
     TU_OK(bonsai_close(db));
+    TU_OK(bonsai_close(r));
+}
+
+/* Snapshots at as many distinct commits as the table has slots; one more
+ * is refused cleanly, and works again once one ends. */
+Test(xreaders, reader_slots_run_out_cleanly)
+{
+    const char *path = tu_path("full.db");
+    make_store(path);
+    bonsai_options ro = reader_options(), o = writer_options();
+    bonsai_db *r = tu_open(path, &ro);
+    bonsai_db *db = tu_open(path, &o);
+    bonsai_map m = tu_map_open(db, NULL, "m", BONSAI_KEY_U64);
+    enum { SLOTS = 127 }; /* format.md, "The lock file" */
+    bonsai_txn *t[SLOTS];
+    for (int i = 0; i < SLOTS; i++) {
+        TU_OK(bonsai_put_u64(NULL, m, NKEYS + (uint64_t)i, NULL, 0));
+        TU_OK(bonsai_txn_begin(r, BONSAI_TXN_RDONLY, &t[i]));
+    }
+    TU_OK(bonsai_put_u64(NULL, m, 2 * NKEYS, NULL, 0));
+    bonsai_txn *more;
+    TU_RC(bonsai_txn_begin(r, BONSAI_TXN_RDONLY, &more),
+          BONSAI_READERS_FULL);
+    /* a snapshot of a commit already held shares its slot */
+    bonsai_txn_abort(t[SLOTS - 1]);
+    TU_OK(bonsai_txn_begin(r, BONSAI_TXN_RDONLY, &more));
+    bonsai_txn *same;
+    TU_OK(bonsai_txn_begin(r, BONSAI_TXN_RDONLY, &same));
+    cr_assert_eq(bonsai_txn_id(same), bonsai_txn_id(more));
+    bonsai_val v;
+    TU_OK(bonsai_get_u64(same, tu_map_open(r, NULL, "m", BONSAI_KEY_U64),
+                         2 * NKEYS, &v));
+    bonsai_txn_abort(same);
+    bonsai_txn_abort(more);
+    for (int i = 0; i < SLOTS - 1; i++)
+        bonsai_txn_abort(t[i]);
+    TU_OK(bonsai_close(db));
+    TU_OK(bonsai_close(r));
+}
+
+/* ---- threads of a reader process beside a writer process ------------------ */
+
+typedef struct reader_thread {
+    bonsai_db *db;
+    bonsai_map m;
+    uint64_t t0, rounds;
+    volatile int *stop;
+    uint64_t checks;
+    int failed;
+    char why[256];
+} reader_thread;
+
+/* Fresh snapshots until told to stop, each compared with its round; one
+ * is kept across many commits.  No Criterion in threads: results are
+ * left in the struct. */
+static void *read_snapshots(void *arg)
+{
+    reader_thread *rt = arg;
+    bonsai_txn *kept = NULL;
+    uint64_t kept_round = 0;
+    while (!rt->failed && (!*rt->stop || rt->checks < 3)) {
+        bonsai_txn *t;
+        int rc = bonsai_txn_begin(rt->db, BONSAI_TXN_RDONLY, &t);
+        if (rc) {
+            snprintf(rt->why, sizeof rt->why, "begin -> %s", tu_err(rc));
+            rt->failed = 1;
+            break;
+        }
+        uint64_t round = bonsai_txn_id(t) - rt->t0;
+        if (round > rt->rounds ||
+            snapshot_is_round(t, rt->m, round, rt->why, sizeof rt->why))
+            rt->failed = 1;
+        if (!kept) {
+            kept = t;
+            kept_round = round;
+        } else {
+            bonsai_txn_abort(t);
+        }
+        rt->checks++;
+    }
+    if (kept && !rt->failed &&
+        snapshot_is_round(kept, rt->m, kept_round, rt->why, sizeof rt->why))
+        rt->failed = 1;
+    bonsai_txn_abort(kept);
+    return NULL;
+}
+
+Test(xreaders, reader_threads_beside_a_writer_process)
+{
+    const char *path = tu_path("t.db");
+    uint64_t t0 = make_store(path);
+    uint64_t rounds = tu_scaled(300, 60);
+    bonsai_options o = reader_options();
+    bonsai_db *r = tu_open(path, &o);
+    bonsai_map m = tu_map_open(r, NULL, "m", BONSAI_KEY_U64);
+    child w = spawn(churn_child, path, rounds);
+    cr_assert(report(&w, "its open") == 0);
+    volatile int stop = 0;
+    enum { THREADS = 3 };
+    reader_thread rt[THREADS];
+    pthread_t th[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        rt[i] = (reader_thread){.db = r, .m = m, .t0 = t0, .rounds = rounds,
+                                .stop = &stop};
+        cr_assert(pthread_create(&th[i], NULL, read_snapshots, &rt[i]) == 0);
+    }
+    int64_t rc = report(&w, "its rounds");
+    stop = 1;
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(th[i], NULL);
+    cr_assert(rc == 0, "the writer's rounds -> %s", tu_err((int)rc));
+    cr_assert(report(&w, "its verify") == 0);
+    cr_assert(report(&w, "its close") == 0);
+    reap(&w);
+    for (int i = 0; i < THREADS; i++)
+        cr_assert(!rt[i].failed, "reader thread %d, check %llu: %s", i,
+                  (unsigned long long)rt[i].checks, rt[i].why);
     TU_OK(bonsai_close(r));
 }
