@@ -200,7 +200,8 @@ int bonsai_sync(bonsai_db *db);
 
 /* Facts about the whole store. */
 typedef struct bonsai_stat {
-    uint64_t txn_id;        /* last committed transaction */
+    uint64_t txn_id;        /* last committed transaction (read-only
+                               handle: the last one a snapshot began at) */
     uint64_t max_size;      /* the cap in bytes */
     uint64_t bytes_mapped;  /* bytes of file or memory mapped now */
     uint64_t bytes_used;    /* bytes up to the highest allocated page */

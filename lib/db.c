@@ -457,11 +457,13 @@ int bonsai_db_stat(bonsai_db *db, bonsai_stat *st)
     memset(st, 0, sizeof *st);
     pthread_mutex_lock(&db->lock);
     st->txn_id = db->meta.txn_id;
+    /* a reader has no allocator: the last snapshot's end stands for it */
+    uint64_t end = db->opt.read_only ? db->meta.end : db->al.end;
     pthread_mutex_unlock(&db->lock);
     st->max_size = db->rg.cap;
     st->bytes_mapped = db->anonymous ? db->al.end * db->page_size
                                      : db->rg.mapped;
-    st->bytes_used = db->al.end * db->page_size;
+    st->bytes_used = end * db->page_size;
     st->bytes_free = db->al.free_pages * db->page_size;
     st->page_size = db->page_size;
     st->node_bytes = db->opt.node_bytes;

@@ -362,6 +362,10 @@ Test(xreaders, read_only_open_beside_a_writer_sees_its_commits)
     value_of(1, version_after(1, 4), want);
     cr_assert(v.size == VAL_BYTES && memcmp(v.data, want, VAL_BYTES) == 0,
               "a get without a transaction missed the last commit");
+    bonsai_stat st;
+    TU_OK(bonsai_db_stat(r, &st));
+    cr_assert_eq(st.txn_id, t0 + 4, "a reader's stat names txn %llu",
+                 (unsigned long long)st.txn_id);
     cr_assert(problems_of(r) == 0, "verify of the store being written "
                                     "found problems");
     TU_OK(bonsai_close(r));
