@@ -26,7 +26,8 @@
  * with the store file's permissions; the writer never reuses pages a live
  * slot's snapshot reaches, even when it opens after the snapshot began,
  * and ignores the slots of dead processes.  Do not delete PATH-lock while
- * the store is open.  Where no lock file can be used (a read-only
+ * the store is open, and open a store by one name (symbolic links are
+ * followed; hard links are not).  Where no lock file can be used (a read-only
  * directory or file system, a store file without write permission for its
  * owner) and for handles with transactions off, readers and a writer
  * exclude each other instead: whichever opens second gets BONSAI_BUSY.

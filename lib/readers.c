@@ -22,6 +22,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,17 +178,29 @@ static int open_error(int e)
     return e == ENOMEM ? BONSAI_NOMEM : BONSAI_IO;
 }
 
+/* PATH-lock beside the file store_path names, symbolic links followed,
+ * so that every process finds the same lock file whatever link it used. */
+static char *lock_path(const char *store_path)
+{
+    char *real = realpath(store_path, NULL);
+    const char *base = real ? real : store_path;
+    size_t len = strlen(base);
+    char *path = malloc(len + sizeof "-lock");
+    if (path) {
+        memcpy(path, base, len);
+        memcpy(path + len, "-lock", sizeof "-lock");
+    }
+    free(real);
+    return path;
+}
+
 int rt_open(rt_table *t, const char *store_path, uint32_t mode)
 {
     rt_init(t);
-    size_t len = strlen(store_path);
-    char *path = malloc(len + sizeof "-lock");
+    char *path = lock_path(store_path);
     if (!path)
         return BONSAI_NOMEM;
-    memcpy(path, store_path, len);
-    memcpy(path + len, "-lock", sizeof "-lock");
-    t->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC,
-                 (mode_t)mode);
+    t->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, (mode_t)mode);
     int e = errno;
     free(path);
     if (t->fd < 0)

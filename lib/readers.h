@@ -52,7 +52,8 @@ typedef struct rt_table {
 /* An empty table: fd -1, nothing mapped. */
 void rt_init(rt_table *t);
 
-/* Opens PATH-lock beside the store at store_path, creating and
+/* Opens PATH-lock beside the store at store_path (PATH: the file it
+ * names, symbolic links followed), creating and
  * initialising it (with permission bits mode) if this is the first
  * opener.  Returns 0; BONSAI_NOTSUP when no lock file can be used here
  * (not permitted, read-only file system): the caller falls back; or

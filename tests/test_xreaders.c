@@ -735,7 +735,7 @@ Test(xreaders, tools_read_a_store_being_written)
 
 static const char *lock_path(const char *path)
 {
-    static char buf[PATH_MAX];
+    static char buf[PATH_MAX + sizeof "-lock"];
     snprintf(buf, sizeof buf, "%s-lock", path);
     return buf;
 }
@@ -992,4 +992,31 @@ Test(xreaders, reader_threads_beside_a_writer_process)
         cr_assert(!rt[i].failed, "reader thread %d, check %llu: %s", i,
                   (unsigned long long)rt[i].checks, rt[i].why);
     TU_OK(bonsai_close(r));
+}
+
+/* A reader that opens the store through a symbolic link shares the
+ * writer's lock file, so its snapshot is kept. */
+Test(xreaders, reader_through_a_symbolic_link_is_kept)
+{
+    const char *path = tu_path("real.db");
+    char link[PATH_MAX];
+    snprintf(link, sizeof link, "%s", tu_path("link.db"));
+    make_store(path);
+    cr_assert(symlink(path, link) == 0, "symlink: %s", strerror(errno));
+    child rd = spawn(snapshot_child, link, 0);
+    cr_assert(report(&rd, "its open") == 0);
+    cr_assert(report(&rd, "its snapshot") > 0);
+    bonsai_options o = writer_options();
+    for (uint64_t w = 0; w < 2; w++) {
+        bonsai_db *db = tu_open(path, &o);
+        TU_OK(run_rounds(db, 1 + w * 50, 50 + w * 50));
+        TU_OK(bonsai_close(db));
+    }
+    release(&rd);
+    cr_assert(report(&rd, "its check") == 0,
+              "a snapshot read through a link changed under the writer");
+    cr_assert(report(&rd, "its close") == 0);
+    reap(&rd);
+    cr_assert(access(lock_path(link), F_OK) != 0,
+              "a second lock file was made beside the link");
 }
