@@ -22,7 +22,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +31,11 @@
 
 #include "bonsai.h"
 
-enum { W_TXN, W_END, W_ROOT, W_SHAPE, W_COUNT, SLOT_WORDS = 8 };
+enum { W_TXN, W_END, W_ROOT, W_SHAPE, W_COUNT };
+
+/* Atomics shared between processes must not hide a lock in one process. */
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && sizeof(uint64_t) == 8,
+               "the lock file needs lock-free 64-bit atomics");
 
 void rt_init(rt_table *t)
 {
