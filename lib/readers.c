@@ -122,8 +122,13 @@ static int create_table(int fd, size_t *bytes)
     put32(head + 8, RT_SLOTS);
     put32(head + 12, RT_SLOT_BYTES);
     *bytes = slot_offset(RT_SLOTS);
-    if (ftruncate(fd, 0) != 0 || ftruncate(fd, (off_t)*bytes) != 0)
-        return errno == ENOSPC ? BONSAI_ENOSPC : BONSAI_IO;
+    if (ftruncate(fd, 0) != 0)
+        return BONSAI_IO;
+    /* blocks reserved, not a sparse file: a slot written through the
+     * mapping must not meet a full disk (SIGBUS) */
+    int e = posix_fallocate(fd, 0, (off_t)*bytes);
+    if (e)
+        return e == ENOSPC || e == EDQUOT ? BONSAI_ENOSPC : BONSAI_IO;
     return write_all(fd, head, sizeof head, 0);
 }
 
@@ -215,6 +220,10 @@ int rt_open(rt_table *t, const char *store_path, uint32_t mode)
         return rc;
     }
     int rc = set_up(t);
+    /* a disk too full for the table: go on without one, as where none
+     * may be made, so a full disk still opens (readers exclude writers) */
+    if (rc == BONSAI_ENOSPC)
+        rc = BONSAI_NOTSUP;
     if (rc == 0) {
         void *p = mmap(NULL, t->bytes, PROT_READ | PROT_WRITE, MAP_SHARED,
                        t->fd, 0);

@@ -56,9 +56,9 @@ void rt_init(rt_table *t);
  * names, symbolic links followed), creating and
  * initialising it (with permission bits mode) if this is the first
  * opener.  Returns 0; BONSAI_NOTSUP when no lock file can be used here
- * (not permitted, read-only file system): the caller falls back; or
- * BONSAI_LOCKFILE (not a bonsai lock file, damaged), BONSAI_NOMEM,
- * BONSAI_IO. */
+ * (not permitted, read-only file system, a disk too full to create it):
+ * the caller falls back; or BONSAI_LOCKFILE (not a bonsai lock file,
+ * damaged), BONSAI_NOMEM, BONSAI_IO. */
 int rt_open(rt_table *t, const char *store_path, uint32_t mode);
 
 /* Releases every slot this handle owns and closes the file. */
