@@ -278,19 +278,34 @@ void alloc_txn_begin(alloc *a)
     a->txn_freed.n = 0;
 }
 
+static int pending_room(alloc *a, size_t need)
+{
+    if (need <= a->cap_pending)
+        return 0;
+    size_t cap = need * 2;
+    pending_free *p = realloc(a->pending, cap * sizeof *p);
+    if (!p)
+        return BONSAI_NOMEM;
+    a->pending = p;
+    a->cap_pending = cap;
+    return 0;
+}
+
+int alloc_hold(alloc *a, uint64_t txn, bn_ext e)
+{
+    int rc = pending_room(a, a->npending + 1);
+    if (rc == 0)
+        a->pending[a->npending++] = (pending_free){txn, e};
+    return rc;
+}
+
 int alloc_txn_commit(alloc *a, uint64_t txn)
 {
     forget_fresh(a);
     a->tracking = 0;
-    size_t need = a->npending + a->txn_freed.n;
-    if (need > a->cap_pending) {
-        size_t cap = need * 2;
-        pending_free *p = realloc(a->pending, cap * sizeof *p);
-        if (!p)
-            return BONSAI_NOMEM;
-        a->pending = p;
-        a->cap_pending = cap;
-    }
+    int rc = pending_room(a, a->npending + a->txn_freed.n);
+    if (rc)
+        return rc;
     for (size_t i = 0; i < a->txn_freed.n; i++)
         a->pending[a->npending++] = (pending_free){txn, a->txn_freed.v[i]};
     a->txn_freed.n = 0;

@@ -16,8 +16,10 @@
  * (unless the transaction itself wrote it: no snapshot ever saw that):
  * readers of older snapshots may still read it.  It waits in `txn_freed`
  * until commit, then in `pending` tagged with the committing txn id until
- * no reader's snapshot is older than that id.  Runs handed out during a
- * transaction are remembered so abort can take them back.
+ * no reader's snapshot is older than that id.  At open, pages that only
+ * an older snapshot of a reader in another process reaches wait there too
+ * (alloc_hold, space.c).  Runs handed out during a transaction are
+ * remembered so abort can take them back.
  */
 #ifndef BONSAI_ALLOC_H
 #define BONSAI_ALLOC_H
@@ -85,6 +87,10 @@ void alloc_txn_begin(alloc *a);
 int alloc_txn_commit(alloc *a, uint64_t txn);
 /* Takes back what the transaction handed out; forgets its releases. */
 void alloc_txn_abort(alloc *a);
+/* Adds a pending run, freed once no reader's snapshot is older than txn
+ * (open: pages an older snapshot of another process reaches).  Runs must
+ * be added in ascending txn order, before any commit adds its own. */
+int alloc_hold(alloc *a, uint64_t txn, bn_ext e);
 /* Frees pending runs released by commits <= oldest (the oldest snapshot a
  * reader holds, or the last commit when there are none). */
 void alloc_reclaim(alloc *a, uint64_t oldest);

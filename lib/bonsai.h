@@ -17,6 +17,23 @@
  * Every function that can fail returns 0 or a negative BONSAI_* code;
  * bonsai_strerror() names it.  The library never prints, exits or aborts.
  *
+ * Processes: one writer process, any number of reader processes.  A
+ * read-write open takes an exclusive lock on the file (BONSAI_BUSY while
+ * another handle, in any process, holds it; the kernel releases it when
+ * the process dies).  A read-only open works beside it: each read snapshot
+ * reads the newest commit in the file and publishes it in a reader slot of
+ * the lock file PATH-lock, created beside the store by the first opener
+ * with the store file's permissions; the writer never reuses pages a live
+ * slot's snapshot reaches, even when it opens after the snapshot began,
+ * and ignores the slots of dead processes.  Do not delete PATH-lock while
+ * the store is open, and open a store by one name (symbolic links are
+ * followed; hard links are not).  Where no lock file can be used (a read-only
+ * directory or file system, a store file without write permission for its
+ * owner) and for handles with transactions off, readers and a writer
+ * exclude each other instead: whichever opens second gets BONSAI_BUSY.
+ * Anonymous stores have no lock file.  A handle belongs to the process
+ * that opened it: a child made by fork() must open the store itself.
+ *
  * Threads: a bonsai_db may be shared by threads.  In transaction mode each
  * transaction (and its cursors) belongs to one thread at a time; read
  * transactions may run in many threads while one writer works.  In
@@ -64,6 +81,9 @@ extern "C" {
 #define BONSAI_FAILED (-30716)    /* an earlier sync failed; handle unusable */
 #define BONSAI_NOTSUP (-30717)    /* not supported in this mode */
 #define BONSAI_MAPS_FULL (-30718) /* too many maps open in this handle */
+#define BONSAI_LOCKFILE (-30719)  /* PATH-lock is damaged or not bonsai's */
+#define BONSAI_READERS_FULL (-30720) /* every reader slot of PATH-lock is
+                                        owned */
 
 /* Returns a static, human-readable description of an error code. */
 const char *bonsai_strerror(int err);
@@ -118,7 +138,12 @@ typedef struct bonsai_options {
      * the machine may lose recent commits or, as with LMDB's
      * MDB_NOSYNC, leave the file unusable. */
     int sync;
-    /* 1 = open read-only: no writes, no lock against other readers. */
+    /* 1 = open read-only: no writes; readers never block each other, and
+     * with transactions on (the default for files) a writer in another
+     * process may commit meanwhile: every read snapshot sees the newest
+     * commit (see "Processes" above).  max_size then bounds how large the
+     * store may grow while this handle is open (BONSAI_FULL from
+     * bonsai_txn_begin beyond it). */
     int read_only;
     /* 1 (default) = create the file if it does not exist. */
     int create;
@@ -161,8 +186,11 @@ void bonsai_options_init(bonsai_options *opts);
  * means defaults.  Errors: BONSAI_INVALID (bad option), BONSAI_IO (open,
  * read or map failed, path is a directory), BONSAI_NOTFOUND (file missing
  * and create is 0), BONSAI_CORRUPT (no valid meta slot, bad header),
- * BONSAI_VERSION, BONSAI_BUSY (another writer holds the file),
- * BONSAI_READONLY (file not writable and read_only is 0), BONSAI_NOMEM. */
+ * BONSAI_VERSION, BONSAI_BUSY (another writer holds the file; or, without
+ * a lock file, a reader when opening to write and a writer when opening to
+ * read), BONSAI_READONLY (file not writable and read_only is 0),
+ * BONSAI_LOCKFILE (PATH-lock exists but is not a valid lock file: remove
+ * it when no process has the store open), BONSAI_NOMEM. */
 int bonsai_open(const char *path, const bonsai_options *opts, bonsai_db **db);
 
 /* Closes the store.  In no-transaction mode on a file it first writes
@@ -179,7 +207,8 @@ int bonsai_sync(bonsai_db *db);
 
 /* Facts about the whole store. */
 typedef struct bonsai_stat {
-    uint64_t txn_id;        /* last committed transaction */
+    uint64_t txn_id;        /* last committed transaction (read-only
+                               handle: the last one a snapshot began at) */
     uint64_t max_size;      /* the cap in bytes */
     uint64_t bytes_mapped;  /* bytes of file or memory mapped now */
     uint64_t bytes_used;    /* bytes up to the highest allocated page */
@@ -260,10 +289,14 @@ int bonsai_compact(bonsai_db *src, const char *dst_path,
 
 /* Begins a transaction.  flags 0 = write transaction (one at a time per
  * store: BONSAI_BUSY if one is active), BONSAI_TXN_RDONLY = a read
- * snapshot that sees the last commit and nothing after.  In
+ * snapshot that sees the last commit and nothing after (in a read-only
+ * handle: the newest commit in the file, made by whichever process).  In
  * no-transaction mode transactions are not supported (BONSAI_NOTSUP);
  * pass NULL instead.  Errors: BONSAI_READONLY, BONSAI_BUSY, BONSAI_NOMEM,
- * BONSAI_FAILED. */
+ * BONSAI_FAILED; in a read-only handle also BONSAI_READERS_FULL (every
+ * slot of PATH-lock in use: snapshots at 127 distinct commits are open
+ * across processes), BONSAI_FULL (the store grew beyond this handle's
+ * max_size), BONSAI_CORRUPT. */
 int bonsai_txn_begin(bonsai_db *db, unsigned flags, bonsai_txn **txn);
 
 /* Commits and frees the transaction, whatever the result.  On error the

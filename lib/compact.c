@@ -25,8 +25,9 @@
  *     larger than the source (its file, or the bytes an anonymous store
  *     uses); if it is, nothing is renamed and BONSAI_FULL is returned;
  *  7. rename over dst_path, then sync the directory.
- * A source file that another process holds open read-write cannot be
- * opened read-only (BONSAI_BUSY): the reader table is per handle.
+ * The source may be a read-only handle on a store another process is
+ * writing: its snapshot is published in the lock file, and the copy is
+ * of that commit.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -291,6 +292,20 @@ static int build(bonsai_db *src, bonsai_txn *txn, bonsai_db *dst,
     return rc ? rc : cut_and_sync(tmp, bytes);
 }
 
+/* The read-only open made a lock file beside the copy; nobody else knows
+ * the copy's name, so nobody else uses it. */
+static void drop_lock_file(const char *tmp)
+{
+    size_t len = strlen(tmp);
+    char *p = malloc(len + sizeof "-lock");
+    if (!p)
+        return;
+    memcpy(p, tmp, len);
+    memcpy(p + len, "-lock", sizeof "-lock");
+    unlink(p);
+    free(p);
+}
+
 /* Step 5: the copy verifies and holds the source's maps. */
 static int check_copy(const char *tmp, const bonsai_options *o,
                       const cmaps *maps)
@@ -310,6 +325,7 @@ static int check_copy(const char *tmp, const bonsai_options *o,
         rc = BONSAI_CORRUPT;
     free_maps(&got);
     bonsai_close(db);
+    drop_lock_file(tmp);
     return rc;
 }
 

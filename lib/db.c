@@ -1,7 +1,7 @@
 /*
  * db.c - opening and closing a store: options, the file's header and meta
- * slots, the write lock, the mapping, and free space derived from what the
- * trees reach (DESIGN.md decision 3).
+ * slots, the locks between processes (and the lock file, readers.h), the
+ * mapping; free space is derived by space.c.
  *
  * File layout: header at 0, meta slots at 512 and 1024, node pages from
  * max(4096, page_size) on.  Anonymous stores use the same page numbering
@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -20,6 +21,7 @@
 #include "pending.h"
 #include "internal.h"
 #include "maps.h"
+#include "space.h"
 #include "txn.h"
 
 #define DEFAULT_MAX_SIZE (UINT64_C(1) << 30)
@@ -101,6 +103,25 @@ static int read_meta(bonsai_db *db, const uint8_t *head, uint64_t fsize)
     return 0;
 }
 
+int bx_newest_meta(bonsai_db *db, bx_meta *out)
+{
+    uint8_t head[BX_META_OFF(1) + BX_META_SIZE];
+    for (unsigned tries = 0; tries < 1000; tries++) {
+        memcpy(head, db->rg.base, sizeof head);
+        bx_meta m[2];
+        int ok[2];
+        for (unsigned s = 0; s < 2; s++)
+            ok[s] = bx_meta_decode(head + BX_META_OFF(s), &m[s]) == 0 &&
+                    m[s].end >= db->first_pgno;
+        if (ok[0] || ok[1]) {
+            *out = m[!ok[0] || (ok[1] && m[1].txn_id > m[0].txn_id)];
+            return 0;
+        }
+        sched_yield(); /* both torn: two commits overtook this read */
+    }
+    return BONSAI_CORRUPT;
+}
+
 int bx_write_meta(bonsai_db *db, const bx_meta *m)
 {
     uint8_t buf[BX_META_SIZE];
@@ -109,15 +130,29 @@ int bx_write_meta(bonsai_db *db, const bx_meta *m)
                          BX_META_OFF(m->txn_id & 1));
 }
 
-/* Reads the header, adopts the settings fixed at creation, picks a meta. */
-static int load_file(bonsai_db *db, uint64_t fsize)
+static int file_size(bonsai_db *db, uint64_t *size)
+{
+    struct stat st;
+    if (fstat(db->fd, &st) != 0)
+        return BONSAI_IO;
+    *size = (uint64_t)st.st_size;
+    return 0;
+}
+
+/* Reads the header, adopts the settings fixed at creation, picks a meta.
+ * A reader sizes the file after reading the meta: a writer in another
+ * process grows the file before it commits. */
+static int load_file(bonsai_db *db, uint64_t *size)
 {
     uint8_t head[BX_HEAD_BYTES];
-    if (fsize < BX_HEAD_BYTES)
+    if (*size < BX_HEAD_BYTES)
         return BONSAI_CORRUPT;
     int rc = db->io.pread(db->io.ctx, db->fd, head, sizeof head, 0);
+    if (rc == 0 && db->opt.read_only)
+        rc = file_size(db, size);
     if (rc)
         return rc;
+    uint64_t fsize = *size;
     bx_header h;
     if ((rc = bx_header_decode(head, &h)))
         return rc;
@@ -133,76 +168,6 @@ static int load_file(bonsai_db *db, uint64_t fsize)
     return read_meta(db, head, fsize);
 }
 
-/* ---- free space -------------------------------------------------------- */
-
-typedef struct used_map {
-    uint64_t first, end;
-    uint8_t *bits;
-} used_map;
-
-static int mark_used(void *ctx, bn_ext e, int is_value)
-{
-    (void)is_value;
-    used_map *u = ctx;
-    if (e.npages == 0 || e.pgno < u->first || e.pgno >= u->end ||
-        e.npages > u->end - e.pgno)
-        return BONSAI_CORRUPT;
-    for (uint64_t p = e.pgno - u->first; p < e.pgno - u->first + e.npages;
-         p++) {
-        if (u->bits[p >> 3] & (1u << (p & 7)))
-            return BONSAI_CORRUPT; /* referenced twice */
-        u->bits[p >> 3] |= (uint8_t)(1u << (p & 7));
-    }
-    return 0;
-}
-
-static int walk_map_record(void *ctx, const char *name, const bt_tree *t)
-{
-    (void)name;
-    used_map *u = ((void **)ctx)[0];
-    bonsai_db *db = ((void **)ctx)[1];
-    const bt_rd *rd = ((void **)ctx)[2];
-    return bt_walk(db, rd, t, mark_used, u);
-}
-
-static int free_gaps(bonsai_db *db, const used_map *u)
-{
-    uint64_t n = u->end - u->first, run = 0;
-    for (uint64_t p = 0; p <= n; p++) {
-        int used = p == n || (u->bits[p >> 3] & (1u << (p & 7)));
-        if (!used && run < UINT32_MAX) {
-            run++;
-            continue;
-        }
-        if (run) {
-            bn_ext e = {u->first + p - run, (uint32_t)run};
-            int rc = alloc_put(&db->al, e);
-            if (rc)
-                return rc;
-        }
-        run = used ? 0 : 1;
-    }
-    return 0;
-}
-
-/* Every page below end that no tree reaches is free. */
-static int derive_free_space(bonsai_db *db)
-{
-    used_map u = {db->first_pgno, db->meta.end, NULL};
-    u.bits = calloc((u.end - u.first) / 8 + 1, 1);
-    if (!u.bits)
-        return BONSAI_NOMEM;
-    bt_rd rd = {db->meta.end, &db->uc};
-    int rc = bt_walk(db, &rd, &db->catalog, mark_used, &u);
-    void *ctx[3] = {&u, db, &rd};
-    if (rc == 0)
-        rc = maps_each_record(db, &rd, &db->catalog, walk_map_record, ctx);
-    if (rc == 0)
-        rc = free_gaps(db, &u);
-    free(u.bits);
-    return rc;
-}
-
 /* ---- open -------------------------------------------------------------- */
 
 static int open_error(int e, int writable)
@@ -214,6 +179,52 @@ static int open_error(int e, int writable)
     if (e == ENOMEM)
         return BONSAI_NOMEM;
     return BONSAI_IO;
+}
+
+/* ---- locks (bonsai.h, "Processes") ------------------------------------- */
+
+static int flock_error(void)
+{
+    return errno == EWOULDBLOCK ? BONSAI_BUSY : BONSAI_IO;
+}
+
+/* An OFD lock on byte 0 of the store file: held shared by every reader
+ * that publishes its snapshots in the lock file, exclusively by a writer
+ * that cannot respect such readers (it has no lock file, or no
+ * transactions), so the two exclude each other. */
+static int store_byte_lock(int fd, short type)
+{
+    struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = 0,
+                       .l_len = 1};
+    if (fcntl(fd, F_OFD_SETLK, &fl) == 0)
+        return 0;
+    /* a file system without these locks has no lock files either: there
+     * flock alone keeps readers and writers apart */
+    if (errno == EINVAL || errno == ENOLCK || errno == EOPNOTSUPP)
+        return 0;
+    return errno == EAGAIN || errno == EACCES ? BONSAI_BUSY : BONSAI_IO;
+}
+
+/* Writers exclude each other with flock (released when the process
+ * dies).  Readers and a transactional writer share the store through the
+ * lock file where there is one; without it readers take a shared flock,
+ * which excludes a writer, as a writer excludes them. */
+static int lock_store(bonsai_db *db, const char *path, mode_t mode)
+{
+    int writable = !db->opt.read_only;
+    if (writable && flock(db->fd, LOCK_EX | LOCK_NB) != 0)
+        return flock_error();
+    /* a store file nobody may write: its directory is likely no better */
+    if (db->cow && (mode & S_IWUSR)) {
+        int rc = rt_open(&db->rt, path, mode & 0666);
+        if (rc && rc != BONSAI_NOTSUP)
+            return rc;
+    }
+    if (db->rt.fd >= 0)
+        return writable ? 0 : store_byte_lock(db->fd, F_RDLCK);
+    if (writable)
+        return store_byte_lock(db->fd, F_WRLCK);
+    return flock(db->fd, LOCK_SH | LOCK_NB) == 0 ? 0 : flock_error();
 }
 
 static int open_fd(bonsai_db *db, const char *path)
@@ -232,21 +243,11 @@ static int open_fd(bonsai_db *db, const char *path)
         return BONSAI_IO;
     if (!S_ISREG(st.st_mode))
         return BONSAI_IO;
+    /* back to blocking I/O now that it is known to be a regular file */
     int fl = fcntl(db->fd, F_GETFL);
     if (fl < 0 || fcntl(db->fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
         return BONSAI_IO;
-    if (flock(db->fd, (writable ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0)
-        return errno == EWOULDBLOCK ? BONSAI_BUSY : BONSAI_IO;
-    return 0;
-}
-
-static int file_size(bonsai_db *db, uint64_t *size)
-{
-    struct stat st;
-    if (fstat(db->fd, &st) != 0)
-        return BONSAI_IO;
-    *size = (uint64_t)st.st_size;
-    return 0;
+    return lock_store(db, path, st.st_mode);
 }
 
 /* A creation that never finished (a crash or an error before the header
@@ -316,7 +317,7 @@ static int open_file(bonsai_db *db, const char *path)
         return rc;
     if (fresh)
         rc = create_file(db, &fsize);
-    else if ((rc = load_file(db, fsize)) == 0 && !db->opt.read_only)
+    else if ((rc = load_file(db, &fsize)) == 0 && !db->opt.read_only)
         rc = clear_torn_slots(db);
     if (rc)
         return rc;
@@ -353,18 +354,18 @@ static void set_catalog_from_meta(bonsai_db *db)
 
 static int open_store(bonsai_db *db, const char *path)
 {
+    db->cow = db->opt.transactions < 0 ? path != NULL
+                                        : db->opt.transactions != 0;
     int rc = path ? open_file(db, path) : open_anon(db);
     if (rc)
         return rc;
     db->inline_max = db->opt.node_bytes / 4;
-    db->cow = db->opt.transactions < 0 ? path != NULL
-                                        : db->opt.transactions != 0;
     db->wtxn_id = db->meta.txn_id + 1;
     set_catalog_from_meta(db);
     alloc_init(&db->al, &db->rg, db->page_size, db->first_pgno,
                db->meta.end);
     if (path && !db->opt.read_only)
-        return derive_free_space(db);
+        return space_derive(db);
     return 0;
 }
 
@@ -383,6 +384,7 @@ int bonsai_open_io(const char *path, const bonsai_options *opts,
         bonsai_options_init(&db->opt);
     db->io = *io;
     db->fd = -1;
+    rt_init(&db->rt);
     db->anonymous = path == NULL;
     if (!options_valid(&db->opt)) {
         free(db);
@@ -452,6 +454,7 @@ int bonsai_close(bonsai_db *db)
     pk_cache_free(&db->auto_uc);
     alloc_free_all(&db->al);
     region_close(&db->rg);
+    rt_close(&db->rt);
     if (db->fd >= 0)
         close(db->fd);
     free(db->readers);
@@ -468,11 +471,13 @@ int bonsai_db_stat(bonsai_db *db, bonsai_stat *st)
     memset(st, 0, sizeof *st);
     pthread_mutex_lock(&db->lock);
     st->txn_id = db->meta.txn_id;
+    /* a reader has no allocator: the last snapshot's end stands for it */
+    uint64_t end = db->opt.read_only ? db->meta.end : db->al.end;
     pthread_mutex_unlock(&db->lock);
     st->max_size = db->rg.cap;
     st->bytes_mapped = db->anonymous ? db->al.end * db->page_size
                                      : db->rg.mapped;
-    st->bytes_used = db->al.end * db->page_size;
+    st->bytes_used = end * db->page_size;
     st->bytes_free = db->al.free_pages * db->page_size;
     st->page_size = db->page_size;
     st->node_bytes = db->opt.node_bytes;

@@ -25,6 +25,11 @@ const char *bonsai_strerror(int err)
     case BONSAI_FAILED: return "an earlier sync failed: handle unusable";
     case BONSAI_NOTSUP: return "not supported in this mode";
     case BONSAI_MAPS_FULL: return "too many maps in one handle";
+    case BONSAI_LOCKFILE:
+        return "the store's -lock file is damaged or not a bonsai lock file";
+    case BONSAI_READERS_FULL:
+        return "too many read snapshots across processes: no free reader "
+               "slot in the -lock file";
     default: return "unknown error";
     }
 }

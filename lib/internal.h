@@ -5,7 +5,8 @@
  * lists): in transaction mode it belongs to the open write transaction,
  * in no-transaction mode to the store itself.  Read snapshots share
  * nothing mutable with it: they read node images through their own copy
- * of the meta slot.  db->lock guards the reader table and db->meta.
+ * of the meta slot.  db->lock guards the reader table, db->meta, and in a
+ * read-only handle the reader slots it owns and the growth of its mapping.
  */
 #ifndef BONSAI_INTERNAL_H
 #define BONSAI_INTERNAL_H
@@ -20,6 +21,7 @@
 #include "node.h"
 #include "pack.h"
 #include "putbuf.h"
+#include "readers.h"
 #include "region.h"
 #include "vec.h"
 
@@ -88,6 +90,9 @@ struct bonsai_db {
     bx_meta meta;        /* last commit */
     uint64_t *readers;   /* snapshot txn ids of open read txns */
     size_t nreaders, cap_readers;
+    rt_table rt;         /* reader slots shared with other processes (fd
+                          * -1: none); read-only handles publish their
+                          * snapshots there, the writer respects them */
 
     /* writer state */
     bonsai_txn *wtxn;    /* open write transaction */
@@ -136,6 +141,9 @@ struct bonsai_txn {
     int failed;          /* an operation failed midway: only abort */
     uint64_t id;         /* snapshot (read) or new txn id (write) */
     bx_meta snap;        /* read: the meta it sees */
+    int listed;          /* read: in db->readers */
+    int in_slot;         /* read: published in db->rt ... */
+    uint32_t slot;       /* ... in this slot */
     pk_cache uc;         /* read: its unpacked images */
     bt_tree *rmaps;      /* read: trees by map handle, loaded lazily */
     uint8_t *rloaded;    /* read: 0 not yet, 1 loaded, 2 missing */

@@ -7,6 +7,7 @@
 #include "region.h"
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define GROW_MIN (1u << 20) /* grow a file by at least 1 MiB */
@@ -93,6 +94,33 @@ int region_grow(region *rg, uint64_t need)
     if (rc)
         return rc;
     rg->mapped = want;
+    return 0;
+}
+
+int region_follow(region *rg, uint64_t need)
+{
+    if (need <= rg->mapped)
+        return 0;
+    if (need > rg->reserved)
+        return BONSAI_FULL;
+    struct stat st;
+    if (rg->fd < 0 || fstat(rg->fd, &st) != 0)
+        return BONSAI_IO;
+    uint64_t size = (uint64_t)st.st_size;
+    if (size < need)
+        return BONSAI_CORRUPT;
+    if (size > rg->reserved)
+        size = rg->reserved;
+    /* from the page holding the old end: a file mapped at open need not
+     * have ended on a page boundary */
+    uint64_t from = rg->mapped / os_page() * os_page();
+    const bx_io *io = rg->io;
+    void *q;
+    int rc = io->map(io->ctx, rg->base + from, size - from, PROT_READ,
+                     MAP_SHARED | MAP_FIXED, rg->fd, from, &q);
+    if (rc)
+        return rc;
+    rg->mapped = size;
     return 0;
 }
 

@@ -36,6 +36,13 @@ int region_open_file(region *rg, const bx_io *io, int fd, uint64_t cap,
  * BONSAI_FULL (need > cap), BONSAI_ENOSPC, BONSAI_IO or BONSAI_NOMEM. */
 int region_grow(region *rg, uint64_t need);
 
+/* A read-only file mapping: maps what another process appended to the
+ * file, so that [0, need) is mapped.  Returns 0, BONSAI_FULL (need is
+ * beyond the range reserved at open: the store outgrew this handle's
+ * max_size), BONSAI_CORRUPT (the file is shorter than need), BONSAI_IO or
+ * BONSAI_NOMEM. */
+int region_follow(region *rg, uint64_t need);
+
 /* Writes back [off, off+len) of a file mapping and waits for it. */
 int region_sync(region *rg, uint64_t off, uint64_t len);
 

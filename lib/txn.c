@@ -5,7 +5,10 @@
  * One write transaction at a time (db->wtxn, set under db->lock).  A read
  * snapshot copies db->meta under the lock and registers its txn id in the
  * reader table; the writer frees pages released by commit T only when
- * every registered snapshot is >= T.
+ * every registered snapshot is >= T, and every snapshot a reader in
+ * another process publishes in the lock file (readers.h) too.  A
+ * read-only handle with a lock file reads the newest commit in the file
+ * at each snapshot, not the one it opened with.
  */
 #include "txn.h"
 
@@ -72,13 +75,51 @@ static uint64_t oldest_snapshot(bonsai_db *db)
     return oldest;
 }
 
+/* A commit may overtake the check as often as the writer commits; this
+ * many in a row means something else is wrong. */
+#define PUBLISH_TRIES 100000
+
+/* A read-only handle with a lock file, beside a writer that may be
+ * committing in another process: the snapshot is the newest commit in
+ * the file, published in a reader slot first and used only if it is
+ * still the newest after that.  The writer frees pages only after writing
+ * a newer meta and then scanning the slots (both sides fenced), so either
+ * it sees the slot or this sees its meta and starts over.  Under db->lock.
+ */
+static int begin_shared_read(bonsai_db *db, bonsai_txn *txn)
+{
+    bx_meta m, now;
+    int rc = bx_newest_meta(db, &m);
+    for (unsigned tries = 0; rc == 0; tries++) {
+        if (tries == PUBLISH_TRIES)
+            return BONSAI_BUSY;
+        if ((rc = rt_publish(&db->rt, &m, &txn->slot)))
+            return rc;
+        txn->in_slot = 1;
+        if ((rc = bx_newest_meta(db, &now)) || now.txn_id == m.txn_id)
+            break;
+        rt_release(&db->rt, txn->slot);
+        txn->in_slot = 0;
+        m = now;
+    }
+    if (rc == 0)
+        rc = region_follow(&db->rg, m.end * db->page_size);
+    if (rc == 0)
+        db->meta = m;
+    return rc;
+}
+
 static int begin_read(bonsai_db *db, bonsai_txn *txn)
 {
-    pthread_mutex_lock(&db->lock);
-    txn->snap = db->meta;
-    int rc = add_reader(db, txn->snap.txn_id);
-    pthread_mutex_unlock(&db->lock);
     txn->rdonly = 1;
+    pthread_mutex_lock(&db->lock);
+    int rc = 0;
+    if (db->opt.read_only && db->rt.fd >= 0)
+        rc = begin_shared_read(db, txn);
+    txn->snap = db->meta;
+    if (rc == 0 && (rc = add_reader(db, txn->snap.txn_id)) == 0)
+        txn->listed = 1;
+    pthread_mutex_unlock(&db->lock);
     txn->id = txn->snap.txn_id;
     return rc;
 }
@@ -87,7 +128,10 @@ static void end_read(bonsai_txn *txn)
 {
     bonsai_db *db = txn->db;
     pthread_mutex_lock(&db->lock);
-    remove_reader(db, txn->snap.txn_id);
+    if (txn->listed)
+        remove_reader(db, txn->snap.txn_id);
+    if (txn->in_slot)
+        rt_release(&db->rt, txn->slot);
     pthread_mutex_unlock(&db->lock);
     free(txn->rmaps);
     free(txn->rloaded);
@@ -111,6 +155,10 @@ static int begin_write(bonsai_db *db, bonsai_txn *txn)
     pthread_mutex_unlock(&db->lock);
     if (busy)
         return BONSAI_BUSY;
+    /* scanning the reader slots costs a lock query per slot in use: only
+     * when pages wait that in-process readers would let go */
+    if (db->rt.fd >= 0 && db->al.npending && db->al.pending[0].txn <= oldest)
+        oldest = rt_oldest(&db->rt, oldest);
     alloc_reclaim(&db->al, oldest);
     alloc_txn_begin(&db->al);
     db->wtxn_id = txn->id;

@@ -18,6 +18,11 @@
 /* No-transaction mode on a file: write records, nodes and a meta slot. */
 int txn_write_back(bonsai_db *db);
 
+/* The newest valid meta slot as the mapping shows it now (db.c), for a
+ * reader beside a writer in another process: a slot caught being written
+ * fails its checksum and is skipped.  0 or BONSAI_CORRUPT. */
+int bx_newest_meta(bonsai_db *db, bx_meta *m);
+
 /* Writes a meta slot (db.c). */
 int bx_write_meta(bonsai_db *db, const bx_meta *m);
 

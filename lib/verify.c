@@ -46,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "btree.h"
 #include "bytes.h"
@@ -845,20 +846,64 @@ static void check_head_zero(vwalk *w, const uint8_t *head, size_t n)
     }
 }
 
+/* The head area, and the file's size after it was read: a writer grows
+ * the file before its meta names the new end. */
+static int read_head(bonsai_db *db, uint8_t *head, size_t n, uint64_t *fsize)
+{
+    int rc = db->io.pread(db->io.ctx, db->fd, head, n, 0);
+    struct stat st;
+    if (rc == 0 && fstat(db->fd, &st) != 0)
+        rc = BONSAI_IO;
+    if (rc == 0)
+        *fsize = (uint64_t)st.st_size;
+    return rc;
+}
+
+static int slot_torn(const uint8_t *head)
+{
+    bx_meta m;
+    for (int s = 0; s < 2; s++)
+        if (bx_meta_decode(head + BX_META_OFF(s), &m) &&
+            !all_zero(head + BX_META_OFF(s), BX_META_SIZE))
+            return 1;
+    return 0;
+}
+
+/* Beside a writer in another process a meta slot may be caught while it
+ * is written: read again until it decodes, or two reads a millisecond
+ * apart agree (a slot torn for good). */
+static int read_settled_head(bonsai_db *db, uint8_t *head, size_t n,
+                             uint64_t *fsize)
+{
+    int rc = read_head(db, head, n, fsize);
+    if (rc || !db->opt.read_only || db->rt.fd < 0)
+        return rc;
+    uint8_t *again = malloc(n);
+    if (!again)
+        return BONSAI_NOMEM;
+    for (int tries = 0; rc == 0 && tries < 100 && slot_torn(head); tries++) {
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+        if ((rc = read_head(db, again, n, fsize)) == 0 &&
+            memcmp(head, again, n) == 0)
+            break;
+        memcpy(head, again, n);
+    }
+    free(again);
+    return rc;
+}
+
 static int check_head(vwalk *w)
 {
     bonsai_db *db = w->db;
-    struct stat st;
-    if (fstat(db->fd, &st) != 0)
-        return BONSAI_IO;
     size_t n = (size_t)head_size(db);
     uint8_t *head = malloc(n);
     if (!head)
         return BONSAI_NOMEM;
-    int rc = db->io.pread(db->io.ctx, db->fd, head, n, 0);
+    uint64_t fsize;
+    int rc = read_settled_head(db, head, n, &fsize);
     if (rc == 0) {
         check_header(w, head);
-        check_slots(w, head, (uint64_t)st.st_size);
+        check_slots(w, head, fsize);
         check_head_zero(w, head, n);
     }
     free(head);

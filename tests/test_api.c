@@ -1518,7 +1518,7 @@ Test(api, strerror_distinct)
                    BONSAI_NOMEM,    BONSAI_IO,       BONSAI_BUSY,
                    BONSAI_READONLY, BONSAI_BADTXN,   BONSAI_MAPKIND,
                    BONSAI_ENOSPC,   BONSAI_FAILED,   BONSAI_NOTSUP,
-                   BONSAI_MAPS_FULL};
+                   BONSAI_MAPS_FULL, BONSAI_LOCKFILE, BONSAI_READERS_FULL};
     size_t n = sizeof codes / sizeof codes[0];
     for (size_t i = 0; i < n; i++) {
         const char *s = bonsai_strerror(codes[i]);
@@ -1528,7 +1528,7 @@ Test(api, strerror_distinct)
                       "strerror(%d) == strerror(%d) == \"%s\"", codes[i],
                       codes[j], s);
     }
-    int unknown[] = {1, -1, -30700, -30719, 12345, INT32_MIN};
+    int unknown[] = {1, -1, -30700, -30721, 12345, INT32_MIN};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         const char *s = bonsai_strerror(unknown[i]);
         cr_assert(s != NULL && s[0] != 0, "strerror(%d) is empty",

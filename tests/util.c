@@ -44,6 +44,8 @@ const char *tu_err(int rc)
         {BONSAI_FAILED, "BONSAI_FAILED"},
         {BONSAI_NOTSUP, "BONSAI_NOTSUP"},
         {BONSAI_MAPS_FULL, "BONSAI_MAPS_FULL"},
+        {BONSAI_LOCKFILE, "BONSAI_LOCKFILE"},
+        {BONSAI_READERS_FULL, "BONSAI_READERS_FULL"},
     };
     static _Thread_local char buf[4][32];
     static _Thread_local unsigned next;

@@ -1,0 +1,256 @@
+/*
+ * space.c - free space derived, not trusted (DESIGN.md decision 3).
+ *
+ * At open the writer walks every tree of the last commit and marks the
+ * pages they reach; every other page below the high-water mark is free.
+ * A reader in another process may still read an older snapshot (its slot
+ * in the lock file, readers.h, says which): the writer walks that
+ * snapshot's trees too, from the copy of its meta in the slot, and keeps
+ * the pages only it reaches out of the free space, as pending frees
+ * tagged with the snapshot's txn id + 1 (alloc.h), so they are freed once
+ * no reader holds a snapshot that old.  A slot's snapshot that does not
+ * walk (bounds, checksums) is ignored: its owner was still checking
+ * whether that snapshot was the newest, and will find it was not.
+ */
+#include "space.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "btree.h"
+#include "maps.h"
+
+typedef struct used_map {
+    uint64_t first, end;
+    uint8_t *bits;
+} used_map;
+
+static int is_set(const used_map *u, uint64_t p)
+{
+    uint64_t i = p - u->first;
+    return (u->bits[i >> 3] >> (i & 7)) & 1;
+}
+
+static void set(used_map *u, uint64_t p)
+{
+    uint64_t i = p - u->first;
+    u->bits[i >> 3] |= (uint8_t)(1u << (i & 7));
+}
+
+static int map_new(used_map *u, uint64_t first, uint64_t end)
+{
+    *u = (used_map){first, end, calloc((end - first) / 8 + 1, 1)};
+    return u->bits ? 0 : BONSAI_NOMEM;
+}
+
+typedef struct walk_ctx {
+    bonsai_db *db;
+    const bt_rd *rd;
+    used_map *u;
+} walk_ctx;
+
+/* Every extent lies below the snapshot's end, and is reached once. */
+static int mark_used(void *ctx, bn_ext e, int is_value)
+{
+    (void)is_value;
+    const walk_ctx *w = ctx;
+    used_map *u = w->u;
+    if (e.npages == 0 || e.pgno < u->first || e.pgno >= w->rd->end ||
+        e.npages > w->rd->end - e.pgno)
+        return BONSAI_CORRUPT;
+    for (uint64_t p = e.pgno; p < e.pgno + e.npages; p++) {
+        if (is_set(u, p))
+            return BONSAI_CORRUPT; /* referenced twice */
+        set(u, p);
+    }
+    return 0;
+}
+
+static int walk_map_record(void *ctx, const char *name, const bt_tree *t)
+{
+    (void)name;
+    walk_ctx *w = ctx;
+    return bt_walk(w->db, w->rd, t, mark_used, w);
+}
+
+/* Marks every page the trees of snapshot m reach (u covers m->end). */
+static int mark_snapshot(bonsai_db *db, const bx_meta *m, pk_cache *uc,
+                         used_map *u)
+{
+    bt_tree cat = {.kind = BONSAI_KEY_BYTES, .depth = m->cat_depth,
+                   .count = m->cat_count};
+    cat.root.ext = m->cat_root;
+    bt_rd rd = {m->end, uc};
+    walk_ctx w = {db, &rd, u};
+    int rc = bt_walk(db, &rd, &cat, mark_used, &w);
+    if (rc == 0)
+        rc = maps_each_record(db, &rd, &cat, walk_map_record, &w);
+    return rc;
+}
+
+/* ---- snapshots of readers in other processes ----------------------------- */
+
+typedef struct held {
+    bx_meta *v;
+    size_t n, cap;
+    const bonsai_db *db;
+} held;
+
+/* Keeps a live slot's snapshot older than the last commit, if its meta
+ * copy is plausible: never trust the lock file. */
+static int collect(void *ctx, const bx_meta *m)
+{
+    held *h = ctx;
+    const bonsai_db *db = h->db;
+    if (m->txn_id >= db->meta.txn_id || m->end < db->first_pgno ||
+        m->end > db->rg.mapped / db->page_size)
+        return 0;
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 8;
+        bx_meta *v = realloc(h->v, cap * sizeof *v);
+        if (!v)
+            return BONSAI_NOMEM;
+        h->v = v;
+        h->cap = cap;
+    }
+    h->v[h->n++] = *m;
+    return 0;
+}
+
+static int newest_first(const void *a, const void *b)
+{
+    const bx_meta *x = a, *y = b;
+    return x->txn_id < y->txn_id ? 1 : x->txn_id > y->txn_id ? -1 : 0;
+}
+
+typedef struct hold_list {
+    pending_free *v;
+    size_t n, cap;
+} hold_list;
+
+static int hold(hold_list *l, uint64_t tag, uint64_t pgno, uint64_t npages)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        pending_free *v = realloc(l->v, cap * sizeof *v);
+        if (!v)
+            return BONSAI_NOMEM;
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = (pending_free){tag, {pgno, (uint32_t)npages}};
+    return 0;
+}
+
+/* Pages snapshot s reaches that nothing in u (the last commit, newer
+ * snapshots) does: held for s, and marked in u. */
+static int hold_snapshot(bonsai_db *db, const bx_meta *s, used_map *u,
+                         hold_list *l)
+{
+    used_map mine;
+    int rc = map_new(&mine, u->first, u->end);
+    if (rc)
+        return rc;
+    pk_cache uc;
+    memset(&uc, 0, sizeof uc);
+    rc = mark_snapshot(db, s, &uc, &mine);
+    pk_cache_free(&uc);
+    if (rc == BONSAI_NOMEM) {
+        free(mine.bits);
+        return rc;
+    }
+    uint64_t run = 0;
+    for (uint64_t p = u->first; rc == 0 && p <= s->end; p++) {
+        int only = p < s->end && is_set(&mine, p) && !is_set(u, p);
+        if (only && run < UINT32_MAX) {
+            set(u, p);
+            run++;
+            continue;
+        }
+        if (run)
+            rc = hold(l, s->txn_id + 1, p - run, run);
+        run = 0;
+        if (only) {
+            set(u, p);
+            run = 1;
+        }
+    }
+    free(mine.bits);
+    return rc == BONSAI_CORRUPT ? 0 : rc;
+}
+
+static int oldest_tag_first(const void *a, const void *b)
+{
+    const pending_free *x = a, *y = b;
+    return x->txn < y->txn ? -1 : x->txn > y->txn;
+}
+
+/* Holds, newest snapshot first, so a page two snapshots reach waits for
+ * the newer one; then hands the holds to the allocator, oldest first. */
+static int hold_all(bonsai_db *db, held *h, used_map *u)
+{
+    qsort(h->v, h->n, sizeof *h->v, newest_first);
+    hold_list l = {0};
+    int rc = 0;
+    for (size_t i = 0; i < h->n && rc == 0; i++)
+        rc = hold_snapshot(db, &h->v[i], u, &l);
+    qsort(l.v, l.n, sizeof *l.v, oldest_tag_first);
+    for (size_t i = 0; i < l.n && rc == 0; i++)
+        rc = alloc_hold(&db->al, l.v[i].txn, l.v[i].ext);
+    free(l.v);
+    return rc;
+}
+
+/* ---- the free runs ------------------------------------------------------- */
+
+static int free_gaps(bonsai_db *db, const used_map *u)
+{
+    uint64_t n = u->end - u->first, run = 0;
+    for (uint64_t p = 0; p <= n; p++) {
+        int used = p == n || is_set(u, u->first + p);
+        if (!used && run < UINT32_MAX) {
+            run++;
+            continue;
+        }
+        if (run) {
+            bn_ext e = {u->first + p - run, (uint32_t)run};
+            int rc = alloc_put(&db->al, e);
+            if (rc)
+                return rc;
+        }
+        run = used ? 0 : 1;
+    }
+    return 0;
+}
+
+static uint64_t highest_end(const bonsai_db *db, const held *h)
+{
+    uint64_t end = db->meta.end;
+    for (size_t i = 0; i < h->n; i++)
+        if (h->v[i].end > end)
+            end = h->v[i].end;
+    return end;
+}
+
+int space_derive(bonsai_db *db)
+{
+    held h = {.db = db};
+    int rc = 0;
+    if (db->rt.fd >= 0)
+        rc = rt_each_snapshot(&db->rt, collect, &h);
+    /* an older snapshot may reach past the last commit's end */
+    used_map u = {0};
+    if (rc == 0)
+        rc = map_new(&u, db->first_pgno, highest_end(db, &h));
+    if (rc == 0)
+        rc = mark_snapshot(db, &db->meta, &db->uc, &u);
+    if (rc == 0 && h.n) {
+        db->al.end = u.end;
+        rc = hold_all(db, &h, &u);
+    }
+    if (rc == 0)
+        rc = free_gaps(db, &u);
+    free(u.bits);
+    free(h.v);
+    return rc;
+}
