@@ -89,12 +89,17 @@ static void remember_key(bonsai_cursor *c)
         c->key.u = c->leaf.k64[c->idx]; /* a scan's every step */
         return;
     }
-    bn_key k = bn_key_at(&c->leaf, c->idx);
-    c->key = k;
-    if (c->map->kind == BONSAI_KEY_BYTES) {
-        memcpy(c->kbuf, k.b, k.len);
+    c->key = bn_key_at(&c->leaf, c->idx); /* into the leaf copy */
+}
+
+/* The current key, moved out of the leaf copy that a seek replaces. */
+static bn_key key_to_keep(bonsai_cursor *c)
+{
+    if (c->map->kind == BONSAI_KEY_BYTES && c->key.b != c->kbuf) {
+        memcpy(c->kbuf, c->key.b, c->key.len);
         c->key.b = c->kbuf;
     }
+    return c->key;
 }
 
 static int seek(bonsai_cursor *c, int mode, bn_key key)
@@ -183,7 +188,7 @@ static int step(bonsai_cursor *c, int forward)
             return 0;
         }
     }
-    bn_key k = c->key;
+    bn_key k = key_to_keep(c);
     return seek(c, forward ? BT_GT : BT_LT, k);
 }
 
@@ -205,7 +210,7 @@ int bonsai_cursor_get(bonsai_cursor *c, bonsai_val *key, bonsai_val *val)
     if (c->state != AT_ENTRY)
         return BONSAI_NOTFOUND;
     if (c->gen != current_gen(c)) {
-        bn_key k = c->key;
+        bn_key k = key_to_keep(c);
         if ((rc = seek(c, BT_GE, k)))
             return rc;
     }
