@@ -621,7 +621,11 @@ int bt_appends_to_cached_leaf(const bt_tree *t, bn_key key)
         int found;
         n = n->child[bn_search(n, key, &found)].mem;
     }
-    return n && (n->n == 0 || key_less(t->kind, bn_key_at(n, n->n - 1), key));
+    if (!n || n->n == 0)
+        return n != NULL;
+    if (t->kind == BONSAI_KEY_U64)
+        return n->k64[n->n - 1] < key.u;
+    return key_less(t->kind, bn_key_at(n, n->n - 1), key);
 }
 
 int bt_goes_last(const bt_tree *t, bn_key key)

@@ -3,7 +3,8 @@
  * before accepting another one.
  *
  * Budget: db->cache_bytes counts the memory of decoded leaves and changed
- * branches.  It is recounted every RECOUNT_EVERY changes rather than kept
+ * branches.  It is recounted every RECOUNT_EVERY changes, or every quarter
+ * of the decoded leaves' number of changes if more, rather than kept
  * exact, so the cache may overshoot its budget by that many changes.
  *
  * Room: each changed node may need a fresh run when it is written, so a
@@ -62,7 +63,10 @@ int cache_flush(bonsai_db *db)
 
 int cache_after_change(bonsai_db *db)
 {
-    if (++db->changes >= RECOUNT_EVERY)
+    /* a recount walks every decoded leaf: at most once per leaf/4
+     * changes, so its cost per change stays constant however many a
+     * large cache holds (the overshoot stays a small fraction) */
+    if (++db->changes >= RECOUNT_EVERY && (uint64_t)db->changes * 4 >= db->leaves.n)
         recount(db);
     int over = db->cache_bytes + db->waiting_bytes > db->opt.write_cache_bytes;
     int old = db->opt.flush_delay_ms && db->dirty.n &&
