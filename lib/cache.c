@@ -103,11 +103,16 @@ int cache_room_waiting(const bonsai_db *db, uint32_t slots, uint64_t waiting)
     return room_for(db, 2u * db->dirty_nodes + slots + per * waiting, 0);
 }
 
-int cache_reserve(bonsai_db *db, uint32_t slots, uint32_t vlen)
+int cache_has_room(const bonsai_db *db, uint32_t slots, uint32_t vlen)
 {
     if (!db->cow && vlen == CACHE_DELETE)
-        return 0; /* deletes shrink nodes in place */
-    if (room_for(db, 2u * db->dirty_nodes + slots, vlen))
+        return 1; /* deletes shrink nodes in place */
+    return room_for(db, 2u * db->dirty_nodes + slots, vlen);
+}
+
+int cache_reserve(bonsai_db *db, uint32_t slots, uint32_t vlen)
+{
+    if (cache_has_room(db, slots, vlen))
         return 0;
     if (db->dirty.n && cache_flush(db))
         return BONSAI_FULL;

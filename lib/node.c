@@ -1676,6 +1676,11 @@ static int reserve_insert(bn_node *node, uint64_t bytes, int need_val)
  * the estimate: those of the entries that get a new predecessor. */
 static void insert_key(bn_node *node, uint32_t idx, bn_key key)
 {
+    if (idx == node->n && node->kind == BONSAI_KEY_U64) {
+        node->k64[node->n++] = key.u; /* an append: one new term */
+        node->est_keys += u64_term(node->k64, idx);
+        return;
+    }
     uint32_t reach = est_reach(node);
     est_key_terms(node, idx, idx + reach, SUB);
     move_entries(node, idx + 1, idx, node->n - idx);
@@ -1691,6 +1696,13 @@ int bn_insert(bn_node *node, uint32_t idx, bn_key key, const uint8_t *val,
               uint32_t vlen, unsigned vflag)
 {
     assert(node->leaf && idx <= node->n);
+    if (idx == node->n && node->n < node->cap && !node->val && vlen == 0 &&
+        !(vflag & BN_VAL_OVERFLOW) && node->kind == BONSAI_KEY_U64) {
+        insert_key(node, idx, key); /* a sequential load's every put */
+        est_val(node, 0, 0, ADD);
+        est_refresh(node);
+        return 0;
+    }
     int bytes = node->kind == BONSAI_KEY_BYTES;
     int64_t koff = bytes ? arena_off(node, key.b) : -1;
     int64_t voff = vlen ? arena_off(node, val) : -1;

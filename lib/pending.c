@@ -41,13 +41,16 @@ static int append_now(bonsai_db *db, bt_tree *t, bn_key key,
     bn_node *tail = bt_tail_leaf(t, key);
     if (!tail || vlen > db->inline_max)
         return 0;
-    uint32_t slots = bt_leaf_put_slots(db, t, tail, key, vlen);
-    int rc = cache_reserve(db, with_extras(db, t, slots), vlen);
-    if (rc)
-        return rc;
-    /* making room may have written and evicted the leaf */
-    if (!(tail = bt_tail_leaf(t, key)))
-        return 0;
+    uint32_t slots = with_extras(db, t, bt_leaf_put_slots(db, t, tail, key,
+                                                          vlen));
+    if (!cache_has_room(db, slots, vlen)) {
+        int rc = cache_reserve(db, slots, vlen);
+        if (rc)
+            return rc;
+        /* making room wrote the cache and may have evicted the leaf */
+        if (!(tail = bt_tail_leaf(t, key)))
+            return 0;
+    }
     *done = 1;
     txn_note_tree(db, t);
     return bt_append(db, t, tail, key, val, vlen);
