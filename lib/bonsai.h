@@ -265,6 +265,10 @@ typedef struct bonsai_space {
     uint64_t largest_free;   /* bytes of the longest */
     uint64_t readers;        /* read snapshots open in this handle */
     uint64_t oldest_reader;  /* txn id the oldest of them reads (0: none) */
+    int shared_readers;      /* 1: the two below are known (a lock file) */
+    uint64_t all_readers;    /* snapshots published in the lock file by
+                                every process, this one's included */
+    uint64_t oldest_any;     /* txn id the oldest of them reads (0: none) */
     unsigned compression;    /* BONSAI_COMPRESS_* */
     int compression_level;
     uint64_t problems;       /* met by the walk: figures are partial */

@@ -1112,12 +1112,30 @@ static void count_readers(bonsai_db *db, bonsai_space *sp)
     pthread_mutex_unlock(&db->lock);
 }
 
+static int count_shared(void *ctx, const bx_meta *m)
+{
+    bonsai_space *sp = ctx;
+    if (sp->all_readers++ == 0 || m->txn_id < sp->oldest_any)
+        sp->oldest_any = m->txn_id;
+    return 0;
+}
+
+/* Snapshots of every process, where a lock file publishes them. */
+static void count_shared_readers(const bonsai_db *db, bonsai_space *sp)
+{
+    if (db->rt.fd < 0)
+        return;
+    sp->shared_readers = 1;
+    rt_each_snapshot(&db->rt, count_shared, sp);
+}
+
 int bonsai_space_stat(bonsai_db *db, bonsai_space *sp)
 {
     if (!db || !sp)
         return BONSAI_INVALID;
     memset(sp, 0, sizeof *sp);
     count_readers(db, sp);
+    count_shared_readers(db, sp);
     struct stat st;
     if (!db->anonymous && fstat(db->fd, &st) == 0)
         sp->file_bytes = (uint64_t)st.st_size;

@@ -464,6 +464,14 @@ Test(xreaders, killed_reader_does_not_hold_space_forever)
               "with a reader holding round 0 the file went from %llu to "
               "only %llu bytes in 100 rounds",
               (unsigned long long)start, (unsigned long long)held);
+    /* and the writer's stat shows it, as bonsai-stat prints it */
+    bonsai_space sp;
+    TU_OK(bonsai_space_stat(db, &sp));
+    cr_assert(sp.shared_readers && sp.all_readers == 1 &&
+                  sp.txn_id - sp.oldest_any >= 100,
+              "stat: shared %d, %llu snapshots, the oldest %llu behind",
+              sp.shared_readers, (unsigned long long)sp.all_readers,
+              (unsigned long long)(sp.txn_id - sp.oldest_any));
 
     kill(rd.pid, SIGKILL);
     int st;
@@ -473,6 +481,8 @@ Test(xreaders, killed_reader_does_not_hold_space_forever)
     close(rd.to);
     close(rd.from);
 
+    TU_OK(bonsai_space_stat(db, &sp));
+    cr_assert(sp.all_readers == 0, "a dead reader's snapshot still counted");
     TU_OK(run_rounds(db, 101, 110)); /* pages it held become free */
     uint64_t after = size_of(path);
     TU_OK(run_rounds(db, 111, 400));

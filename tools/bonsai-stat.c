@@ -210,11 +210,19 @@ static void text_space(const store *s)
            "file beyond it\n", sp->end_bytes,
            sp->file_bytes > sp->end_bytes ? sp->file_bytes - sp->end_bytes
                                           : 0);
-    printf("  read snapshots     %" PRIu64 " open in this handle (other "
-           "handles' are not known)", sp->readers);
-    if (sp->readers)
-        printf(", the oldest %" PRIu64 " txns behind",
-               sp->txn_id - sp->oldest_reader);
+    if (sp->shared_readers) {
+        printf("  read snapshots     %" PRIu64 " published by the processes "
+               "reading it", sp->all_readers);
+        if (sp->all_readers)
+            printf(", the oldest %" PRIu64 " txns behind",
+                   sp->txn_id - sp->oldest_any);
+    } else {
+        printf("  read snapshots     %" PRIu64 " open in this handle (no "
+               "lock file: other processes' are not known)", sp->readers);
+        if (sp->readers)
+            printf(", the oldest %" PRIu64 " txns behind",
+                   sp->txn_id - sp->oldest_reader);
+    }
     printf("\n");
     if (sp->problems)
         printf("  problems           %" PRIu64 " met by the walk: the space "
@@ -302,12 +310,16 @@ static void json_space(const store *s)
            ",\"overflow_bytes\":%" PRIu64 ",\"free_bytes\":%" PRIu64
            ",\"free_extents\":%" PRIu64 ",\"largest_free_bytes\":%" PRIu64
            ",\"end_bytes\":%" PRIu64 ",\"readers\":%" PRIu64
-           ",\"readers_scope\":\"this handle\",\"oldest_reader_lag\":",
+           ",\"readers_scope\":\"%s\",\"oldest_reader_lag\":",
            used_bytes(sp), sp->head_bytes, sp->node_bytes, sp->catalog_bytes,
            sp->overflow_bytes, sp->free_bytes, sp->free_extents,
-           sp->largest_free, sp->end_bytes, sp->readers);
-    if (sp->readers)
-        printf("%" PRIu64, sp->txn_id - sp->oldest_reader);
+           sp->largest_free, sp->end_bytes,
+           sp->shared_readers ? sp->all_readers : sp->readers,
+           sp->shared_readers ? "all processes" : "this handle");
+    uint64_t n = sp->shared_readers ? sp->all_readers : sp->readers;
+    uint64_t oldest = sp->shared_readers ? sp->oldest_any : sp->oldest_reader;
+    if (n)
+        printf("%" PRIu64, sp->txn_id - oldest);
     else
         printf("null");
     printf(",\"compression\":\"%s\",\"compression_level\":%d,"
