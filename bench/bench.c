@@ -290,6 +290,7 @@ struct result {
     char error[ERROR_LEN];   /* empty when all went well */
     uint64_t entries;        /* as the engine counts them */
     uint64_t bytes_used;     /* store bytes in use after the load */
+    uint64_t tree_bytes;     /* pages of the map's tree alone */
     uint64_t file_bytes;     /* allocated blocks of the file, 0 in memory */
     uint64_t peak_rss;       /* bytes */
     double wall_s, cpu_s;    /* the whole child: cpu/wall < 1 = it waited */
@@ -340,7 +341,8 @@ struct engine_ops {
     int (*put)(struct ctx *c, const struct key *k, const void *v, size_t vlen);
     int (*commit)(struct ctx *c);
     int (*end_load)(struct ctx *c);
-    int (*stat)(struct ctx *c, uint64_t *entries, uint64_t *bytes_used);
+    int (*stat)(struct ctx *c, uint64_t *entries, uint64_t *bytes_used,
+                uint64_t *tree_bytes);
     int (*get)(struct ctx *c, const struct key *k, const void **v,
                size_t *vlen);
     int (*scan)(struct ctx *c, uint64_t *count, uint64_t *digest);
@@ -403,8 +405,10 @@ static int lmdb_end_load(struct ctx *c)
                       mdb_txn_begin(c->env, NULL, MDB_RDONLY, &c->txn));
 }
 
-/* Bytes in use: every page up to the last one allocated. */
-static int lmdb_stat(struct ctx *c, uint64_t *entries, uint64_t *bytes_used)
+/* Bytes in use: every page up to the last one allocated; the tree: its
+ * branch, leaf and overflow pages (free pages below the last excluded). */
+static int lmdb_stat(struct ctx *c, uint64_t *entries, uint64_t *bytes_used,
+                     uint64_t *tree_bytes)
 {
     MDB_envinfo info;
     MDB_stat env_st, db_st;
@@ -414,6 +418,8 @@ static int lmdb_stat(struct ctx *c, uint64_t *entries, uint64_t *bytes_used)
         return -1;
     *entries = db_st.ms_entries;
     *bytes_used = ((uint64_t)info.me_last_pgno + 1) * env_st.ms_psize;
+    *tree_bytes = ((uint64_t)db_st.ms_branch_pages + db_st.ms_leaf_pages +
+                   db_st.ms_overflow_pages) * db_st.ms_psize;
     return 0;
 }
 
@@ -529,14 +535,18 @@ static int bonsai_end_load(struct ctx *c)
 }
 
 static int bonsai_stat_store(struct ctx *c, uint64_t *entries,
-                             uint64_t *bytes_used)
+                             uint64_t *bytes_used, uint64_t *tree_bytes)
 {
     bonsai_stat st;
+    bonsai_map_info mi;
     if (bonsai_check(c, "bonsai_db_stat", bonsai_db_stat(c->db, &st)) ||
+        bonsai_check(c, "bonsai_map_stat",
+                     bonsai_map_stat(c->btxn, c->map, &mi)) ||
         bonsai_check(c, "bonsai_count",
                      bonsai_count(c->btxn, c->map, entries)))
         return -1;
     *bytes_used = st.bytes_used;
+    *tree_bytes = mi.page_bytes + mi.overflow_bytes;
     return 0;
 }
 
@@ -648,7 +658,7 @@ static int load(const struct engine_ops *e, struct ctx *c, struct result *r)
         return -1;
     r->load_s = now() - t0;
     r->file_bytes = file_bytes(c->path);
-    return e->stat(c, &r->entries, &r->bytes_used);
+    return e->stat(c, &r->entries, &r->bytes_used, &r->tree_bytes);
 }
 
 /* Present lookups check each value against the stream. */
@@ -945,12 +955,12 @@ static int check_workload(const struct stream *st, const int *selected,
 /* ---- figures ------------------------------------------------------------ */
 
 enum figure {
-    FIG_USED, FIG_FILE, FIG_RSS, FIG_INSERT, FIG_HIT, FIG_MISS, FIG_SCAN,
+    FIG_USED, FIG_TREE, FIG_FILE, FIG_RSS, FIG_INSERT, FIG_HIT, FIG_MISS, FIG_SCAN,
     N_FIGURES
 };
 
 static const char *const FIGURE_NAMES[N_FIGURES] = {
-    "bytes_per_entry", "file_bytes_per_entry", "rss_bytes_per_entry",
+    "bytes_per_entry", "tree_bytes_per_entry", "file_bytes_per_entry", "rss_bytes_per_entry",
     "inserts_per_s", "hits_per_s", "misses_per_s", "scan_per_s"};
 
 /* A figure of one run; NAN when it does not apply or the run failed. */
@@ -962,6 +972,7 @@ static double figure(const struct stream *st, const struct result *r,
     double n = (double)r->entries;
     switch (f) {
     case FIG_USED: return (double)r->bytes_used / n;
+    case FIG_TREE: return (double)r->tree_bytes / n;
     case FIG_FILE: return r->file_bytes ? (double)r->file_bytes / n : NAN;
     case FIG_RSS: return (double)r->peak_rss / n;
     case FIG_INSERT: return (double)st->n / r->load_s;
@@ -1000,8 +1011,9 @@ static void print_num(double v, const char *fmt)
 
 static void print_header(void)
 {
-    printf("%-13s %-12s %10s %8s %8s %8s %8s %8s %4s %8s %8s %8s %8s\n",
-           "workload", "engine", "entries", "B/entry", "file B/e", "RSS B/e",
+    printf("%-13s %-12s %10s %8s %8s %8s %8s %8s %8s %4s %8s %8s %8s %8s\n",
+           "workload", "engine", "entries", "B/entry", "tree B/e", "file B/e",
+           "RSS B/e",
            "RSS MiB", "load s", "cpu", "insert/s", "hit/s", "miss/s",
            "scan/s");
 }
@@ -1062,7 +1074,7 @@ static void csv_num(FILE *f, double v)
 static void csv_header(FILE *f)
 {
     fputs("workload,workload_index,engine,engine_index,entries,bytes_used,"
-          "file_bytes,peak_rss,load_s,hit_s,miss_s,scan_s,wall_s,cpu_s,"
+          "tree_bytes,file_bytes,peak_rss,load_s,hit_s,miss_s,scan_s,wall_s,cpu_s,"
           "lookups_present,"
           "lookups_absent,ok", f);
     for (int i = 0; i < N_FIGURES; i++)
@@ -1077,9 +1089,9 @@ static void csv_row(FILE *f, int wi, const struct stream *st,
 {
     const struct result *r = &res[e];
     fprintf(f, "%s,%d,%s,%d,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
-            ",%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%" PRIu64 ",%" PRIu64 ",%d",
+            ",%" PRIu64 ",%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%" PRIu64 ",%" PRIu64 ",%d",
             st->w->name, wi, ENGINE_NAMES[e], (int)e, r->entries,
-            r->bytes_used, r->file_bytes, r->peak_rss, r->load_s, r->hit_s,
+            r->bytes_used, r->tree_bytes, r->file_bytes, r->peak_rss, r->load_s, r->hit_s,
             r->miss_s, r->scan_s, r->wall_s, r->cpu_s, st->present, st->absent, ok);
     for (int i = 0; i < N_FIGURES; i++)
         csv_num(f, figure(st, r, i));
@@ -1252,8 +1264,9 @@ static void print_intro(const struct args *a)
            a->seed, a->scale, a->quick ? " (quick)" : "", a->dir,
            BONSAI_VERSION_MAJOR, BONSAI_VERSION_MINOR, BONSAI_VERSION_PATCH,
            MDB_VERSION_STRING);
-    printf("B/entry: store bytes in use; file B/e: file blocks; RSS: the "
-           "child's peak; cpu: child cpu/wall;\nrates per second; "
+    printf("B/entry: store bytes in use (free pages included); tree B/e: "
+           "the map's tree alone;\nfile B/e: file blocks; RSS: the child's "
+           "peak; cpu: child cpu/wall;\nrates per second; "
            "ratio = bonsai/lmdb%s\n\n",
            a->jobs > 1 ? "; children ran in parallel: times are not "
                          "comparable" : "");

@@ -1,7 +1,7 @@
 # bench/plot.gp - draws the CSV of bonsai-bench as one PNG (gnuplot 5.4).
 #   gnuplot -e "csv='bench/results.csv'; out='bench/results.png'" bench/plot.gp
-# (what `make bench-plot` runs).  Four panels: bytes per entry in the store,
-# peak RSS per entry, and the throughput ratios bonsai/LMDB of each bonsai
+# (what `make bench-plot` runs).  Four panels: bytes per entry of the map's
+# tree alone (free pages not counted, for either engine), peak RSS per entry, and the throughput ratios bonsai/LMDB of each bonsai
 # engine.  Columns are found by name in the CSV's header line.
 
 if (!exists("csv")) csv = 'bench/results.csv'
@@ -32,14 +32,14 @@ set logscale y
 
 set multiplot layout 2,2 title "bonsai vs LMDB (".csv.")"
 
-set title "store bytes per entry (log scale; lower is better)"
+set title "tree bytes per entry (log scale; lower is better)"
 set ylabel "bytes / entry"
 plot for [k=1:3] csv using (bar(column("workload_index"), k - 1, 3)): \
-        (is(word(engines, k)) ? column("bytes_per_entry") : NaN) \
+        (is(word(engines, k)) ? column("tree_bytes_per_entry") : NaN) \
         with boxes lc rgb word(colors, k) title word(engines, k), \
      for [k=1:3] csv using (bar(column("workload_index"), k - 1, 3)): \
-        (is(word(engines, k)) ? column("bytes_per_entry") : NaN): \
-        (sprintf("%.2f", column("bytes_per_entry"))) \
+        (is(word(engines, k)) ? column("tree_bytes_per_entry") : NaN): \
+        (sprintf("%.2f", column("tree_bytes_per_entry"))) \
         with labels offset 0,0.6 font ',8' notitle, \
      csv using (column("workload_index")):(NaN):xtic(1) notitle
 
