@@ -17,6 +17,10 @@ void alloc_init(alloc *a, region *rg, uint32_t page_size, uint64_t first,
     a->first = first;
     a->end = end;
     a->limit = rg->cap / page_size;
+    /* branch entries hold 40-bit page numbers: with small pages that, not
+     * the cap, may be the end of the store */
+    if (a->limit > BN_MAX_PGNO + 1)
+        a->limit = BN_MAX_PGNO + 1;
 }
 
 void alloc_free_all(alloc *a)

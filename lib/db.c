@@ -29,7 +29,7 @@ void bonsai_options_init(bonsai_options *o)
         return;
     memset(o, 0, sizeof *o);
     o->max_size = DEFAULT_MAX_SIZE;
-    o->page_size = 512;
+    o->page_size = 64;
     o->node_bytes = 4096;
     o->node_entries = 4096;
     o->transactions = -1;
@@ -42,7 +42,7 @@ void bonsai_options_init(bonsai_options *o)
 static int options_valid(const bonsai_options *o)
 {
     uint32_t p = o->page_size;
-    if (p < 512 || p > 65536 || (p & (p - 1)))
+    if (p < BX_PAGE_MIN || p > BX_PAGE_MAX || (p & (p - 1)))
         return 0;
     if (o->node_bytes < 256 || o->node_bytes > (1u << 20))
         return 0;
