@@ -29,7 +29,7 @@ void bonsai_options_init(bonsai_options *o)
         return;
     memset(o, 0, sizeof *o);
     o->max_size = DEFAULT_MAX_SIZE;
-    o->page_size = 64;
+    o->page_size = 512;
     o->node_bytes = 4096;
     o->node_entries = 4096;
     o->transactions = -1;
