@@ -2,7 +2,8 @@
 #
 #   make            build/libbonsai.a, build/libbonsai.so.$(VERSION) (+ the
 #                   libbonsai.so.0 and libbonsai.so links), and one program
-#                   build/<name> for every tools/<name>.c
+#                   build/<name> for every tools/<name>.c (tools/common/
+#                   holds the code they share)
 #   make check      builds and runs every tests/test_*.c (Criterion), first
 #                   in build/, then again in build/asan/ with ASan + UBSan
 #                   (`make check-tree` runs one tree: build/, or $(BUILD))
@@ -12,6 +13,8 @@
 #                   bench-quick, bench-plot
 #   make fuzz       libFuzzer harnesses (fuzz/fuzz.mk); fuzz-smoke: each for
 #                   FUZZ_SMOKE_SECONDS (60), as CI does
+#   make coverage   line and branch coverage of lib/ by the tests, with gcov
+#                   (tests/coverage.mk; not part of check)
 #   make install    PREFIX=/usr/local DESTDIR= ; make uninstall ; make clean
 #
 # Your CC, CPPFLAGS, CFLAGS, LDFLAGS and LDLIBS are honoured and come after
@@ -56,12 +59,15 @@ LIBS            := -lz -llz4 -lpthread $(LDLIBS)
 
 LIB_SRCS   := $(sort $(wildcard lib/*.c))
 TOOL_SRCS  := $(sort $(wildcard tools/*.c))
+# tools/common/*.c is what the programs share, linked into each of them.
+TCOM_SRCS  := $(sort $(wildcard tools/common/*.c))
 TEST_SRCS  := $(sort $(wildcard tests/test_*.c))
 # Any other tests/*.c is a helper linked into every test binary.
 HELP_SRCS  := $(sort $(filter-out $(TEST_SRCS),$(wildcard tests/*.c)))
 
 LIB_OBJS   := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 TOOL_OBJS  := $(TOOL_SRCS:%.c=$(BUILD)/obj/%.o)
+TCOM_OBJS  := $(TCOM_SRCS:%.c=$(BUILD)/obj/%.o)
 TEST_OBJS  := $(TEST_SRCS:%.c=$(BUILD)/obj/%.o)
 HELP_OBJS  := $(HELP_SRCS:%.c=$(BUILD)/obj/%.o)
 
@@ -83,7 +89,7 @@ $(LIB_OBJS): $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -fPIC -c -o $@ $<
 
-$(TOOL_OBJS) $(TEST_OBJS) $(HELP_OBJS): $(BUILD)/obj/%.o: %.c
+$(TOOL_OBJS) $(TCOM_OBJS) $(TEST_OBJS) $(HELP_OBJS): $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
 
@@ -105,8 +111,9 @@ $(BUILD)/$(SONAME): $(SHARED)
 $(BUILD)/libbonsai.so: $(BUILD)/$(SONAME)
 	ln -sf $(SONAME) $@
 
-# One program per tools/<name>.c, linked against the static library.
-$(TOOLS): $(BUILD)/%: $(BUILD)/obj/tools/%.o $(STATIC)
+# One program per tools/<name>.c, with the shared tools/common/ code,
+# linked against the static library.
+$(TOOLS): $(BUILD)/%: $(BUILD)/obj/tools/%.o $(TCOM_OBJS) $(STATIC)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
 $(TESTS): $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(HELP_OBJS) $(STATIC)
@@ -146,12 +153,18 @@ check: check-tree
 	    check-tree
 	@echo "check: OK: $(words $(TESTS)) test binaries passed in" \
 	    "$(BUILD)/ and $(BUILD)/asan/ (ASan+UBSan)"
+	@if echo '#include <lmdb.h>' | $(CC) -E -x c - >/dev/null 2>&1; then \
+	    $(MAKE) --no-print-directory bench-quick; \
+	else \
+	    echo "check: bench-quick not run: no lmdb.h (Debian: liblmdb-dev)"; \
+	fi
 
 # ---- the experiment's ladder, the benchmark, fuzzing ------------------------
 
 include tools/fill.mk
 -include bench/bench.mk
 -include fuzz/fuzz.mk
+include tests/coverage.mk
 
 # ---- install ---------------------------------------------------------------
 
@@ -180,5 +193,5 @@ uninstall:
 clean:
 	rm -rf '$(BUILD)'
 
--include $(LIB_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(TEST_OBJS:.o=.d) \
-         $(HELP_OBJS:.o=.d)
+-include $(LIB_OBJS:.o=.d) $(TOOL_OBJS:.o=.d) $(TCOM_OBJS:.o=.d) \
+         $(TEST_OBJS:.o=.d) $(HELP_OBJS:.o=.d)

@@ -8,6 +8,7 @@
 #include "btree.h"
 #include "cache.h"
 #include "maps.h"
+#include "pending.h"
 #include "txn.h"
 
 /* A key as the map's kind reads it; BONSAI_KEYSIZE if it cannot be. */
@@ -51,20 +52,10 @@ static int put_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     (void)txn;
     data_arg *a = argp;
     bt_tree *t;
-    uint32_t slots;
     int rc = maps_writer_tree(db, a->map, &t);
-    if (rc == 0)
-        rc = bt_put_slots(db, t, a->key, a->vlen, &slots);
     if (rc)
         return rc;
-    /* with copy-on-write, inserts stop short by what a delete needs, so
-     * a full store can still be emptied */
-    if (db->cow)
-        slots += 2u * (t->depth + 1u) + db->catalog.depth + 2u;
-    if ((rc = cache_reserve(db, slots + db->catalog.depth + 1u, a->vlen)))
-        return rc;
-    txn_note_tree(db, t);
-    return bt_put(db, t, a->key, a->val, a->vlen, a->flags);
+    return pending_put(db, a->map, t, a->key, a->val, a->vlen, a->flags);
 }
 
 static int del_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
@@ -73,6 +64,8 @@ static int del_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     data_arg *a = argp;
     bt_tree *t;
     int rc = maps_writer_tree(db, a->map, &t);
+    if (rc == 0)
+        rc = pending_apply(db, a->map);
     if (rc == 0)
         rc = cache_reserve(db, 2u * (t->depth + 1u) + db->catalog.depth + 1u,
                            CACHE_DELETE);
@@ -87,11 +80,14 @@ static int get_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     data_arg *a = argp;
     bt_tree *t;
     bt_rd rd;
-    int rc = txn_tree(db, txn, a->map, &t, &rd);
+    bonsai_val ignored, *out = a->out ? a->out : &ignored;
+    if (!(txn && txn->rdonly) && a->map->db == db &&
+        pending_get(a->map, a->key, out) == 0)
+        return 0;
+    int rc = txn_tree_as_is(db, txn, a->map, &t, &rd);
     if (rc)
         return rc;
-    bonsai_val ignored;
-    return bt_get(db, &rd, t, a->key, a->out ? a->out : &ignored);
+    return bt_get(db, &rd, t, a->key, out);
 }
 
 static int count_fn(bonsai_db *db, bonsai_txn *txn, void *argp)

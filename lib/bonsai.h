@@ -132,6 +132,12 @@ typedef struct bonsai_options {
     /* The write cache: changed nodes stay decoded in memory and are
      * encoded once, when the cache holds more than this many bytes, when
      * flush_delay_ms has passed, at commit, bonsai_sync or close.
+     * Up to three quarters of it also holds puts waiting for their leaf:
+     * a put that does not append to a decoded leaf waits, and waiting
+     * puts are applied in key order, each leaf decoded and encoded once
+     * per batch (gets see them at once; cursors, counts, deletes and
+     * commits apply them first).  Their room is counted when they are accepted, so they
+     * never meet BONSAI_FULL later.
      * 0 = no cache: without transactions every call writes its nodes at
      * once (MapDB's "direct" mode).  Default 32 MiB. */
     uint64_t write_cache_bytes;
@@ -250,7 +256,7 @@ int bonsai_space_stat(bonsai_db *db, bonsai_space *sp);
  * bonsai_open, bonsai_put, BONSAI_CORRUPT (source or copy fails verify),
  * BONSAI_FULL (with the source's settings the copy came out larger: dst
  * is left alone), BONSAI_INVALID (dst is the source), BONSAI_IO (dst is a
- * directory). */
+ * directory, a device or anything else but a regular file). */
 int bonsai_compact(bonsai_db *src, const char *dst_path,
                    const bonsai_options *opts);
 
@@ -296,7 +302,10 @@ int bonsai_map_create(bonsai_db *db, bonsai_txn *txn, const char *name,
 int bonsai_map_open(bonsai_db *db, bonsai_txn *txn, const char *name,
                     bonsai_map *map, unsigned *kind);
 
-/* Deletes a map and all its entries.  Handles to it become invalid.
+/* Deletes a map and all its entries.  Its handles stay safe to pass but
+ * find no map: every call through them answers BONSAI_NOTFOUND, except
+ * in a read snapshot begun before the drop, which still sees the map.  A
+ * map created again under the name is reached through them again.
  * Errors: BONSAI_NOTFOUND, BONSAI_READONLY, BONSAI_FULL. */
 int bonsai_map_drop(bonsai_db *db, bonsai_txn *txn, const char *name);
 
@@ -335,7 +344,8 @@ int bonsai_map_stat(bonsai_txn *txn, bonsai_map map, bonsai_map_info *st);
  * as it is, BONSAI_EXISTS is returned and *val... is not touched.  Errors:
  * BONSAI_KEYSIZE, BONSAI_VALSIZE, BONSAI_FULL (nothing changed; the map is
  * consistent), BONSAI_READONLY, BONSAI_MAPKIND, BONSAI_INVALID,
- * BONSAI_NOMEM, BONSAI_IO, BONSAI_CORRUPT. */
+ * BONSAI_NOTFOUND (the map was dropped), BONSAI_NOMEM, BONSAI_IO,
+ * BONSAI_ENOSPC, BONSAI_CORRUPT. */
 int bonsai_put(bonsai_txn *txn, bonsai_map map, const bonsai_val *key,
                const bonsai_val *val, unsigned flags);
 
@@ -357,8 +367,11 @@ int bonsai_del_u64(bonsai_txn *txn, bonsai_map map, uint64_t key);
 
 /* ---- cursors ----------------------------------------------------------- */
 /* A cursor walks one map in key order.  It stays usable across writes in
- * its own transaction (it re-finds its key).  It must be closed before its
- * transaction ends (in no-transaction mode: before the store closes).
+ * its own transaction (it re-finds its key).  Close it before its
+ * transaction ends (in no-transaction mode: before the store closes); a
+ * cursor whose transaction has ended answers every call with
+ * BONSAI_BADTXN and must still be closed.  A cursor opened with a NULL
+ * txn in transaction mode reads a snapshot of its own until it closes.
  * Moves return BONSAI_NOTFOUND at either end or in an empty map; the
  * cursor then has no current entry. */
 int bonsai_cursor_open(bonsai_txn *txn, bonsai_map map, bonsai_cursor **cur);

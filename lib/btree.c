@@ -114,6 +114,15 @@ static int view_key(const nview *v, unsigned kind, uint32_t idx,
     return 0;
 }
 
+static int key_less(unsigned kind, bn_key a, bn_key b)
+{
+    if (kind == BONSAI_KEY_U64)
+        return a.u < b.u;
+    uint32_t m = a.len < b.len ? a.len : b.len;
+    int c = memcmp(a.b, b.b, m);
+    return c < 0 || (c == 0 && a.len < b.len);
+}
+
 /* ---- overflow values --------------------------------------------------- */
 
 static int ovf_write(bonsai_db *db, const uint8_t *val, uint32_t vlen,
@@ -415,10 +424,26 @@ static int new_root_above(bonsai_db *db, bt_tree *t, bn_node *n)
     return 0;
 }
 
+/* Where a too big node splits: in half, or after an append as late as
+ * keeps the left node within node_bytes (the sizes of its entries taken
+ * as even), so that sequential loads leave full nodes behind. */
+static uint32_t split_point(const bonsai_db *db, const bn_node *n, int append)
+{
+    if (!append)
+        return n->n / 2;
+    uint64_t exact = bn_encoded_size(n);
+    uint64_t keep = (uint64_t)n->n * db->opt.node_bytes / (exact ? exact : 1);
+    if (keep > db->opt.node_entries)
+        keep = db->opt.node_entries;
+    if (keep >= n->n)
+        keep = n->n - 1;
+    return keep < n->n / 2 ? n->n / 2 : (uint32_t)keep;
+}
+
 static int split(bonsai_db *db, bt_tree *t, bn_node *n, int append,
                  bn_node **right_out)
 {
-    uint32_t at = append ? n->n - 1 : n->n / 2;
+    uint32_t at = split_point(db, n, append);
     bn_node *r = new_node(t, n->leaf, n->level);
     if (!r)
         return BONSAI_NOMEM;
@@ -486,8 +511,12 @@ static int fit_upwards(bonsai_db *db, bt_tree *t, bn_node *n, int append)
     return 0;
 }
 
-/* Decodes the path to the leaf for key; creates a root leaf if empty. */
-static int touch_leaf(bonsai_db *db, bt_tree *t, bn_key key, bn_node **leaf)
+/* Decodes the path to the leaf for key; creates a root leaf if empty.
+ * With bound: *bound is the lowest key beyond the leaf (*has_bound 0 for
+ * the last leaf), pointing into a branch that stays as it is until the
+ * tree changes shape. */
+static int touch_leaf_bounded(bonsai_db *db, bt_tree *t, bn_key key,
+                              bn_node **leaf, bn_key *bound, int *has_bound)
 {
     bn_node *n = NULL;
     if (t->depth == 0) {
@@ -509,10 +538,20 @@ static int touch_leaf(bonsai_db *db, bt_tree *t, bn_key key, bn_node **leaf)
     int rc = load_root(db, t, &n);
     while (rc == 0 && !n->leaf) {
         int found;
-        rc = load_child(db, t, n, bn_search(n, key, &found), &n);
+        uint32_t idx = bn_search(n, key, &found);
+        if (bound && idx + 1 < n->n) {
+            *bound = bn_key_at(n, idx + 1); /* tighter the deeper */
+            *has_bound = 1;
+        }
+        rc = load_child(db, t, n, idx, &n);
     }
     *leaf = n;
     return rc;
+}
+
+static int touch_leaf(bonsai_db *db, bt_tree *t, bn_key key, bn_node **leaf)
+{
+    return touch_leaf_bounded(db, t, key, leaf, NULL, NULL);
 }
 
 static int release_value(bonsai_db *db, bn_node *leaf, uint32_t idx)
@@ -530,11 +569,15 @@ static int release_value(bonsai_db *db, bn_node *leaf, uint32_t idx)
     return extvec_push(&db->op_release, e);
 }
 
+uint32_t bt_put_worst_slots(const bt_tree *t)
+{
+    return 2u * (t->depth + 1u) + 2u;
+}
+
 int bt_put_slots(bonsai_db *db, bt_tree *t, bn_key key, uint32_t vlen,
                  uint32_t *slots)
 {
-    uint32_t worst = 2u * (t->depth + 1u) + 2u;
-    *slots = worst;
+    *slots = bt_put_worst_slots(t);
     if (db->cow || t->depth == 0)
         return 0;
     bn_node *leaf;
@@ -552,6 +595,16 @@ int bt_put_slots(bonsai_db *db, bt_tree *t, bn_key key, uint32_t vlen,
     if (!splits && fits)
         *slots = 0;
     return 0;
+}
+
+int bt_appends_to_cached_leaf(const bt_tree *t, bn_key key)
+{
+    const bn_node *n = t->root.mem;
+    while (n && !n->leaf) {
+        int found;
+        n = n->child[bn_search(n, key, &found)].mem;
+    }
+    return n && (n->n == 0 || key_less(t->kind, bn_key_at(n, n->n - 1), key));
 }
 
 /* Nodes a change removes from its tree wait in the graveyard; room for
@@ -599,6 +652,60 @@ int bt_put(bonsai_db *db, bt_tree *t, bn_key key, const uint8_t *val,
     if ((rc = mark_dirty(db, leaf)))
         return rc;
     return fit_upwards(db, t, leaf, !found && idx + 1 == leaf->n);
+}
+
+/* Puts one waiting entry into leaf; *added when its key was new, *at_end
+ * when it went after every other entry. */
+static int put_entry(bonsai_db *db, bn_node *leaf, bn_key key,
+                     const uint8_t *val, uint32_t vlen, int *added,
+                     int *at_end)
+{
+    int found;
+    uint32_t idx = bn_search(leaf, key, &found);
+    *added = !found;
+    *at_end = !found && idx == leaf->n;
+    if (!found)
+        return bn_insert(leaf, idx, key, val, vlen, 0);
+    int rc = release_value(db, leaf, idx);
+    return rc ? rc : bn_set_value(leaf, idx, val, vlen, 0);
+}
+
+int bt_put_run(bonsai_db *db, bt_tree *t, const putbuf *b, uint32_t from,
+               uint32_t max, uint32_t *to)
+{
+    bn_node *leaf;
+    bn_key bound = {0};
+    int has_bound = 0;
+    *to = from;
+    int rc = room_for_removed(db, t);
+    if (rc == 0)
+        rc = touch_leaf_bounded(db, t, pb_key(b, from), &leaf, &bound,
+                                &has_bound);
+    if (rc)
+        return rc;
+    uint32_t i = from;
+    int at_end = 0;
+    while (i < b->n && i - from < max) {
+        bn_key key = pb_key(b, i);
+        if (i > from && has_bound && !key_less(t->kind, key, bound))
+            break;
+        uint32_t vlen;
+        const uint8_t *val = pb_value(b, i, &vlen);
+        int added;
+        if ((rc = put_entry(db, leaf, key, val, vlen, &added, &at_end)))
+            break;
+        t->count += (uint64_t)added;
+        i++;
+    }
+    *to = i;
+    if (i == from)
+        return rc;
+    db->write_gen++;
+    t->record_dirty = 1;
+    int rc2 = mark_dirty(db, leaf);
+    if (rc2 == 0)
+        rc2 = fit_upwards(db, t, leaf, at_end && !has_bound);
+    return rc ? rc : rc2;
 }
 
 /* ---- delete and merge -------------------------------------------------- */
@@ -1035,15 +1142,6 @@ static int64_t land(const bn_node *leaf, int mode, bn_key key)
         i = bn_search(leaf, key, &found);
         return i > 0 ? (int64_t)i - 1 : -1;
     }
-}
-
-static int key_less(unsigned kind, bn_key a, bn_key b)
-{
-    if (kind == BONSAI_KEY_U64)
-        return a.u < b.u;
-    uint32_t m = a.len < b.len ? a.len : b.len;
-    int c = memcmp(a.b, b.b, m);
-    return c < 0 || (c == 0 && a.len < b.len);
 }
 
 typedef struct seek_state {

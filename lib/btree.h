@@ -38,6 +38,20 @@ int bt_del(bonsai_db *db, bt_tree *t, bn_key key);
 int bt_put_slots(bonsai_db *db, bt_tree *t, bn_key key, uint32_t vlen,
                  uint32_t *slots);
 
+/* The most bt_put_slots ever answers for t. */
+uint32_t bt_put_worst_slots(const bt_tree *t);
+
+/* Puts entries from, from + 1, ... of the sorted batch b (all inline
+ * values) while they fall into the leaf of entry `from`, at most max of
+ * them, then splits that leaf as needed.  *to = the first entry not put.
+ * The caller has made room for them (cache_reserve). */
+int bt_put_run(bonsai_db *db, bt_tree *t, const putbuf *b, uint32_t from,
+               uint32_t max, uint32_t *to);
+
+/* Is the writer's leaf for key decoded (and its whole path), and does key
+ * go after its last entry? */
+int bt_appends_to_cached_leaf(const bt_tree *t, bn_key key);
+
 /* Positions on an entry by mode, decoding its leaf into *leaf (which the
  * caller bn_init'ed; it is cleared first). */
 int bt_seek(bonsai_db *db, const bt_rd *rd, const bt_tree *t, int mode,

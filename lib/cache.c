@@ -64,7 +64,7 @@ int cache_after_change(bonsai_db *db)
 {
     if (++db->changes >= RECOUNT_EVERY)
         recount(db);
-    int over = db->cache_bytes > db->opt.write_cache_bytes;
+    int over = db->cache_bytes + db->waiting_bytes > db->opt.write_cache_bytes;
     int old = db->opt.flush_delay_ms && db->dirty.n &&
               now_ms() - db->dirty_since_ms >= db->opt.flush_delay_ms;
     if (!over && !old)
@@ -88,6 +88,15 @@ static int room_for(const bonsai_db *db, uint64_t nodes, uint32_t vlen)
     if (vlen != CACHE_DELETE && vlen > db->inline_max)
         need += ((uint64_t)vlen + 16 + db->page_size - 1) / db->page_size;
     return alloc_avail(&db->al) >= need;
+}
+
+/* A waiting put may dirty a leaf and split it when applied: a node run
+ * each without copy-on-write (the leaf is rewritten in place or moves),
+ * with it also the copy of the leaf and of its parent. */
+int cache_room_waiting(const bonsai_db *db, uint32_t slots, uint64_t waiting)
+{
+    uint64_t per = db->cow ? 3 : 1;
+    return room_for(db, 2u * db->dirty_nodes + slots + per * waiting, 0);
 }
 
 int cache_reserve(bonsai_db *db, uint32_t slots, uint32_t vlen)

@@ -25,6 +25,10 @@ int cache_flush(bonsai_db *db);
  * never need room ahead (they shrink nodes in place). */
 int cache_reserve(bonsai_db *db, uint32_t slots, uint32_t vlen);
 
+/* Is there room for the cached changes, `slots` more node runs and
+ * `waiting` puts not yet applied (pending.h)? */
+int cache_room_waiting(const bonsai_db *db, uint32_t slots, uint64_t waiting);
+
 /* Notes the time of the first change after a write. */
 void cache_note_dirty(bonsai_db *db);
 

@@ -212,13 +212,15 @@ static uint64_t source_bytes(bonsai_db *src)
     return src->al.end * src->page_size;
 }
 
-/* dst_path must not be the source itself, nor a directory. */
+/* dst_path must not be the source itself, nor anything but a regular
+ * file (or nothing). */
 static int dst_ok(bonsai_db *src, const char *dst)
 {
     struct stat d, s;
     if (stat(dst, &d) != 0)
         return errno == ENOENT ? 0 : io_error(errno);
-    if (S_ISDIR(d.st_mode))
+    /* the rename would replace whatever dst is: only a regular file */
+    if (!S_ISREG(d.st_mode))
         return BONSAI_IO;
     if (!src->anonymous && fstat(src->fd, &s) == 0 && s.st_dev == d.st_dev &&
         s.st_ino == d.st_ino)

@@ -4,6 +4,9 @@
  * another leaf, or any move after the map changed in the cursor's own
  * transaction, re-finds the position from the current key (bt_seek GT /
  * LT), so a cursor never follows a stale pointer.
+ *
+ * A cursor opened in the caller's transaction is tied to it (txn_tie):
+ * once that transaction ends, every call but close answers BONSAI_BADTXN.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +22,7 @@ struct bonsai_cursor {
     bonsai_txn *txn;
     bonsai_txn *own_txn; /* snapshot opened for a NULL txn */
     bonsai_map map;
+    txn_tie tie;         /* to the caller's txn (not own_txn) */
     bn_node leaf;
     uint32_t idx;
     int state;
@@ -31,6 +35,14 @@ struct bonsai_cursor {
 static uint64_t current_gen(const bonsai_cursor *c)
 {
     return c->txn && c->txn->rdonly ? 0 : c->db->write_gen;
+}
+
+/* BONSAI_INVALID for no cursor, BONSAI_BADTXN once its txn has ended. */
+static int usable(const bonsai_cursor *c)
+{
+    if (!c)
+        return BONSAI_INVALID;
+    return c->tie.ended ? BONSAI_BADTXN : 0;
 }
 
 int bonsai_cursor_open(bonsai_txn *txn, bonsai_map map, bonsai_cursor **out)
@@ -52,6 +64,8 @@ int bonsai_cursor_open(bonsai_txn *txn, bonsai_map map, bonsai_cursor **out)
         }
         c->txn = c->own_txn;
     }
+    if (txn)
+        txn_tie_cursor(txn, &c->tie);
     bn_init(&c->leaf, map->kind, 1);
     *out = c;
     return 0;
@@ -61,6 +75,8 @@ void bonsai_cursor_close(bonsai_cursor *c)
 {
     if (!c)
         return;
+    if (c->txn && !c->own_txn)
+        txn_untie_cursor(c->txn, &c->tie);
     bn_clear(&c->leaf);
     if (c->own_txn)
         bonsai_txn_abort(c->own_txn);
@@ -101,17 +117,22 @@ static int seek(bonsai_cursor *c, int mode, bn_key key)
 
 int bonsai_cursor_first(bonsai_cursor *c)
 {
-    return c ? seek(c, BT_FIRST, (bn_key){0}) : BONSAI_INVALID;
+    int rc = usable(c);
+    return rc ? rc : seek(c, BT_FIRST, (bn_key){0});
 }
 
 int bonsai_cursor_last(bonsai_cursor *c)
 {
-    return c ? seek(c, BT_LAST, (bn_key){0}) : BONSAI_INVALID;
+    int rc = usable(c);
+    return rc ? rc : seek(c, BT_LAST, (bn_key){0});
 }
 
 int bonsai_cursor_seek(bonsai_cursor *c, const bonsai_val *key)
 {
-    if (!c || !key || (key->size && !key->data))
+    int rc = usable(c);
+    if (rc)
+        return rc;
+    if (!key || (key->size && !key->data))
         return BONSAI_INVALID;
     bn_key k = {0};
     if (c->map->kind == BONSAI_KEY_U64) {
@@ -129,8 +150,9 @@ int bonsai_cursor_seek(bonsai_cursor *c, const bonsai_val *key)
 
 int bonsai_cursor_seek_u64(bonsai_cursor *c, uint64_t key)
 {
-    if (!c)
-        return BONSAI_INVALID;
+    int rc = usable(c);
+    if (rc)
+        return rc;
     if (c->map->kind != BONSAI_KEY_U64)
         return BONSAI_MAPKIND;
     return seek(c, BT_GE, (bn_key){.u = key});
@@ -138,8 +160,9 @@ int bonsai_cursor_seek_u64(bonsai_cursor *c, uint64_t key)
 
 static int step(bonsai_cursor *c, int forward)
 {
-    if (!c)
-        return BONSAI_INVALID;
+    int rc = usable(c);
+    if (rc)
+        return rc;
     if (c->state == AT_NOTHING)
         return forward ? bonsai_cursor_first(c) : bonsai_cursor_last(c);
     if (c->state == AT_END)
@@ -172,14 +195,14 @@ int bonsai_cursor_prev(bonsai_cursor *c)
 
 int bonsai_cursor_get(bonsai_cursor *c, bonsai_val *key, bonsai_val *val)
 {
-    if (!c)
-        return BONSAI_INVALID;
+    int rc = usable(c);
+    if (rc)
+        return rc;
     if (c->state != AT_ENTRY)
         return BONSAI_NOTFOUND;
     if (c->gen != current_gen(c)) {
         bn_key k = c->key;
-        int rc = seek(c, BT_GE, k);
-        if (rc)
+        if ((rc = seek(c, BT_GE, k)))
             return rc;
     }
     if (key) {
@@ -205,12 +228,13 @@ int bonsai_cursor_get(bonsai_cursor *c, bonsai_val *key, bonsai_val *val)
 
 int bonsai_cursor_get_u64(bonsai_cursor *c, uint64_t *key, bonsai_val *val)
 {
-    if (!c)
-        return BONSAI_INVALID;
+    int rc = usable(c);
+    if (rc)
+        return rc;
     if (c->map->kind != BONSAI_KEY_U64)
         return BONSAI_MAPKIND;
     bonsai_val k;
-    int rc = bonsai_cursor_get(c, key ? &k : NULL, val);
+    rc = bonsai_cursor_get(c, key ? &k : NULL, val);
     if (rc == 0 && key)
         *key = c->key.u;
     return rc;

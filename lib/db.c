@@ -17,6 +17,7 @@
 
 #include "btree.h"
 #include "cache.h"
+#include "pending.h"
 #include "internal.h"
 #include "maps.h"
 #include "txn.h"
@@ -87,11 +88,15 @@ static int read_meta(bonsai_db *db, const uint8_t *head, uint64_t fsize)
     int ok[2];
     for (unsigned s = 0; s < 2; s++)
         ok[s] = bx_meta_decode(head + BX_META_OFF(s), &m[s]) == 0 &&
-                m[s].end >= db->first_pgno &&
-                m[s].end <= fsize / db->page_size;
+                m[s].end >= db->first_pgno;
     if (!ok[0] && !ok[1])
         return BONSAI_CORRUPT;
     int pick = !ok[0] || (ok[1] && m[1].txn_id > m[0].txn_id);
+    /* A commit's pages are in the file before its meta slot is written,
+     * so a newest commit that reaches past the end means the file was
+     * cut: refuse it rather than quietly open the commit before. */
+    if (m[pick].end > fsize / db->page_size)
+        return BONSAI_CORRUPT;
     db->meta = m[pick];
     return 0;
 }
@@ -214,7 +219,9 @@ static int open_error(int e, int writable)
 static int open_fd(bonsai_db *db, const char *path)
 {
     int writable = !db->opt.read_only;
-    int flags = (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC;
+    /* O_NONBLOCK: a FIFO given for a path must not make open() wait for a
+     * writer; it is refused below like anything but a regular file */
+    int flags = (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NONBLOCK;
     if (writable && db->opt.create)
         flags |= O_CREAT;
     db->fd = open(path, flags, (mode_t)db->opt.file_mode);
@@ -224,6 +231,9 @@ static int open_fd(bonsai_db *db, const char *path)
     if (fstat(db->fd, &st) != 0)
         return BONSAI_IO;
     if (!S_ISREG(st.st_mode))
+        return BONSAI_IO;
+    int fl = fcntl(db->fd, F_GETFL);
+    if (fl < 0 || fcntl(db->fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
         return BONSAI_IO;
     if (flock(db->fd, (writable ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0)
         return errno == EWOULDBLOCK ? BONSAI_BUSY : BONSAI_IO;
@@ -412,7 +422,10 @@ int bonsai_sync(bonsai_db *db)
         return BONSAI_FAILED;
     if (db->cow)
         return db->anonymous ? 0 : db->io.fsync(db->io.ctx, db->fd);
-    return db->anonymous ? cache_flush(db) : txn_write_back(db);
+    if (!db->anonymous)
+        return txn_write_back(db);
+    int rc = pending_apply_all(db);
+    return rc ? rc : cache_flush(db);
 }
 
 int bonsai_close(bonsai_db *db)

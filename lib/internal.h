@@ -19,6 +19,7 @@
 #include "meta.h"
 #include "node.h"
 #include "pack.h"
+#include "putbuf.h"
 #include "region.h"
 #include "vec.h"
 
@@ -67,6 +68,7 @@ struct bonsai_map_s {
     int created;    /* created by the open write transaction */
     int dropped;    /* dropped by the open write transaction */
     bt_tree w;
+    putbuf pb;      /* puts waiting to be applied to w (pending.h) */
 };
 
 struct bonsai_db {
@@ -91,6 +93,9 @@ struct bonsai_db {
     bonsai_txn *wtxn;    /* open write transaction */
     uint64_t wtxn_id;    /* id the writer stamps on new images */
     uint64_t write_gen;  /* bumped by every change, for cursors */
+    uint64_t settled_gen; /* write_gen after the last waiting put applied:
+                             a change failing with write_gen there left
+                             the trees whole */
     bt_tree catalog;
     map_slot *maps;
     uint32_t nmaps, cap_maps;
@@ -101,6 +106,8 @@ struct bonsai_db {
     uint64_t dirty_since_ms; /* when the oldest unwritten change was made */
     uint64_t cache_bytes;    /* decoded nodes, recounted now and then */
     uint32_t changes;        /* since the last recount */
+    uint64_t waiting;        /* puts waiting in the maps' putbufs ... */
+    size_t waiting_bytes;    /* ... and the memory they stand for */
     extvec op_alloc;     /* no-txn: runs this operation handed out */
     extvec op_release;   /* runs to release once the change is final */
     extvec undo_alloc;   /* flush: runs the plan handed out ... */
@@ -114,8 +121,17 @@ struct bonsai_db {
     bt_tree op_saved;    /* ... and its state before, for rollback */
 };
 
+/* A cursor's tie to the transaction it reads through.  The transaction
+ * unties every cursor still open when it ends, so such a cursor answers
+ * BONSAI_BADTXN instead of reaching into a freed transaction. */
+typedef struct txn_tie {
+    struct txn_tie *next, *prev;
+    int ended;
+} txn_tie;
+
 struct bonsai_txn {
     bonsai_db *db;
+    txn_tie *cursors;    /* open cursors of the caller's, tied to it */
     int rdonly;
     int failed;          /* an operation failed midway: only abort */
     uint64_t id;         /* snapshot (read) or new txn id (write) */

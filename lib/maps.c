@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "btree.h"
+#include "pending.h"
 #include "txn.h"
 
 static bn_key name_key(const char *name)
@@ -126,6 +127,7 @@ static int get_slot(bonsai_db *db, const char *name, unsigned kind,
             s->index = db->nmaps;
             s->name = copy;
             s->kind = kind;
+            pb_init(&s->pb, kind);
             db->nmaps++;
         }
     }
@@ -144,8 +146,10 @@ static uint32_t published(bonsai_db *db)
 
 int maps_writer_tree(bonsai_db *db, bonsai_map map, bt_tree **t)
 {
-    if (!map || map->db != db || map->dropped)
+    if (!map || map->db != db)
         return BONSAI_INVALID;
+    if (map->dropped)
+        return BONSAI_NOTFOUND; /* as a snapshot after the drop says */
     if (!map->loaded) {
         /* opened through a snapshot, or not used since a commit/abort:
          * the map exists for the writer if its catalog says so */
@@ -154,7 +158,7 @@ int maps_writer_tree(bonsai_db *db, bonsai_map map, bt_tree **t)
                              &map->w);
         if (rc == BONSAI_NOTFOUND || (rc == 0 && map->w.kind != map->kind)) {
             map->live = 0;
-            return BONSAI_INVALID;
+            return BONSAI_NOTFOUND;
         }
         if (rc)
             return rc;
@@ -265,6 +269,7 @@ void maps_after_abort(bonsai_db *db)
         if (s->loaded)
             bt_discard(db, &s->w);
         s->loaded = 0;
+        pending_forget(db, s);
     }
 }
 
@@ -275,6 +280,8 @@ void maps_free_all(bonsai_db *db)
     for (uint32_t i = 0; i < db->nmaps; i++) {
         if (db->maps[i].loaded)
             bt_discard(db, &db->maps[i].w);
+        pending_forget(db, &db->maps[i]);
+        pb_free(&db->maps[i].pb);
         free(db->maps[i].name);
     }
     db->nmaps = 0;
@@ -386,6 +393,7 @@ static int drop_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     bt_tree *w;
     if ((rc = maps_writer_tree(db, s, &w)))
         return rc;
+    pending_forget(db, s); /* they die with the map */
     txn_note_tree(db, w);
     db->write_gen++;
     if ((rc = bt_drop(db, w)))
@@ -436,7 +444,9 @@ static int refresh_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
 {
     (void)txn;
     (void)argp;
-    int rc = bt_flush(db);
+    int rc = pending_apply_all(db);
+    if (rc == 0)
+        rc = bt_flush(db);
     if (rc == 0)
         rc = maps_store_records(db);
     return rc;

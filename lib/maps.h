@@ -19,7 +19,8 @@ int maps_each_record(bonsai_db *db, const bt_rd *rd,
                      const bt_tree *catalog,
                      maps_record_fn fn, void *ctx);
 
-/* The writer's tree of a map handle (BONSAI_INVALID for a stale one). */
+/* The writer's tree of a map handle (BONSAI_INVALID for another store's,
+ * BONSAI_NOTFOUND for a dropped map's). */
 int maps_writer_tree(bonsai_db *db, bonsai_map map, bt_tree **t);
 
 /* The tree of a map handle in a read snapshot (BONSAI_NOTFOUND if the map

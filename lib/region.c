@@ -78,6 +78,12 @@ int region_grow(region *rg, uint64_t need)
         want = rg->reserved;
     const bx_io *io = rg->io;
     int rc = io->fallocate(io->ctx, rg->fd, rg->mapped, want - rg->mapped);
+    if (rc == BONSAI_ENOSPC && want > round_up(need, os_page())) {
+        /* no room for the usual step: the disk may still hold what this
+         * change needs, so a store can use a nearly full disk to the end */
+        want = round_up(need, os_page());
+        rc = io->fallocate(io->ctx, rg->fd, rg->mapped, want - rg->mapped);
+    }
     if (rc)
         return rc;
     void *q;

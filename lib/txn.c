@@ -15,6 +15,7 @@
 #include "btree.h"
 #include "cache.h"
 #include "maps.h"
+#include "pending.h"
 
 int txn_check(const bonsai_txn *txn)
 {
@@ -139,7 +140,9 @@ static void abort_write(bonsai_db *db)
 /* Steps 1 and 2 of the protocol: every changed node and record written. */
 static int write_changes(bonsai_db *db)
 {
-    int rc = bt_flush(db);
+    int rc = pending_apply_all(db);
+    if (rc == 0)
+        rc = bt_flush(db);
     if (rc == 0)
         rc = maps_store_records(db);
     if (rc == 0)
@@ -220,6 +223,41 @@ int txn_write_back(bonsai_db *db)
     return 0;
 }
 
+/* ---- cursors tied to a transaction ------------------------------------- */
+
+void txn_tie_cursor(bonsai_txn *txn, txn_tie *tie)
+{
+    tie->ended = 0;
+    tie->prev = NULL;
+    tie->next = txn->cursors;
+    if (txn->cursors)
+        txn->cursors->prev = tie;
+    txn->cursors = tie;
+}
+
+void txn_untie_cursor(bonsai_txn *txn, txn_tie *tie)
+{
+    if (tie->ended)
+        return;
+    if (tie->prev)
+        tie->prev->next = tie->next;
+    else
+        txn->cursors = tie->next;
+    if (tie->next)
+        tie->next->prev = tie->prev;
+    tie->next = tie->prev = NULL;
+}
+
+static void end_cursors(bonsai_txn *txn)
+{
+    for (txn_tie *t = txn->cursors, *next; t; t = next) {
+        next = t->next;
+        t->next = t->prev = NULL;
+        t->ended = 1;
+    }
+    txn->cursors = NULL;
+}
+
 /* ---- public calls ------------------------------------------------------ */
 
 int bonsai_txn_begin(bonsai_db *db, unsigned flags, bonsai_txn **out)
@@ -249,6 +287,7 @@ int bonsai_txn_commit(bonsai_txn *txn)
 {
     if (!txn)
         return BONSAI_INVALID;
+    end_cursors(txn);
     int rc = 0;
     if (txn->rdonly) {
         end_read(txn);
@@ -266,6 +305,7 @@ void bonsai_txn_abort(bonsai_txn *txn)
 {
     if (!txn)
         return;
+    end_cursors(txn);
     if (txn->rdonly)
         end_read(txn);
     else
@@ -297,7 +337,7 @@ static int cached_outcome(bonsai_db *db, int rc, uint64_t gen0)
         cache_after_change(db); /* a failed write leaves changes cached */
         return 0;
     }
-    if (db->write_gen != gen0)
+    if (db->write_gen != gen0 && db->write_gen != db->settled_gen)
         db->failed = 1; /* half done among cached changes */
     return rc;
 }
@@ -340,7 +380,8 @@ int txn_change(bonsai_db *db, bonsai_txn *txn, txn_change_fn fn, void *arg)
             return rc;
         uint64_t gen0 = txn->db->write_gen;
         rc = fn(txn->db, txn, arg);
-        if (rc && txn->db->write_gen != gen0)
+        if (rc && txn->db->write_gen != gen0 &&
+            txn->db->write_gen != txn->db->settled_gen)
             txn->failed = 1;
         if (rc == 0 && txn->db->opt.write_cache_bytes)
             cache_after_change(txn->db); /* failure: stays cached */
@@ -390,8 +431,8 @@ int txn_read(bonsai_db *db, bonsai_txn *txn, txn_read_fn fn, void *arg)
     return rc;
 }
 
-int txn_tree(bonsai_db *db, bonsai_txn *txn, bonsai_map map, bt_tree **t,
-             bt_rd *rd)
+int txn_tree_as_is(bonsai_db *db, bonsai_txn *txn, bonsai_map map,
+                   bt_tree **t, bt_rd *rd)
 {
     if (txn && txn->rdonly) {
         *rd = (bt_rd){txn->snap.end, &txn->uc};
@@ -399,4 +440,16 @@ int txn_tree(bonsai_db *db, bonsai_txn *txn, bonsai_map map, bt_tree **t,
     }
     *rd = (bt_rd){db->al.end, &db->uc};
     return maps_writer_tree(db, map, t);
+}
+
+int txn_tree(bonsai_db *db, bonsai_txn *txn, bonsai_map map, bt_tree **t,
+             bt_rd *rd)
+{
+    int rc = txn_tree_as_is(db, txn, map, t, rd);
+    if (rc || (txn && txn->rdonly))
+        return rc;
+    /* applying them may grow the store: the page limit comes after */
+    rc = pending_apply(db, map);
+    rd->end = db->al.end;
+    return rc;
 }

@@ -27,6 +27,11 @@ int txn_check_write(const bonsai_txn *txn);
 /* Checks a transaction is usable at all (read or write). */
 int txn_check(const bonsai_txn *txn);
 
+/* Ties a cursor to txn / unties it when the cursor closes first.  A
+ * transaction's end marks its tied cursors ended. */
+void txn_tie_cursor(bonsai_txn *txn, txn_tie *tie);
+void txn_untie_cursor(bonsai_txn *txn, txn_tie *tie);
+
 /* Runs fn as one change: inside txn when given; in a transaction of its
  * own (transaction mode, txn NULL); or directly (no-transaction mode),
  * where the change is written at once and rolled back if that fails.  fn
@@ -40,9 +45,13 @@ void txn_note_tree(bonsai_db *db, bt_tree *t);
 typedef int (*txn_read_fn)(bonsai_db *db, bonsai_txn *txn, void *arg);
 int txn_read(bonsai_db *db, bonsai_txn *txn, txn_read_fn fn, void *arg);
 
-/* The tree of map as txn sees it (txn NULL: the writer's), and the page
- * limit to read it with. */
+/* The tree of map as txn sees it (txn NULL: the writer's, its waiting
+ * puts applied first), and the page limit to read it with. */
 int txn_tree(bonsai_db *db, bonsai_txn *txn, bonsai_map map, bt_tree **t,
              bt_rd *rd);
+
+/* The same without applying waiting puts (the caller looks them up). */
+int txn_tree_as_is(bonsai_db *db, bonsai_txn *txn, bonsai_map map,
+                   bt_tree **t, bt_rd *rd);
 
 #endif

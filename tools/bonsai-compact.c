@@ -13,21 +13,16 @@
  * 2 bad usage.
  */
 #include "bonsai.h"
+#include "common/tool.h"
 
-#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 
 #define PROG "bonsai-compact"
-#define EXIT_FAIL 1
-#define EXIT_USAGE 2
-
-
 
 struct args {
     int compress;        /* -1: the source's, else BONSAI_COMPRESS_* */
@@ -85,7 +80,9 @@ static void usage(FILE *out)
         "\n"
         "NOTES\n"
         "    A store another process holds open for writing cannot be\n"
-        "    opened read-only (busy): stop the writer first.\n"
+        "    opened read-only (busy): stop the writer first.  SRC must be\n"
+        "    a regular file, and so must DST if it exists: the copy is\n"
+        "    renamed over it.\n"
         "\n"
         "EXAMPLES\n"
         "    bonsai-compact store.bonsai store.compact\n"
@@ -93,66 +90,31 @@ static void usage(FILE *out)
         "b.bonsai\n");
 }
 
-static int bad_usage(const char *fmt, const char *arg)
-{
-    if (fmt) {
-        fprintf(stderr, PROG ": ");
-        fprintf(stderr, fmt, arg);
-        fputc('\n', stderr);
-    }
-    fprintf(stderr, "usage: " PROG " [--compress none|lz4|zlib[:LEVEL]] "
-                    "[--node-bytes N] [--node-entries N]\n"
-                    "       [--page-size N] [--quiet] SRC DST\n"
-                    "Try '" PROG " --help'.\n");
-    return EXIT_USAGE;
-}
-
-/* A decimal number in [lo, hi], or -1. */
-static int64_t number(const char *s, int64_t lo, int64_t hi)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return -1;
-    return v;
-}
-
-static int parse_compress(const char *s, struct args *a)
-{
-    a->level = 0;
-    if (strcmp(s, "none") == 0)
-        a->compress = BONSAI_COMPRESS_NONE;
-    else if (strcmp(s, "lz4") == 0)
-        a->compress = BONSAI_COMPRESS_LZ4;
-    else if (strncmp(s, "zlib", 4) == 0 && (!s[4] || s[4] == ':'))
-        a->compress = BONSAI_COMPRESS_ZLIB;
-    else
-        return -1;
-    if (a->compress == BONSAI_COMPRESS_ZLIB && s[4] &&
-        (a->level = (int)number(s + 5, 1, 9)) < 0)
-        return -1;
-    return 0;
-}
-
 static int parse_option(int c, const char *arg, struct args *a)
 {
     int64_t v;
+    unsigned codec;
     switch (c) {
     case 'c':
-        return parse_compress(arg, a);
+        if (tool_parse_compress(arg, &codec, &a->level))
+            return -1;
+        a->compress = (int)codec;
+        return 0;
     case 'b':
-        v = number(arg, 256, 1 << 20);
+        if (tool_number(arg, 256, 1 << 20, &v))
+            return -1;
         a->node_bytes = (uint32_t)v;
-        return v < 0 ? -1 : 0;
+        return 0;
     case 'e':
-        v = number(arg, 2, BONSAI_MAX_NODE_ENTRIES);
+        if (tool_number(arg, 2, BONSAI_MAX_NODE_ENTRIES, &v))
+            return -1;
         a->node_entries = (uint32_t)v;
-        return v < 0 ? -1 : 0;
+        return 0;
     default: /* 'p' */
-        v = number(arg, 512, 65536);
+        if (tool_number(arg, 512, 65536, &v) || (v & (v - 1)))
+            return -1;
         a->page_size = (uint32_t)v;
-        return v < 0 || (v & (v - 1)) ? -1 : 0;
+        return 0;
     }
 }
 
@@ -176,31 +138,24 @@ static int parse_args(int argc, char **argv, struct args *a)
         switch (c) {
         case 'c': case 'b': case 'e': case 'p':
             if (parse_option(c, optarg, a))
-                return bad_usage("bad value '%s'", optarg);
+                return tool_usage_error("bad value '%s'", optarg);
             break;
         case OPT_QUIET: a->quiet = 1; break;
-        case 'V':
-            printf(PROG " (bonsai %d.%d.%d)\n", BONSAI_VERSION_MAJOR,
-                   BONSAI_VERSION_MINOR, BONSAI_VERSION_PATCH);
-            return -1;
+        case 'V': tool_version(); return -1;
         case OPT_HELP: usage(stdout); return -1;
-        case ':': return bad_usage("option %s needs an argument",
-                                   argv[optind - 1]);
-        default:
-            if (optopt && optopt < 256)
-                return bad_usage("unknown option -%s",
-                                 (char[]){(char)optopt, 0});
-            return bad_usage("unknown option %s", argv[optind - 1]);
+        default: return tool_bad_option(c, argv);
         }
     }
     if (argc - optind < 2)
-        return bad_usage("SRC and DST are both needed%s", "");
+        return tool_usage_error("SRC and DST are both needed");
     if (argc - optind > 2)
-        return bad_usage("unexpected argument '%s'", argv[optind + 2]);
+        return tool_usage_error("unexpected argument '%s'",
+                                argv[optind + 2]);
     a->src = argv[optind];
     a->dst = argv[optind + 1];
-    if (strcmp(a->src, a->dst) == 0)
-        return bad_usage("SRC and DST are the same file '%s'", a->src);
+    if (strcmp(a->src, a->dst) == 0 || tool_same_file(a->src, a->dst))
+        return tool_usage_error("SRC and DST are the same file '%s'",
+                                a->src);
     return 0;
 }
 
@@ -208,23 +163,19 @@ static int parse_args(int argc, char **argv, struct args *a)
 
 static int fail(const char *what, const char *path, int rc)
 {
-    fprintf(stderr, PROG ": %s%s%s: %s\n", what, path ? " " : "",
-            path ? path : "", bonsai_strerror(rc));
-    return EXIT_FAIL;
+    return tool_fail("%s %s: %s", what, path, bonsai_strerror(rc));
 }
 
-static int open_failed(const char *path, int rc)
+/* DST is replaced by a rename: it must be a regular file or not exist
+ * (a rename over a device or a FIFO would replace it). */
+static int check_dst(const char *dst)
 {
     struct stat st;
-    const char *hint = NULL;
-    if (stat(path, &st) != 0)
-        hint = strerror(errno);
-    else if (S_ISDIR(st.st_mode))
-        hint = "is a directory";
-    fprintf(stderr, PROG ": %s: cannot open: %s%s%s%s\n", path,
-            bonsai_strerror(rc), hint ? " (" : "", hint ? hint : "",
-            hint ? ")" : "");
-    return EXIT_FAIL;
+    if (stat(dst, &st) != 0 || S_ISREG(st.st_mode))
+        return 0;
+    return tool_fail("%s: %s: %s", dst, S_ISDIR(st.st_mode)
+                     ? "is a directory" : "not a regular file",
+                     bonsai_strerror(BONSAI_IO));
 }
 
 /* The copy's options: the source's settings with the flags applied, or
@@ -265,16 +216,16 @@ static double now(void)
 static void explain(const struct args *a, int rc)
 {
     if (rc == BONSAI_FULL)
-        fprintf(stderr, PROG ": the copy would be larger than %s with the "
-                "same settings; %s left as it was\n", a->src, a->dst);
+        tool_fail("the copy would be larger than %s with the same "
+                  "settings; %s left as it was", a->src, a->dst);
     else if (rc == BONSAI_CORRUPT)
-        fprintf(stderr, PROG ": %s (or the copy) fails verify; see "
-                "bonsai-verify %s\n", a->src, a->src);
+        tool_fail("%s (or the copy) fails verify; see bonsai-verify %s",
+                  a->src, a->src);
     else if (rc == BONSAI_INVALID)
-        fprintf(stderr, PROG ": %s and %s are the same file, or a setting "
-                "is out of range\n", a->src, a->dst);
+        tool_fail("%s and %s are the same file, or a setting is out of "
+                  "range", a->src, a->dst);
     else
-        fail("compact", a->dst, rc);
+        fail("compact into", a->dst, rc);
 }
 
 static int compact(const struct args *a, bonsai_db *db)
@@ -289,7 +240,7 @@ static int compact(const struct args *a, bonsai_db *db)
     double t0 = now();
     if ((rc = bonsai_compact(db, a->dst, o))) {
         explain(a, rc);
-        return EXIT_FAIL;
+        return TOOL_EXIT_FAIL;
     }
     uint64_t after = stat(a->dst, &st) == 0 ? (uint64_t)st.st_size : 0;
     if (a->quiet)
@@ -298,23 +249,20 @@ static int compact(const struct args *a, bonsai_db *db)
     printf("%s: %" PRIu64 " bytes, %.1f %% of the source (%.2f s)\n",
            a->dst, after, before ? 100.0 * (double)after / (double)before
                                  : 0.0, now() - t0);
-    return fflush(stdout) == 0 ? 0 : EXIT_FAIL;
+    return tool_flush_stdout();
 }
 
 int main(int argc, char **argv)
 {
+    tool_init(PROG, "[--compress none|lz4|zlib[:LEVEL]] [--node-bytes N]\n"
+                    " [--node-entries N] [--page-size N] [--quiet] SRC DST");
     struct args a;
     int st = parse_args(argc, argv, &a);
     if (st)
-        return st < 0 ? 0 : st;
-    bonsai_options opts;
-    bonsai_options_init(&opts);
-    opts.read_only = 1;
-    opts.create = 0;
-    bonsai_db *db = NULL;
-    int rc = bonsai_open(a.src, &opts, &db);
-    if (rc)
-        return open_failed(a.src, rc);
+        return st < 0 ? TOOL_EXIT_OK : st;
+    bonsai_db *db;
+    if ((st = check_dst(a.dst)) || (st = tool_open_read_only(a.src, &db)))
+        return st;
     st = compact(&a, db);
     bonsai_close(db);
     return st;

@@ -36,6 +36,7 @@
  * Exit: 0 done, 1 an operation failed, 2 bad usage.
  */
 #include "bonsai.h"
+#include "common/tool.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -43,12 +44,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #define PROG "bonsai-dump"
-#define EXIT_FAIL 1
-#define EXIT_USAGE 2
 
 static const char hexdig[] = "0123456789abcdef";
 
@@ -118,19 +116,6 @@ static void usage(FILE *out)
         "    bonsai-dump -s users store.bonsai | mdb_load -n users.mdb\n");
 }
 
-static int bad_usage(const char *fmt, const char *arg)
-{
-    if (fmt) {
-        fprintf(stderr, PROG ": ");
-        fprintf(stderr, fmt, arg);
-        fputc('\n', stderr);
-    }
-    fprintf(stderr, "usage: " PROG " [-a | -s MAP] [-p] [-f OUTPUT] FILE\n"
-                    "       " PROG " -l FILE\n"
-                    "Try '" PROG " --help'.\n");
-    return EXIT_USAGE;
-}
-
 /* Fills *a from argv.  Returns 0, an exit status, or -1 when done
  * (--help, -V). */
 static int parse_args(int argc, char **argv, struct args *a)
@@ -149,32 +134,18 @@ static int parse_args(int argc, char **argv, struct args *a)
         case 'p': a->print = 1; break;
         case 'l': a->list = 1; break;
         case 'f': a->output = optarg; break;
-        case 'V':
-            printf(PROG " (bonsai %d.%d.%d)\n", BONSAI_VERSION_MAJOR,
-                   BONSAI_VERSION_MINOR, BONSAI_VERSION_PATCH);
-            return -1;
+        case 'V': tool_version(); return -1;
         case 'h': usage(stdout); return -1;
-        case ':': return bad_usage("option -%s needs an argument",
-                                   (char[]){(char)optopt, 0});
-        default:
-            if (optopt)
-                return bad_usage("unknown option -%s",
-                                 (char[]){(char)optopt, 0});
-            return bad_usage("unknown option %s", argv[optind - 1]);
+        default: return tool_bad_option(c, argv);
         }
     }
     if (a->all && a->map)
-        return bad_usage("-a and -s %s exclude each other", a->map);
+        return tool_usage_error("-a and -s %s exclude each other", a->map);
     if (a->list && (a->map || a->print))
-        return bad_usage("-l takes no -s or -p%s", "");
-    if (optind == argc)
-        return bad_usage("no store FILE given%s", "");
-    if (optind + 1 != argc)
-        return bad_usage("unexpected argument '%s'", argv[optind + 1]);
-    if (a->map && (!*a->map || strlen(a->map) > BONSAI_MAX_NAME))
-        return bad_usage("bad map name '%s'", a->map);
-    a->file = argv[optind];
-    return 0;
+        return tool_usage_error("-l takes no -s or -p");
+    if (a->map && tool_check_map_name(a->map))
+        return TOOL_EXIT_USAGE;
+    return tool_one_file(argc, argv, &a->file);
 }
 
 /* ---- output ------------------------------------------------------------- */
@@ -246,50 +217,6 @@ static void out_line(out *o, const uint8_t *p, size_t n, int print)
     o->buf[o->n++] = '\n';
 }
 
-/* ---- maps --------------------------------------------------------------- */
-
-typedef struct mapent {
-    char *name;
-    unsigned kind;
-    bonsai_map map;
-} mapent;
-
-typedef struct maplist {
-    mapent *v;
-    size_t n, cap;
-} maplist;
-
-static int maplist_add(maplist *l, const char *name, unsigned kind)
-{
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 16;
-        mapent *v = realloc(l->v, cap * sizeof *v);
-        if (!v)
-            return BONSAI_NOMEM;
-        l->v = v;
-        l->cap = cap;
-    }
-    char *copy = strdup(name);
-    if (!copy)
-        return BONSAI_NOMEM;
-    l->v[l->n++] = (mapent){.name = copy, .kind = kind};
-    return 0;
-}
-
-static void maplist_free(maplist *l)
-{
-    for (size_t i = 0; i < l->n; i++)
-        free(l->v[i].name);
-    free(l->v);
-}
-
-static int collect_one(void *ctx, const char *name, unsigned kind,
-                       uint64_t entries)
-{
-    (void)entries;
-    return maplist_add(ctx, name, kind);
-}
-
 /* ---- the LMDB size estimate --------------------------------------------- */
 
 /* Bytes LMDB 0.9 needs for one entry, generously: a leaf node is an 8-byte
@@ -312,21 +239,34 @@ static uint64_t lmdb_entry_bytes(uint64_t klen, uint64_t vlen, uint64_t page)
 static int fail(const char *map, const char *what, int rc)
 {
     if (map)
-        fprintf(stderr, PROG ": map %s: %s: %s\n", map, what,
-                bonsai_strerror(rc));
-    else
-        fprintf(stderr, PROG ": %s: %s\n", what, bonsai_strerror(rc));
-    return EXIT_FAIL;
+        return tool_fail("map %s: %s: %s", map, what, bonsai_strerror(rc));
+    return tool_fail("%s: %s", what, bonsai_strerror(rc));
+}
+
+/* A cursor on map m of txn, and its entry count if count is not NULL;
+ * 0 or an exit status (reported). */
+static int open_cursor(bonsai_db *db, bonsai_txn *txn, const tool_map *m,
+                       bonsai_cursor **cur, uint64_t *count)
+{
+    bonsai_map map;
+    int rc = bonsai_map_open(db, txn, m->name, &map, NULL);
+    if (rc)
+        return fail(m->name, "open", rc);
+    if (count && (rc = bonsai_count(txn, map, count)))
+        return fail(m->name, "count", rc);
+    if ((rc = bonsai_cursor_open(txn, map, cur)))
+        return fail(m->name, "cursor", rc);
+    return 0;
 }
 
 /* Adds the LMDB bytes of every entry of m to *total. */
-static int estimate_map(bonsai_txn *txn, const mapent *m, uint64_t page,
-                        uint64_t *total)
+static int estimate_map(bonsai_db *db, bonsai_txn *txn, const tool_map *m,
+                        uint64_t page, uint64_t *total)
 {
     bonsai_cursor *cur;
-    int rc = bonsai_cursor_open(txn, m->map, &cur);
+    int rc = open_cursor(db, txn, m, &cur, NULL);
     if (rc)
-        return fail(m->name, "cursor", rc);
+        return rc;
     uint64_t sum = 4 * page; /* root, a record in LMDB's main tree */
     for (rc = bonsai_cursor_first(cur); rc == 0;
          rc = bonsai_cursor_next(cur)) {
@@ -344,7 +284,7 @@ static int estimate_map(bonsai_txn *txn, const mapent *m, uint64_t page,
 
 /* ---- dumping ------------------------------------------------------------ */
 
-static void write_header(out *o, const mapent *m, uint64_t mapsize,
+static void write_header(out *o, const tool_map *m, uint64_t mapsize,
                          int print)
 {
     char num[32];
@@ -361,16 +301,14 @@ static void write_header(out *o, const mapent *m, uint64_t mapsize,
     out_str(o, "HEADER=END\n");
 }
 
-static int dump_map(bonsai_txn *txn, const mapent *m, uint64_t mapsize,
-                    int print, out *o)
+static int dump_map(bonsai_db *db, bonsai_txn *txn, const tool_map *m,
+                    uint64_t mapsize, int print, out *o)
 {
-    uint64_t count = 0, seen = 0;
-    int rc = bonsai_count(txn, m->map, &count);
-    if (rc)
-        return fail(m->name, "count", rc);
     bonsai_cursor *cur;
-    if ((rc = bonsai_cursor_open(txn, m->map, &cur)))
-        return fail(m->name, "cursor", rc);
+    uint64_t count = 0, seen = 0;
+    int rc = open_cursor(db, txn, m, &cur, &count);
+    if (rc)
+        return rc;
     write_header(o, m, mapsize, print);
     for (rc = bonsai_cursor_first(cur); rc == 0 && !o->err;
          rc = bonsai_cursor_next(cur)) {
@@ -397,11 +335,9 @@ static int dump_map(bonsai_txn *txn, const mapent *m, uint64_t mapsize,
     if (rc != BONSAI_NOTFOUND)
         return fail(m->name, "walk", rc);
     if (seen != count) {
-        fprintf(stderr,
-                PROG ": map %s: the walk found %" PRIu64 " entries, the "
-                "count says %" PRIu64 ": %s\n",
-                m->name, seen, count, bonsai_strerror(BONSAI_CORRUPT));
-        return EXIT_FAIL;
+        return tool_fail("map %s: the walk found %" PRIu64 " entries, the "
+                         "count says %" PRIu64 ": %s", m->name, seen, count,
+                         bonsai_strerror(BONSAI_CORRUPT));
     }
     out_str(o, "DATA=END\n");
     return 0;
@@ -409,36 +345,12 @@ static int dump_map(bonsai_txn *txn, const mapent *m, uint64_t mapsize,
 
 /* ---- main --------------------------------------------------------------- */
 
-/* An open error, with what the OS says about the path when that helps. */
-static int open_failed(const char *path, int rc)
-{
-    struct stat st;
-    const char *hint = NULL;
-    if (stat(path, &st) != 0)
-        hint = strerror(errno);
-    else if (S_ISDIR(st.st_mode))
-        hint = "is a directory";
-    else if (!S_ISREG(st.st_mode))
-        hint = "not a regular file";
-    fprintf(stderr, PROG ": %s: %s%s%s%s\n", path, bonsai_strerror(rc),
-            hint ? " (" : "", hint ? hint : "", hint ? ")" : "");
-    return EXIT_FAIL;
-}
-
 static int run(const struct args *a, bonsai_db *db, bonsai_txn *txn,
-               maplist *maps, out *o)
+               tool_maps *maps, out *o)
 {
-    int rc;
-    if (a->map) {
-        bonsai_map map;
-        unsigned kind;
-        if ((rc = bonsai_map_open(db, txn, a->map, &map, &kind)))
-            return fail(a->map, "open", rc);
-        if ((rc = maplist_add(maps, a->map, kind)))
-            return fail(NULL, "map list", rc);
-    } else if ((rc = bonsai_map_list(db, txn, collect_one, maps))) {
-        return fail(NULL, "map list", rc);
-    }
+    int rc = tool_maps_list(db, txn, a->map, maps);
+    if (rc)
+        return fail(a->map, a->map ? "open" : "map list", rc);
     if (a->list) {
         for (size_t i = 0; i < maps->n && !o->err; i++) {
             out_print(o, (const uint8_t *)maps->v[i].name,
@@ -450,52 +362,47 @@ static int run(const struct args *a, bonsai_db *db, bonsai_txn *txn,
     long os = sysconf(_SC_PAGESIZE);
     uint64_t page = os >= 4096 ? (uint64_t)os : 4096;
     uint64_t total = 1u << 20; /* meta pages, free list, commit garbage */
-    for (size_t i = 0; i < maps->n; i++) {
-        mapent *m = &maps->v[i];
-        unsigned kind;
-        if ((rc = bonsai_map_open(db, txn, m->name, &m->map, &kind)))
-            return fail(m->name, "open", rc);
-        if ((rc = estimate_map(txn, m, page, &total)))
+    for (size_t i = 0; i < maps->n; i++)
+        if ((rc = estimate_map(db, txn, &maps->v[i], page, &total)))
             return rc;
-    }
     uint64_t mib = 1u << 20;
     uint64_t mapsize = (total + mib - 1) / mib * mib;
     for (size_t i = 0; i < maps->n && !o->err; i++)
-        if ((rc = dump_map(txn, &maps->v[i], mapsize, a->print, o)))
+        if ((rc = dump_map(db, txn, &maps->v[i], mapsize, a->print, o)))
             return rc;
     return 0;
 }
 
 int main(int argc, char **argv)
 {
+    tool_init(PROG, "[-a | -s MAP] [-p] [-f OUTPUT] FILE\n-l FILE");
     struct args a;
     int st = parse_args(argc, argv, &a);
     if (st)
-        return st < 0 ? 0 : st;
+        return st < 0 ? TOOL_EXIT_OK : st;
+    if (a.output && tool_same_file(a.output, a.file))
+        return tool_usage_error("-f %s would overwrite the store",
+                                a.output);
 
-    bonsai_options opts;
-    bonsai_options_init(&opts);
-    opts.read_only = 1;
-    opts.create = 0;
-    bonsai_db *db = NULL;
-    int rc = bonsai_open(a.file, &opts, &db);
-    if (rc)
-        return open_failed(a.file, rc);
+    bonsai_db *db;
+    if ((st = tool_open_read_only(a.file, &db)))
+        return st;
     bonsai_txn *txn = NULL;
-    if ((rc = bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &txn))) {
+    int rc = bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &txn);
+    if (rc) {
         bonsai_close(db);
         return fail(NULL, "read transaction", rc);
     }
 
     FILE *f = stdout;
     if (a.output && !(f = fopen(a.output, "w"))) {
-        fprintf(stderr, PROG ": %s: %s\n", a.output, strerror(errno));
+        st = tool_fail("%s: %s", a.output, strerror(errno));
         bonsai_txn_abort(txn);
         bonsai_close(db);
-        return EXIT_FAIL;
+        return st;
     }
     out *o = calloc(1, sizeof *o);
-    maplist maps = {0};
+    tool_maps maps = {0};
     if (!o) {
         st = fail(NULL, "output buffer", BONSAI_NOMEM);
     } else {
@@ -506,15 +413,13 @@ int main(int argc, char **argv)
             o->err = errno ? errno : EIO;
         if (f != stdout && fclose(f) != 0 && !o->err)
             o->err = errno ? errno : EIO;
-        if (o->err) {
-            fprintf(stderr, PROG ": write %s: %s\n",
-                    a.output ? a.output : "standard output",
-                    strerror(o->err));
-            st = EXIT_FAIL;
-        }
+        if (o->err)
+            st = tool_fail("write %s: %s",
+                           a.output ? a.output : "standard output",
+                           strerror(o->err));
     }
     free(o);
-    maplist_free(&maps);
+    tool_maps_free(&maps);
     bonsai_txn_abort(txn);
     if ((rc = bonsai_close(db)) && st == 0)
         st = fail(NULL, "close", rc);

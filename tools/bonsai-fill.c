@@ -4,8 +4,8 @@
  * Opens a store (anonymous memory, or --file PATH created anew), creates
  * the u64 map "test" and inserts keys with empty values until the store
  * answers BONSAI_FULL or --count entries are in.  Keys are 0, 1, 2, ...
- * (--keys seq) or a seeded splitmix64 stream (--keys random; a repeated
- * key is skipped, not counted).  With transactions it commits every
+ * (--keys seq) or a seeded splitmix64 stream (--keys random; it never
+ * repeats a key: its output is a bijection of a counter).  With transactions it commits every
  * 100,000 inserts; when FULL arrives the open transaction is aborted and
  * only committed entries count.
  *
@@ -894,16 +894,14 @@ static uint64_t next_key(struct fill *f, const struct args *a)
 }
 
 /* Inserts one new key in txn (NULL without transactions), timing one in
- * about 64.  Returns 0 when an entry was added, BONSAI_EXISTS for a
- * repeated random key, or the error. */
+ * about 64.  Returns 0 when an entry was added, or the error. */
 static int insert_one(struct fill *f, const struct args *a, bonsai_txn *txn,
                       uint64_t idx)
 {
     uint64_t key = next_key(f, a);
-    unsigned flags = a->random ? BONSAI_NOOVERWRITE : 0;
     int timed = --f->lat.gap == 0;
     uint64_t t = timed ? now_ns() : 0;
-    int rc = bonsai_put_u64(txn, f->map, key, NULL, flags);
+    int rc = bonsai_put_u64(txn, f->map, key, NULL, 0);
     if (timed) {
         if (rc == 0)
             lat_add(&f->lat, now_ns() - t);
@@ -920,8 +918,6 @@ static int fill_direct(struct fill *f, const struct args *a)
         int rc = insert_one(f, a, NULL, f->entries);
         if (rc == BONSAI_FULL)
             break;
-        if (rc == BONSAI_EXISTS)
-            continue;
         if (rc)
             return fail("bonsai_put_u64", rc);
         f->entries++;
@@ -956,10 +952,9 @@ static int fill_batch(struct fill *f, const struct args *a)
     uint64_t added = 0;
     while (added < TXN_BATCH && f->entries + added < a->count) {
         rc = insert_one(f, a, txn, f->entries + added);
-        if (rc == 0)
-            after_insert(f, a, f->entries + ++added);
-        else if (rc != BONSAI_EXISTS)
+        if (rc)
             return batch_failed(f, txn, rc);
+        after_insert(f, a, f->entries + ++added);
     }
     rc = bonsai_txn_commit(txn);
     if (rc)

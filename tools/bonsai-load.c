@@ -35,11 +35,11 @@
  * usage.  Uses only the public API (bonsai.h).
  */
 #include "bonsai.h"
+#include "common/tool.h"
 
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,8 +47,11 @@
 #include <unistd.h>
 
 #define PROG "bonsai-load"
-#define EXIT_FAIL 1
-#define EXIT_USAGE 2
+
+/* The longest line valid input can hold: a value of BONSAI_MAX_VALUE bytes
+ * in print format (at most three characters a byte) after its space.  A
+ * longer line is refused before it takes more memory. */
+#define MAX_LINE (3 * (size_t)BONSAI_MAX_VALUE + 1)
 
 struct args {
     const char *map;   /* -s MAP */
@@ -80,8 +83,9 @@ static void usage(FILE *out)
         "\n"
         "    The load is one transaction: on any error nothing is written\n"
         "    and the store stays as it was.  A malformed line (odd hex\n"
-        "    digits, a bad escape, a missing value line, an unknown format)\n"
-        "    is reported with its line number.\n"
+        "    digits, a bad escape, a missing value line, an unknown format,\n"
+        "    a NUL byte, a line longer than 3 GiB) is reported with its line\n"
+        "    number.  INPUT may be a FIFO; FILE must be a regular file.\n"
         "\n"
         "OPTIONS\n"
         "    -s MAP     load every block into MAP (it wins over database=;\n"
@@ -118,19 +122,6 @@ static void usage(FILE *out)
         "    db_dump data.db | bonsai-load data.bonsai\n");
 }
 
-static int bad_usage(const char *fmt, const char *arg)
-{
-    if (fmt) {
-        fprintf(stderr, PROG ": ");
-        fprintf(stderr, fmt, arg);
-        fputc('\n', stderr);
-    }
-    fprintf(stderr,
-            "usage: " PROG " [-s MAP] [-T] [-N] [-f INPUT] FILE\n"
-            "Try '" PROG " --help'.\n");
-    return EXIT_USAGE;
-}
-
 /* Fills *a from argv.  Returns 0, an exit status, or -1 when done
  * (--help, -V). */
 static int parse_args(int argc, char **argv, struct args *a)
@@ -149,29 +140,19 @@ static int parse_args(int argc, char **argv, struct args *a)
         case 'T': a->text = 1; break;
         case 'N': a->nooverwrite = 1; break;
         case 'f': a->input = optarg; break;
-        case 'V':
-            printf(PROG " (bonsai %d.%d.%d)\n", BONSAI_VERSION_MAJOR,
-                   BONSAI_VERSION_MINOR, BONSAI_VERSION_PATCH);
-            return -1;
+        case 'V': tool_version(); return -1;
         case 'h': usage(stdout); return -1;
-        case ':': return bad_usage("option -%s needs an argument",
-                                   (char[]){(char)optopt, 0});
-        default:
-            if (optopt)
-                return bad_usage("unknown option -%s",
-                                 (char[]){(char)optopt, 0});
-            return bad_usage("unknown option %s", argv[optind - 1]);
+        default: return tool_bad_option(c, argv);
         }
     }
-    if (optind == argc)
-        return bad_usage("no store FILE given%s", "");
-    if (optind + 1 != argc)
-        return bad_usage("unexpected argument '%s'", argv[optind + 1]);
-    if (a->map && (!*a->map || strlen(a->map) > BONSAI_MAX_NAME))
-        return bad_usage("bad map name '%s'", a->map);
+    if (a->map && tool_check_map_name(a->map))
+        return TOOL_EXIT_USAGE;
     if (a->text && !a->map)
-        return bad_usage("-T needs -s MAP%s", "");
-    a->file = argv[optind];
+        return tool_usage_error("-T needs -s MAP");
+    if (tool_one_file(argc, argv, &a->file))
+        return TOOL_EXIT_USAGE;
+    if (a->input && tool_same_file(a->input, a->file))
+        return tool_usage_error("-f %s is the store itself", a->input);
     return 0;
 }
 
@@ -189,34 +170,57 @@ typedef struct input {
     uint64_t lineno; /* of the last line read */
 } input;
 
-static int fail(const char *fmt, ...)
+/* Makes room for n + 1 bytes in l; -1 (reported) past MAX_LINE. */
+static int line_room(input *in, line *l, size_t n)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, PROG ": ");
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return EXIT_FAIL;
+    if (n + 1 <= l->cap)
+        return 0;
+    if (n >= MAX_LINE) {
+        tool_fail("line %" PRIu64 ": longer than %zu bytes: not dump text",
+                  in->lineno + 1, MAX_LINE);
+        return -1;
+    }
+    size_t cap = l->cap ? 2 * l->cap : 256;
+    char *p = realloc(l->p, cap);
+    if (!p) {
+        tool_fail("line %" PRIu64 ": %s", in->lineno + 1,
+                  bonsai_strerror(BONSAI_NOMEM));
+        return -1;
+    }
+    l->p = p;
+    l->cap = cap;
+    return 0;
 }
 
-/* Reads the next line into l.  1: a line, 0: end of input, -1: a read
- * error (reported). */
+/* Reads the next line into l (NUL-terminated, without its '\n').  1: a
+ * line, 0: end of input, -1: a read error, a NUL byte (no dump text holds
+ * one: it is binary input) or a line too long (reported). */
 static int read_line(input *in, line *l)
 {
+    size_t n = 0;
+    int c;
     errno = 0;
-    ssize_t n = getline(&l->p, &l->cap, in->f);
-    if (n < 0) {
-        if (ferror(in->f)) {
-            fail("read %s: %s", in->name, strerror(errno ? errno : EIO));
+    while ((c = getc_unlocked(in->f)) != EOF && c != '\n') {
+        if (c == 0) {
+            tool_fail("line %" PRIu64 ": a NUL byte: not dump text",
+                      in->lineno + 1);
             return -1;
         }
-        return 0;
+        if (line_room(in, l, n))
+            return -1;
+        l->p[n++] = (char)c;
     }
+    if (c == EOF && ferror(in->f)) {
+        tool_fail("read %s: %s", in->name, strerror(errno ? errno : EIO));
+        return -1;
+    }
+    if (c == EOF && n == 0)
+        return 0;
+    if (line_room(in, l, n))
+        return -1;
     in->lineno++;
-    if (n > 0 && l->p[n - 1] == '\n')
-        l->p[--n] = 0;
-    l->len = (size_t)n;
+    l->p[n] = 0;
+    l->len = n;
     return 1;
 }
 
@@ -321,28 +325,29 @@ static int header_line(input *in, line *l, header *h)
 {
     char *eq = memchr(l->p, '=', l->len);
     if (!eq || eq == l->p || memchr(l->p, 0, l->len))
-        return fail("line %" PRIu64 ": expected a header line "
-                    "(name=value)%s", in->lineno,
-                    l->len && l->p[0] == ' '
-                        ? "; plain key/value lines need -T" : "");
+        return tool_fail("line %" PRIu64 ": expected a header line "
+                         "(name=value)%s", in->lineno,
+                         l->len && l->p[0] == ' '
+                             ? "; plain key/value lines need -T" : "");
     *eq = 0;
     const char *k = l->p, *v = eq + 1;
     uint64_t n = in->lineno;
     if (!strcmp(k, "VERSION")) {
         if (strcmp(v, "3"))
-            return fail("line %" PRIu64 ": unsupported VERSION %s", n, v);
+            return tool_fail("line %" PRIu64 ": unsupported VERSION %s", n,
+                             v);
     } else if (!strcmp(k, "format")) {
         if (!strcmp(v, "print"))
             h->print = 1;
         else if (!strcmp(v, "bytevalue"))
             h->print = 0;
         else
-            return fail("line %" PRIu64 ": unknown format '%s'", n, v);
+            return tool_fail("line %" PRIu64 ": unknown format '%s'", n, v);
     } else if (!strcmp(k, "database")) {
         size_t len, vn = strlen(v);
         char *name = malloc(vn + 1);
         if (!name)
-            return fail("%s", bonsai_strerror(BONSAI_NOMEM));
+            return tool_fail("%s", bonsai_strerror(BONSAI_NOMEM));
         memcpy(name, v, vn + 1);
         const char *why = decode(name, vn, 1, &len);
         if (!why && (len == 0 || len > BONSAI_MAX_NAME ||
@@ -350,57 +355,58 @@ static int header_line(input *in, line *l, header *h)
             why = "a map name is 1 to 255 bytes, none of them 0";
         if (why) {
             free(name);
-            return fail("line %" PRIu64 ": bad database name: %s", n, why);
+            return tool_fail("line %" PRIu64 ": bad database name: %s", n,
+                             why);
         }
         name[len] = 0;
         free(h->name);
         h->name = name;
     } else if (!strcmp(k, "type")) {
         if (strcmp(v, "btree") && strcmp(v, "hash"))
-            return fail("line %" PRIu64 ": unsupported type '%s'", n, v);
+            return tool_fail("line %" PRIu64 ": unsupported type '%s'", n,
+                             v);
     } else if (!strcmp(k, "mapsize")) {
         if (parse_u64(v, &h->mapsize))
-            return fail("line %" PRIu64 ": bad mapsize '%s'", n, v);
+            return tool_fail("line %" PRIu64 ": bad mapsize '%s'", n, v);
     } else if (!strcmp(k, "bonsai_keys")) {
         if (!strcmp(v, "u64"))
             h->kind = BONSAI_KEY_U64;
         else if (!strcmp(v, "bytes"))
             h->kind = BONSAI_KEY_BYTES;
         else
-            return fail("line %" PRIu64 ": unknown bonsai_keys '%s'", n, v);
+            return tool_fail("line %" PRIu64 ": unknown bonsai_keys '%s'",
+                             n, v);
     } else if (!strcmp(k, "duplicates") || !strcmp(k, "dupsort")) {
         if (strcmp(v, "0"))
-            return fail("line %" PRIu64 ": %s=%s: duplicate keys are not "
-                        "supported (a map holds one value per key)", n, k,
-                        v);
+            return tool_fail("line %" PRIu64 ": %s=%s: duplicate keys are "
+                             "not supported (a map holds one value per key)",
+                             n, k, v);
     } else if (!quiet_keyword(k)) {
-        fprintf(stderr, PROG ": line %" PRIu64
-                        ": unrecognized keyword ignored: %s\n", n, k);
+        tool_warn("line %" PRIu64 ": unrecognized keyword ignored: %s", n,
+                  k);
     }
     return 0;
 }
 
 /* Reads one block's header into h.  1: read, 0: clean end of input (no
- * line at all), or an exit status. */
+ * line at all), -1: an error (reported). */
 static int read_header(input *in, line *l, header *h)
 {
     header_clear(h);
     for (int lines = 0;; lines++) {
         int r = read_line(in, l);
-        if (r < 0)
-            return EXIT_FAIL;
-        if (r == 0) {
-            if (lines == 0)
-                return 0;
-            return fail("line %" PRIu64 ": unexpected end of input in a "
-                        "header (no HEADER=END)", in->lineno);
+        if (r <= 0) {
+            if (r == 0 && lines > 0)
+                tool_fail("line %" PRIu64 ": unexpected end of input in a "
+                          "header (no HEADER=END)", in->lineno);
+            return r < 0 || lines > 0 ? -1 : 0;
         }
         if (is(l, "HEADER=END")) {
             h->end = in->lineno;
             return 1;
         }
         if (header_line(in, l, h))
-            return EXIT_FAIL;
+            return -1;
     }
 }
 
@@ -431,12 +437,12 @@ static int get_map(loader *ld, const char *name, unsigned kind,
         bonsai_map other;
         unsigned have = 0;
         bonsai_map_open(ld->db, ld->txn, name, &other, &have);
-        return fail("line %" PRIu64 ": map %s has %s keys, the input %s "
-                    "keys: %s", lineno, name, kind_name(have),
-                    kind_name(kind), bonsai_strerror(BONSAI_MAPKIND));
+        return tool_fail("line %" PRIu64 ": map %s has %s keys, the input "
+                         "%s keys: %s", lineno, name, kind_name(have),
+                         kind_name(kind), bonsai_strerror(BONSAI_MAPKIND));
     }
-    return fail("line %" PRIu64 ": map %s: %s", lineno, name,
-                bonsai_strerror(rc));
+    return tool_fail("line %" PRIu64 ": map %s: %s", lineno, name,
+                     bonsai_strerror(rc));
 }
 
 static int put(loader *ld, bonsai_map map, unsigned kind, const char *name,
@@ -447,9 +453,9 @@ static int put(loader *ld, bonsai_map map, unsigned kind, const char *name,
     int rc;
     if (kind == BONSAI_KEY_U64) {
         if (klen != 8)
-            return fail("line %" PRIu64 ": a u64 key is 8 bytes, this one "
-                        "is %zu: %s", kline, klen,
-                        bonsai_strerror(BONSAI_KEYSIZE));
+            return tool_fail("line %" PRIu64 ": a u64 key is 8 bytes, this "
+                             "one is %zu: %s", kline, klen,
+                             bonsai_strerror(BONSAI_KEYSIZE));
         uint64_t u = 0;
         for (size_t i = 0; i < 8; i++)
             u = u << 8 | (unsigned char)ld->key.p[i];
@@ -461,64 +467,69 @@ static int put(loader *ld, bonsai_map map, unsigned kind, const char *name,
     if (rc == BONSAI_EXISTS && ld->a->nooverwrite)
         return 0;
     if (rc)
-        return fail("line %" PRIu64 ": put into map %s: %s", kline, name,
-                    bonsai_strerror(rc));
+        return tool_fail("line %" PRIu64 ": put into map %s: %s", kline,
+                         name, bonsai_strerror(rc));
+    return 0;
+}
+
+/* Checks a key or value line (what) and decodes it in place: without -T
+ * it starts with a space, which is dropped.  0, or an exit status. */
+static int decode_line(const loader *ld, line *l, const char *what,
+                       int print, uint64_t lineno, size_t *len)
+{
+    size_t skip = ld->a->text ? 0 : 1;
+    if (skip && l->p[0] != ' ')
+        return tool_fail("line %" PRIu64 ": expected a %s line (a space, "
+                         "then the %s)%s", lineno, what, what,
+                         *what == 'k' ? " or DATA=END" : "");
+    const char *why = decode(l->p + skip, l->len - skip, print, len);
+    if (why)
+        return tool_fail("line %" PRIu64 ": %s: %s", lineno, what, why);
+    memmove(l->p, l->p + skip, *len);
     return 0;
 }
 
 /* Loads key/value lines up to DATA=END (or, with -T, the end of input). */
 static int load_block(loader *ld, const header *h)
 {
-    int text = ld->a->text, skip = text ? 0 : 1;
+    int text = ld->a->text;
     const char *name = ld->a->map ? ld->a->map : h->name;
     if (!name)
-        return fail("line %" PRIu64 ": the block has no database= line; "
-                    "name a map with -s MAP", h->end);
+        return tool_fail("line %" PRIu64 ": the block has no database= "
+                         "line; name a map with -s MAP", h->end);
     bonsai_map map;
     int rc = get_map(ld, name, h->kind, h->end, &map);
     if (rc)
         return rc;
-    const char *why;
     for (;;) {
         size_t klen, vlen;
         int r = read_line(&ld->in, &ld->key);
         if (r < 0)
-            return EXIT_FAIL;
-        if (r == 0) {
-            if (text)
-                return 0;
-            return fail("line %" PRIu64 ": unexpected end of input (no "
-                        "DATA=END)", ld->in.lineno);
-        }
+            return TOOL_EXIT_FAIL;
+        if (r == 0 && text)
+            return 0;
+        if (r == 0)
+            return tool_fail("line %" PRIu64 ": unexpected end of input "
+                             "(no DATA=END)", ld->in.lineno);
         uint64_t kline = ld->in.lineno;
         if (!text && is(&ld->key, "DATA=END"))
             return 0;
-        if (!text && ld->key.p[0] != ' ')
-            return fail("line %" PRIu64 ": expected a key line (a space, "
-                        "then the key) or DATA=END", kline);
-        why = decode(ld->key.p + skip, ld->key.len - skip, h->print, &klen);
-        if (why)
-            return fail("line %" PRIu64 ": key: %s", kline, why);
-        memmove(ld->key.p, ld->key.p + skip, klen);
+        if ((rc = decode_line(ld, &ld->key, "key", h->print, kline, &klen)))
+            return rc;
 
-        r = read_line(&ld->in, &ld->val);
-        if (r < 0)
-            return EXIT_FAIL;
+        if ((r = read_line(&ld->in, &ld->val)) < 0)
+            return TOOL_EXIT_FAIL;
         if (r == 0)
-            return fail("line %" PRIu64 ": missing value line: the input "
-                        "ends after this key", kline);
+            return tool_fail("line %" PRIu64 ": missing value line: the "
+                             "input ends after this key", kline);
         uint64_t vline = ld->in.lineno;
         if (!text && is(&ld->val, "DATA=END"))
-            return fail("line %" PRIu64 ": missing value line: DATA=END "
-                        "after the key on line %" PRIu64, vline, kline);
-        if (!text && ld->val.p[0] != ' ')
-            return fail("line %" PRIu64 ": expected a value line (a "
-                        "space, then the value)", vline);
-        why = decode(ld->val.p + skip, ld->val.len - skip, h->print, &vlen);
-        if (why)
-            return fail("line %" PRIu64 ": value: %s", vline, why);
-        memmove(ld->val.p, ld->val.p + skip, vlen);
-
+            return tool_fail("line %" PRIu64 ": missing value line: "
+                             "DATA=END after the key on line %" PRIu64,
+                             vline, kline);
+        if ((rc = decode_line(ld, &ld->val, "value", h->print, vline,
+                              &vlen)))
+            return rc;
         if ((rc = put(ld, map, h->kind, name, klen, vlen, kline)))
             return rc;
     }
@@ -537,44 +548,31 @@ static int load_all(loader *ld, header *h, int have)
             return rc;
         have = read_header(&ld->in, &ld->key, h);
     }
-    return have; /* 0 at the end, else an exit status */
-}
-
-/* An open error, with what the OS says about the path when that helps. */
-static int open_failed(const char *path, int rc)
-{
-    struct stat st;
-    const char *hint = NULL;
-    if (stat(path, &st) != 0)
-        hint = strerror(errno);
-    else if (S_ISDIR(st.st_mode))
-        hint = "is a directory";
-    else if (!S_ISREG(st.st_mode))
-        hint = "not a regular file";
-    return fail("%s: %s%s%s%s", path, bonsai_strerror(rc), hint ? " (" : "",
-                hint ? hint : "", hint ? ")" : "");
+    return have < 0 ? TOOL_EXIT_FAIL : 0;
 }
 
 int main(int argc, char **argv)
 {
+    tool_init(PROG, "[-s MAP] [-N] [-f INPUT] FILE\n"
+                    "-T -s MAP [-N] [-f INPUT] FILE");
     struct args a;
     int st = parse_args(argc, argv, &a);
     if (st)
-        return st < 0 ? 0 : st;
+        return st < 0 ? TOOL_EXIT_OK : st;
 
     loader ld = {.a = &a, .in = {.f = stdin, .name = "standard input"}};
     if (a.input && strcmp(a.input, "-")) {
         ld.in.name = a.input;
         if (!(ld.in.f = fopen(a.input, "r")))
-            return fail("%s: %s", a.input, strerror(errno));
+            return tool_fail("%s: %s", a.input, strerror(errno));
     }
 
     /* The first header comes before the store opens: its mapsize may
      * raise the cap, and bad input leaves no trace. */
     header h = {.kind = BONSAI_KEY_BYTES};
     int have = a.text ? 1 : read_header(&ld.in, &ld.key, &h);
-    if (have > 1) {
-        st = have;
+    if (have < 0) {
+        st = TOOL_EXIT_FAIL;
         goto out;
     }
 
@@ -582,28 +580,31 @@ int main(int argc, char **argv)
     bonsai_options_init(&opts);
     if (h.mapsize > opts.max_size)
         opts.max_size = h.mapsize;
+    /* a store this run creates, or makes of an empty file, is taken back
+     * on failure */
     struct stat sb;
     int created = stat(a.file, &sb) != 0 && errno == ENOENT;
-    int rc = bonsai_open(a.file, &opts, &ld.db);
-    if (rc) {
-        st = open_failed(a.file, rc);
-        if (created)
-            unlink(a.file); /* in case the open got as far as creating */
-        goto out;
-    }
-    if ((rc = bonsai_txn_begin(ld.db, 0, &ld.txn))) {
-        st = fail("%s: write transaction: %s", a.file, bonsai_strerror(rc));
-    } else if ((st = load_all(&ld, &h, have))) {
+    int was_empty = !created && S_ISREG(sb.st_mode) && sb.st_size == 0;
+    if ((st = tool_open(a.file, &opts, &ld.db)))
+        goto undo;
+    int rc = bonsai_txn_begin(ld.db, 0, &ld.txn);
+    if (rc)
+        st = tool_fail("%s: write transaction: %s", a.file,
+                       bonsai_strerror(rc));
+    else if ((st = load_all(&ld, &h, have)))
         bonsai_txn_abort(ld.txn);
-    } else if ((rc = bonsai_txn_commit(ld.txn))) {
-        st = fail("%s: commit: %s", a.file, bonsai_strerror(rc));
-    }
+    else if ((rc = bonsai_txn_commit(ld.txn)))
+        st = tool_fail("%s: commit: %s", a.file, bonsai_strerror(rc));
     if ((rc = bonsai_close(ld.db)) && !st)
-        st = fail("%s: close: %s", a.file, bonsai_strerror(rc));
+        st = tool_fail("%s: close: %s", a.file, bonsai_strerror(rc));
+    if (st)
+        tool_warn("nothing loaded; %s is as it was", a.file);
+undo:
     if (st && created)
         unlink(a.file);
-    if (st)
-        fprintf(stderr, PROG ": nothing loaded; %s is as it was\n", a.file);
+    if (st && was_empty && truncate(a.file, 0) != 0)
+        tool_warn("%s: could not empty it again: %s", a.file,
+                  strerror(errno));
 out:
     header_clear(&h);
     free(ld.key.p);

@@ -15,20 +15,15 @@
  * usage.
  */
 #include "bonsai.h"
+#include "common/tool.h"
 
-#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #define PROG "bonsai-stat"
-#define EXIT_FAIL 1
-#define EXIT_USAGE 2
-
-
 
 struct args {
     int json;
@@ -52,8 +47,9 @@ static void usage(FILE *out)
         "    size, the cap of this open (max_size), the bytes below the\n"
         "    high-water mark and what holds them (head, map nodes, catalog,\n"
         "    overflow values, free), the free extents and the largest, the\n"
-        "    txn id, the read snapshots open in this handle and the oldest\n"
-        "    one's lag, the settings and the format version; and for each\n"
+        "    rounding waste of the maps shown, the txn id, the read\n"
+        "    snapshots open in this handle and the oldest one's lag, the\n"
+        "    settings and the format version; and for each\n"
         "    map: entries, depth, branch and leaf nodes, bytes in nodes\n"
         "    (raw, stored, in whole pages), average leaf fill, bytes per\n"
         "    entry (node and overflow pages / entries), compression ratio\n"
@@ -82,18 +78,6 @@ static void usage(FILE *out)
         "\n");
 }
 
-static int bad_usage(const char *fmt, const char *arg)
-{
-    if (fmt) {
-        fprintf(stderr, PROG ": ");
-        fprintf(stderr, fmt, arg);
-        fputc('\n', stderr);
-    }
-    fprintf(stderr, "usage: " PROG " [--json] [-s MAP] FILE\n"
-                    "Try '" PROG " --help'.\n");
-    return EXIT_USAGE;
-}
-
 /* Fills *a from argv.  Returns 0, an exit status, or -1 when done. */
 static int parse_args(int argc, char **argv, struct args *a)
 {
@@ -110,35 +94,20 @@ static int parse_args(int argc, char **argv, struct args *a)
         switch (c) {
         case 's': a->map = optarg; break;
         case OPT_JSON: a->json = 1; break;
-        case 'V':
-            printf(PROG " (bonsai %d.%d.%d)\n", BONSAI_VERSION_MAJOR,
-                   BONSAI_VERSION_MINOR, BONSAI_VERSION_PATCH);
-            return -1;
+        case 'V': tool_version(); return -1;
         case OPT_HELP: usage(stdout); return -1;
-        case ':': return bad_usage("option %s needs an argument",
-                                   argv[optind - 1]);
-        default:
-            if (optopt && optopt < 256)
-                return bad_usage("unknown option -%s",
-                                 (char[]){(char)optopt, 0});
-            return bad_usage("unknown option %s", argv[optind - 1]);
+        default: return tool_bad_option(c, argv);
         }
     }
-    if (optind == argc)
-        return bad_usage("no store FILE given%s", "");
-    if (optind + 1 != argc)
-        return bad_usage("unexpected argument '%s'", argv[optind + 1]);
-    if (a->map && (!*a->map || strlen(a->map) > BONSAI_MAX_NAME))
-        return bad_usage("bad map name '%s'", a->map);
-    a->file = argv[optind];
-    return 0;
+    if (a->map && tool_check_map_name(a->map))
+        return TOOL_EXIT_USAGE;
+    return tool_one_file(argc, argv, &a->file);
 }
 
 /* ---- gathering ---------------------------------------------------------- */
 
 typedef struct mapstat {
-    char *name;
-    unsigned kind;
+    const tool_map *map;   /* name and kind */
     int err;               /* 0, or why info is missing */
     bonsai_map_info info;
 } mapstat;
@@ -148,30 +117,11 @@ typedef struct store {
     bonsai_stat st;
     bonsai_space sp;
     int space_err;
-    mapstat *maps;
-    size_t n, cap;
+    tool_maps names;
+    mapstat *maps;         /* one per name; NULL if none */
+    size_t n;
     int list_err;
 } store;
-
-static int add_map(void *ctx, const char *name, unsigned kind,
-                   uint64_t entries)
-{
-    (void)entries;
-    store *s = ctx;
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 16;
-        mapstat *v = realloc(s->maps, cap * sizeof *v);
-        if (!v)
-            return BONSAI_NOMEM;
-        s->maps = v;
-        s->cap = cap;
-    }
-    char *copy = strdup(name);
-    if (!copy)
-        return BONSAI_NOMEM;
-    s->maps[s->n++] = (mapstat){.name = copy, .kind = kind};
-    return 0;
-}
 
 static void stat_maps(bonsai_db *db, const struct args *a, store *s)
 {
@@ -181,20 +131,14 @@ static void stat_maps(bonsai_db *db, const struct args *a, store *s)
         s->list_err = rc;
         return;
     }
-    if (a->map) {
-        bonsai_map m;
-        unsigned kind;
-        rc = bonsai_map_open(db, txn, a->map, &m, &kind);
-        if (rc == 0)
-            rc = add_map(s, a->map, kind, 0);
-    } else {
-        rc = bonsai_map_list(db, txn, add_map, s);
-    }
-    s->list_err = rc;
-    for (size_t i = 0; i < s->n; i++) {
-        bonsai_map m;
+    s->list_err = tool_maps_list(db, txn, a->map, &s->names);
+    if (s->names.n && !(s->maps = calloc(s->names.n, sizeof *s->maps)))
+        s->list_err = BONSAI_NOMEM;
+    for (size_t i = 0; s->maps && i < s->names.n; i++, s->n++) {
         mapstat *ms = &s->maps[i];
-        ms->err = bonsai_map_open(db, txn, ms->name, &m, NULL);
+        bonsai_map m;
+        ms->map = &s->names.v[i];
+        ms->err = bonsai_map_open(db, txn, ms->map->name, &m, NULL);
         if (ms->err == 0)
             ms->err = bonsai_map_stat(txn, m, &ms->info);
     }
@@ -211,18 +155,11 @@ static void gather(bonsai_db *db, const struct args *a, store *s)
 
 static void store_free(store *s)
 {
-    for (size_t i = 0; i < s->n; i++)
-        free(s->maps[i].name);
+    tool_maps_free(&s->names);
     free(s->maps);
 }
 
 /* ---- figures ------------------------------------------------------------ */
-
-static const char *codec_name(unsigned c)
-{
-    return c == BONSAI_COMPRESS_LZ4 ? "lz4"
-           : c == BONSAI_COMPRESS_ZLIB ? "zlib" : "none";
-}
 
 static double ratio(uint64_t a, uint64_t b)
 {
@@ -233,6 +170,17 @@ static uint64_t used_bytes(const bonsai_space *sp)
 {
     return sp->head_bytes + sp->node_bytes + sp->catalog_bytes +
            sp->overflow_bytes;
+}
+
+/* Bytes lost to rounding node images up to whole pages, over the maps
+ * listed (their walks that worked). */
+static uint64_t rounding_waste(const store *s)
+{
+    uint64_t sum = 0;
+    for (size_t i = 0; i < s->n; i++)
+        if (!s->maps[i].err)
+            sum += s->maps[i].info.page_bytes - s->maps[i].info.stored_bytes;
+    return sum;
 }
 
 static uint64_t map_bytes(const bonsai_map_info *m)
@@ -282,18 +230,20 @@ static void text_file(const store *s)
     printf("  cap                %" PRIu64 " bytes (max_size of this "
            "open)\n", st->max_size);
     text_space(s);
+    printf("  rounding waste     %" PRIu64 " bytes in the node pages of the "
+           "maps below\n", rounding_waste(s));
     printf("  txn id             %" PRIu64 "\n", st->txn_id);
     printf("  settings           page %" PRIu32 " bytes, nodes of %" PRIu32
            " bytes / %" PRIu32 " entries, compression %s\n", st->page_size,
            st->node_bytes, st->node_entries,
-           s->space_err ? "unknown" : codec_name(s->sp.compression));
+           s->space_err ? "unknown" : tool_codec_name(s->sp.compression));
 }
 
 static void text_map(const mapstat *ms)
 {
     const bonsai_map_info *m = &ms->info;
-    printf("map %s (%s keys)\n", ms->name,
-           ms->kind == BONSAI_KEY_U64 ? "u64" : "byte");
+    printf("map %s (%s keys)\n", ms->map->name,
+           ms->map->kind == BONSAI_KEY_U64 ? "u64" : "byte");
     if (ms->err) {
         printf("  error              %s\n", bonsai_strerror(ms->err));
         return;
@@ -332,12 +282,18 @@ static void json_string(const char *s)
     putchar('"');
 }
 
+/* "key":"the bonsai_strerror text" */
+static void json_error(const char *key, int rc)
+{
+    printf("\"%s\":", key);
+    json_string(bonsai_strerror(rc));
+}
+
 static void json_space(const store *s)
 {
     const bonsai_space *sp = &s->sp;
     if (s->space_err) {
-        printf("\"space_error\":");
-        json_string(bonsai_strerror(s->space_err));
+        json_error("space_error", s->space_err);
         printf(",");
         return;
     }
@@ -355,7 +311,7 @@ static void json_space(const store *s)
     else
         printf("null");
     printf(",\"compression\":\"%s\",\"compression_level\":%d,"
-           "\"problems\":%" PRIu64 ",", codec_name(sp->compression),
+           "\"problems\":%" PRIu64 ",", tool_codec_name(sp->compression),
            sp->compression_level, sp->problems);
 }
 
@@ -363,11 +319,12 @@ static void json_map(const mapstat *ms)
 {
     const bonsai_map_info *m = &ms->info;
     printf("{\"name\":");
-    json_string(ms->name);
-    printf(",\"kind\":\"%s\"", ms->kind == BONSAI_KEY_U64 ? "u64" : "bytes");
+    json_string(ms->map->name);
+    printf(",\"kind\":\"%s\"",
+           ms->map->kind == BONSAI_KEY_U64 ? "u64" : "bytes");
     if (ms->err) {
-        printf(",\"error\":");
-        json_string(bonsai_strerror(ms->err));
+        printf(",");
+        json_error("error", ms->err);
         printf("}");
         return;
     }
@@ -397,11 +354,11 @@ static void json_store(const store *s)
            ",", st->format_version, s->sp.file_bytes, st->max_size,
            st->txn_id, st->page_size, st->node_bytes, st->node_entries);
     json_space(s);
-    printf("\"list_error\":");
+    printf("\"rounding_waste\":%" PRIu64 ",", rounding_waste(s));
     if (s->list_err)
-        json_string(bonsai_strerror(s->list_err));
+        json_error("list_error", s->list_err);
     else
-        printf("null");
+        printf("\"list_error\":null");
     printf(",\"maps\":[");
     for (size_t i = 0; i < s->n; i++) {
         printf(i ? "," : "");
@@ -412,39 +369,25 @@ static void json_store(const store *s)
 
 /* ---- main --------------------------------------------------------------- */
 
-static int open_failed(const char *path, int rc)
-{
-    struct stat st;
-    const char *hint = NULL;
-    if (stat(path, &st) != 0)
-        hint = strerror(errno);
-    else if (S_ISDIR(st.st_mode))
-        hint = "is a directory";
-    fprintf(stderr, PROG ": %s: cannot open: %s%s%s%s\n", path,
-            bonsai_strerror(rc), hint ? " (" : "", hint ? hint : "",
-            hint ? ")" : "");
-    return EXIT_FAIL;
-}
-
 /* Errors on stderr (also in JSON mode); 1 if there was any. */
 static int report_errors(const store *s)
 {
     int bad = 0;
     if (s->space_err || s->sp.problems) {
-        fprintf(stderr, PROG ": %s: free space walk: %s\n", s->file,
-                s->space_err ? bonsai_strerror(s->space_err)
-                             : "problems met; run bonsai-verify");
+        tool_warn("%s: free space walk: %s", s->file,
+                  s->space_err ? bonsai_strerror(s->space_err)
+                               : "problems met; run bonsai-verify");
         bad = 1;
     }
     if (s->list_err) {
-        fprintf(stderr, PROG ": %s: listing maps: %s\n", s->file,
-                bonsai_strerror(s->list_err));
+        tool_warn("%s: listing maps: %s", s->file,
+                  bonsai_strerror(s->list_err));
         bad = 1;
     }
     for (size_t i = 0; i < s->n; i++)
         if (s->maps[i].err) {
-            fprintf(stderr, PROG ": %s: map %s: %s\n", s->file,
-                    s->maps[i].name, bonsai_strerror(s->maps[i].err));
+            tool_warn("%s: map %s: %s", s->file, s->maps[i].map->name,
+                      bonsai_strerror(s->maps[i].err));
             bad = 1;
         }
     return bad;
@@ -452,18 +395,14 @@ static int report_errors(const store *s)
 
 int main(int argc, char **argv)
 {
+    tool_init(PROG, "[--json] [-s MAP] FILE");
     struct args a;
     int st = parse_args(argc, argv, &a);
     if (st)
-        return st < 0 ? 0 : st;
-    bonsai_options opts;
-    bonsai_options_init(&opts);
-    opts.read_only = 1;
-    opts.create = 0;
-    bonsai_db *db = NULL;
-    int rc = bonsai_open(a.file, &opts, &db);
-    if (rc)
-        return open_failed(a.file, rc);
+        return st < 0 ? TOOL_EXIT_OK : st;
+    bonsai_db *db;
+    if ((st = tool_open_read_only(a.file, &db)))
+        return st;
     store s = {.file = a.file};
     gather(db, &a, &s);
     if (a.json) {
@@ -474,12 +413,9 @@ int main(int argc, char **argv)
             text_map(&s.maps[i]);
     }
     st = report_errors(&s);
-    if (fflush(stdout) != 0) {
-        fprintf(stderr, PROG ": write standard output: %s\n",
-                strerror(errno));
+    if (tool_flush_stdout())
         st = 1;
-    }
     store_free(&s);
     bonsai_close(db);
-    return st ? EXIT_FAIL : 0;
+    return st ? TOOL_EXIT_FAIL : TOOL_EXIT_OK;
 }

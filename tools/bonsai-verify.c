@@ -15,19 +15,15 @@
  * or read, 2 bad usage.
  */
 #include "bonsai.h"
+#include "common/tool.h"
 
-#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
-#include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #define PROG "bonsai-verify"
-#define EXIT_PROBLEM 1
-#define EXIT_USAGE 2
 
 struct args {
     unsigned flags;   /* BONSAI_VERIFY_QUICK */
@@ -84,24 +80,12 @@ static void usage(FILE *out)
         "NOTES\n"
         "    The store is opened read-only, so another process may read it\n"
         "    meanwhile; a process that holds it open for writing makes the\n"
-        "    open fail (busy).\n"
+        "    open fail (busy).  FILE must be a regular file: a FIFO or a\n"
+        "    device is refused, not read.\n"
         "\n"
         "EXAMPLES\n"
         "    bonsai-verify store.bonsai\n"
         "    bonsai-verify --quick --quiet store.bonsai && echo fine\n");
-}
-
-static int bad_usage(const char *fmt, const char *arg)
-{
-    if (fmt) {
-        fprintf(stderr, PROG ": ");
-        fprintf(stderr, fmt, arg);
-        fputc('\n', stderr);
-    }
-    fprintf(stderr, "usage: " PROG " [--quick] [--quiet] [--progress | "
-                    "--no-progress] FILE\n"
-                    "Try '" PROG " --help'.\n");
-    return EXIT_USAGE;
 }
 
 /* Fills *a from argv.  Returns 0, an exit status, or -1 when done. */
@@ -125,24 +109,12 @@ static int parse_args(int argc, char **argv, struct args *a)
         case OPT_QUIET: a->quiet = 1; break;
         case OPT_PROGRESS: a->progress = 1; break;
         case OPT_NO_PROGRESS: a->progress = 0; break;
-        case 'V':
-            printf(PROG " (bonsai %d.%d.%d)\n", BONSAI_VERSION_MAJOR,
-                   BONSAI_VERSION_MINOR, BONSAI_VERSION_PATCH);
-            return -1;
+        case 'V': tool_version(); return -1;
         case OPT_HELP: usage(stdout); return -1;
-        default:
-            if (optopt && optopt < 256)
-                return bad_usage("unknown option -%s",
-                                 (char[]){(char)optopt, 0});
-            return bad_usage("unknown option %s", argv[optind - 1]);
+        default: return tool_bad_option(c, argv);
         }
     }
-    if (optind == argc)
-        return bad_usage("no store FILE given%s", "");
-    if (optind + 1 != argc)
-        return bad_usage("unexpected argument '%s'", argv[optind + 1]);
-    a->file = argv[optind];
-    return 0;
+    return tool_one_file(argc, argv, &a->file);
 }
 
 /* ---- reporting ---------------------------------------------------------- */
@@ -203,25 +175,6 @@ static void on_progress(void *ctx, uint64_t done, uint64_t total)
 
 /* ---- main --------------------------------------------------------------- */
 
-static int open_failed(const char *path, int rc)
-{
-    struct stat st;
-    const char *hint = NULL;
-    if (stat(path, &st) != 0)
-        hint = strerror(errno);
-    else if (S_ISDIR(st.st_mode))
-        hint = "is a directory";
-    else if (!S_ISREG(st.st_mode))
-        hint = "not a regular file";
-    fprintf(stderr, PROG ": %s: cannot open: %s%s%s%s\n", path,
-            bonsai_strerror(rc), hint ? " (" : "", hint ? hint : "",
-            hint ? ")" : "");
-    if (rc == BONSAI_CORRUPT)
-        fprintf(stderr, PROG ": %s: the header or both meta slots fail "
-                "their checks\n", path);
-    return EXIT_PROBLEM;
-}
-
 /* Runs the walk and prints the summary; the exit status. */
 static int verify(const struct args *a, bonsai_db *db)
 {
@@ -236,9 +189,8 @@ static int verify(const struct args *a, bonsai_db *db)
                            &problems);
     clear_progress(&r);
     if (rc) {
-        fprintf(stderr, PROG ": %s: the walk stopped: %s\n", a->file,
-                bonsai_strerror(rc));
-        return EXIT_PROBLEM;
+        return tool_fail("%s: the walk stopped: %s", a->file,
+                         bonsai_strerror(rc));
     }
     if (problems)
         printf("%s: %" PRIu64 " problem%s found\n", a->file, problems,
@@ -247,28 +199,21 @@ static int verify(const struct args *a, bonsai_db *db)
         printf("%s: no problems found (%s check of txn %" PRIu64 ")\n",
                a->file, a->flags & BONSAI_VERIFY_QUICK ? "quick" : "full",
                s.txn_id);
-    if (fflush(stdout) != 0) {
-        fprintf(stderr, PROG ": write standard output: %s\n",
-                strerror(errno));
-        return EXIT_PROBLEM;
-    }
-    return problems ? EXIT_PROBLEM : 0;
+    if (tool_flush_stdout())
+        return TOOL_EXIT_FAIL;
+    return problems ? TOOL_EXIT_FAIL : TOOL_EXIT_OK;
 }
 
 int main(int argc, char **argv)
 {
+    tool_init(PROG, "[--quick] [--quiet] [--progress | --no-progress] FILE");
     struct args a;
     int st = parse_args(argc, argv, &a);
     if (st)
-        return st < 0 ? 0 : st;
-    bonsai_options opts;
-    bonsai_options_init(&opts);
-    opts.read_only = 1;
-    opts.create = 0;
-    bonsai_db *db = NULL;
-    int rc = bonsai_open(a.file, &opts, &db);
-    if (rc)
-        return open_failed(a.file, rc);
+        return st < 0 ? TOOL_EXIT_OK : st;
+    bonsai_db *db;
+    if ((st = tool_open_read_only(a.file, &db)))
+        return st;
     st = verify(&a, db);
     bonsai_close(db);
     return st;

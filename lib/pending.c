@@ -1,0 +1,214 @@
+/*
+ * pending.c - when a put waits, and applying waiting puts (see pending.h).
+ */
+#include "pending.h"
+
+#include "btree.h"
+#include "cache.h"
+#include "txn.h"
+
+/* The node runs a put reserves, given those its tree may need: the
+ * catalog's record too, and with copy-on-write what a delete needs, so
+ * that a full store can still be emptied. */
+static uint32_t with_extras(const bonsai_db *db, const bt_tree *t,
+                            uint32_t slots)
+{
+    if (db->cow)
+        slots += 2u * (t->depth + 1u) + db->catalog.depth + 2u;
+    return slots + db->catalog.depth + 1u;
+}
+
+/* The put path proper: room first, then the tree. */
+static int put_now(bonsai_db *db, bt_tree *t, bn_key key, const uint8_t *val,
+                   uint32_t vlen, unsigned flags)
+{
+    uint32_t slots;
+    int rc = bt_put_slots(db, t, key, vlen, &slots);
+    if (rc)
+        return rc;
+    if ((rc = cache_reserve(db, with_extras(db, t, slots), vlen)))
+        return rc;
+    txn_note_tree(db, t);
+    return bt_put(db, t, key, val, vlen, flags);
+}
+
+/* Node runs a put may need beyond the cached changes, at worst. */
+static uint32_t put_slots(const bonsai_db *db, const bt_tree *t)
+{
+    return with_extras(db, t, bt_put_worst_slots(t));
+}
+
+static size_t entry_bytes(const bt_tree *t, bn_key key, uint32_t vlen)
+{
+    size_t k = t->kind == BONSAI_KEY_U64 ? 0 : key.len;
+    return sizeof(pb_entry) + 2 * sizeof(uint32_t) + k + vlen;
+}
+
+static void note_bytes(bonsai_db *db, size_t before, const putbuf *b)
+{
+    db->waiting_bytes = db->waiting_bytes - before + pb_used_bytes(b);
+}
+
+enum { GO_NOW, GO_WAIT, GO_APPLY_FIRST };
+
+/* Does this put wait, go to the tree now, or wait once the waiting puts
+ * are applied (the budget or the room is short)?  Appends to a decoded
+ * leaf (a sequential load) go at once.  Other puts wait even where their
+ * leaf is decoded: a random decoded leaf is as cold in the CPU's caches
+ * as an image, while a sorted batch walks the leaves in order. */
+static int choose(bonsai_db *db, const bt_tree *t, bn_key key, uint32_t vlen)
+{
+    if (!db->opt.write_cache_bytes || vlen > db->inline_max ||
+        t->depth == 0 || bt_appends_to_cached_leaf(t, key))
+        return GO_NOW;
+    if (db->waiting_bytes + entry_bytes(t, key, vlen) >
+            db->opt.write_cache_bytes / 4 * 3 ||
+        !cache_room_waiting(db, put_slots(db, t), db->waiting + 1))
+        return db->waiting ? GO_APPLY_FIRST : GO_NOW;
+    return GO_WAIT;
+}
+
+/* A put that waits must not overwrite: is key in the tree? */
+static int check_absent(bonsai_db *db, const bt_tree *t, bn_key key)
+{
+    bonsai_val v;
+    bt_rd rd = {db->al.end, &db->uc};
+    int rc = bt_get(db, &rd, t, key, &v);
+    return rc == 0 ? BONSAI_EXISTS : rc == BONSAI_NOTFOUND ? 0 : rc;
+}
+
+static int wait_put(bonsai_db *db, map_slot *s, bn_key key,
+                    const uint8_t *val, uint32_t vlen)
+{
+    putbuf *b = &s->pb;
+    size_t before = pb_used_bytes(b);
+    uint32_t n0 = b->n;
+    int rc = pb_put(b, key, val, vlen);
+    if (rc)
+        return rc;
+    db->waiting += b->n - n0;
+    note_bytes(db, before, b);
+    db->write_gen++;
+    return 0;
+}
+
+int pending_put(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key,
+                const uint8_t *val, uint32_t vlen, unsigned flags)
+{
+    int rc;
+    if (pb_find(&s->pb, key) != UINT32_MAX) {
+        if (flags & BONSAI_NOOVERWRITE)
+            return BONSAI_EXISTS;
+        if (vlen <= db->inline_max)
+            return wait_put(db, s, key, val, vlen);
+        /* its older value must land first */
+        if ((rc = pending_apply(db, s)))
+            return rc;
+    }
+    int go = choose(db, t, key, vlen);
+    if (go == GO_APPLY_FIRST) {
+        if ((rc = pending_apply_all(db)))
+            return rc;
+        go = choose(db, t, key, vlen);
+    }
+    if (go == GO_WAIT) {
+        if ((flags & BONSAI_NOOVERWRITE) && (rc = check_absent(db, t, key)))
+            return rc;
+        return wait_put(db, s, key, val, vlen);
+    }
+    /* the room the waiting puts count on is not this put's to take */
+    if (db->waiting &&
+        !cache_room_waiting(db, put_slots(db, t), db->waiting) &&
+        (rc = pending_apply_all(db)))
+        return rc;
+    return put_now(db, t, key, val, vlen, flags);
+}
+
+static void fail_writer(bonsai_db *db)
+{
+    if (db->wtxn)
+        db->wtxn->failed = 1;
+    else
+        db->failed = 1;
+}
+
+/* Most entries one leaf takes in one go: what a run reserves room for. */
+#define RUN_MAX 256u
+
+/* Entries from, from + 1, ... of the sorted batch that share a leaf, all
+ * at once when there is room for a whole run, else just the first, with
+ * its room counted exactly.  *to = the first entry not applied. */
+static int apply_run(bonsai_db *db, map_slot *s, uint32_t from, uint32_t *to)
+{
+    bt_tree *t = &s->w;
+    uint32_t max = s->pb.n - from < RUN_MAX ? s->pb.n - from : RUN_MAX;
+    uint64_t per = db->cow ? 3 : 1;
+    uint64_t gen0 = db->write_gen;
+    *to = from;
+    int rc = cache_reserve(db, put_slots(db, t) + (uint32_t)(per * max), 0);
+    if (rc == 0) {
+        txn_note_tree(db, t);
+        rc = bt_put_run(db, t, &s->pb, from, max, to);
+    } else if (rc == BONSAI_FULL) {
+        uint32_t vlen;
+        const uint8_t *val = pb_value(&s->pb, from, &vlen);
+        rc = put_now(db, t, pb_key(&s->pb, from), val, vlen, 0);
+        *to = from + (rc == 0);
+    }
+    if (rc) {
+        if (db->write_gen != gen0)
+            fail_writer(db);
+        return rc;
+    }
+    if (!db->cow)
+        bt_release_now(db);
+    cache_after_change(db); /* a failed write leaves changes cached */
+    db->settled_gen = db->write_gen;
+    return 0;
+}
+
+int pending_apply(bonsai_db *db, map_slot *s)
+{
+    putbuf *b = &s->pb;
+    if (b->n == 0)
+        return 0;
+    size_t before = pb_used_bytes(b);
+    pb_sort(b);
+    uint32_t i = 0;
+    int rc = 0;
+    while (i < b->n && (rc = apply_run(db, s, i, &i)) == 0)
+        ;
+    db->waiting -= i;
+    pb_keep_from(b, i);
+    note_bytes(db, before, b);
+    return rc;
+}
+
+int pending_apply_all(bonsai_db *db)
+{
+    for (uint32_t i = 0; i < db->nmaps && db->waiting; i++) {
+        int rc = pending_apply(db, &db->maps[i]);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int pending_get(const map_slot *s, bn_key key, bonsai_val *out)
+{
+    uint32_t i = pb_find(&s->pb, key);
+    if (i == UINT32_MAX)
+        return BONSAI_NOTFOUND;
+    uint32_t vlen;
+    out->data = pb_value(&s->pb, i, &vlen);
+    out->size = vlen;
+    return 0;
+}
+
+void pending_forget(bonsai_db *db, map_slot *s)
+{
+    size_t before = pb_used_bytes(&s->pb);
+    db->waiting -= s->pb.n;
+    pb_reset(&s->pb);
+    note_bytes(db, before, &s->pb);
+}

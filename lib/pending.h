@@ -1,0 +1,39 @@
+/*
+ * pending.h - puts that wait before they reach the tree (the mechanism is
+ * putbuf.h; this is the policy).
+ *
+ * A put waits when the write cache is on, its value is stored inline, and
+ * it does not append to a decoded leaf: applying it at once would decode
+ * (or miss the CPU's caches on) a whole leaf for one entry.  Waiting puts
+ * are part of the write cache: they use at most three quarters of its
+ * budget, and each is counted as needing node runs when applied, so that
+ * applying them can never run out of room (a put that cannot wait under
+ * that rule is applied at once, and may get BONSAI_FULL there as before).
+ *
+ * They are applied in key order, all of a map at once, before anything
+ * reads or writes that map's tree otherwise (txn_tree, deletes, commit,
+ * write-back, listing); a get only looks them up.  A map's count excludes
+ * its waiting puts until they are applied.
+ */
+#ifndef BONSAI_PENDING_H
+#define BONSAI_PENDING_H
+
+#include "internal.h"
+
+/* A put of the write path: waits when it may, else goes to the tree. */
+int pending_put(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key,
+                const uint8_t *val, uint32_t vlen, unsigned flags);
+
+/* Applies the map's waiting puts.  On failure the ones not applied still
+ * wait; a failure half way through a put fails the writer as any failed
+ * change does. */
+int pending_apply(bonsai_db *db, map_slot *s);
+int pending_apply_all(bonsai_db *db);
+
+/* A waiting put's value for key: 0, or BONSAI_NOTFOUND. */
+int pending_get(const map_slot *s, bn_key key, bonsai_val *out);
+
+/* Forgets the map's waiting puts (abort, drop). */
+void pending_forget(bonsai_db *db, map_slot *s);
+
+#endif

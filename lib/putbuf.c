@@ -1,0 +1,249 @@
+/*
+ * putbuf.c - puts waiting to be applied (see putbuf.h).
+ *
+ * Entries live in an array in arrival order, found by key through an
+ * open-addressing hash index (linear probing, at most half full).  Keys
+ * of a BYTES map and all values sit in one arena; a replaced value's
+ * bytes stay there, dead, until the batch is applied.
+ */
+#include "putbuf.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "bonsai.h"
+
+void pb_init(putbuf *b, unsigned kind)
+{
+    memset(b, 0, sizeof *b);
+    b->kind = kind;
+}
+
+void pb_free(putbuf *b)
+{
+    free(b->e);
+    free(b->slot);
+    free(b->arena);
+    pb_init(b, b->kind);
+}
+
+void pb_reset(putbuf *b)
+{
+    b->n = 0;
+    b->alen = 0;
+    if (b->slot)
+        memset(b->slot, 0, (size_t)b->nslots * sizeof *b->slot);
+}
+
+static uint64_t mix(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= UINT64_C(0xff51afd7ed558ccd);
+    h ^= h >> 33;
+    return h;
+}
+
+static uint64_t hash_key(unsigned kind, bn_key key)
+{
+    if (kind == BONSAI_KEY_U64)
+        return mix(key.u);
+    uint64_t h = UINT64_C(0xcbf29ce484222325); /* FNV-1a */
+    for (uint32_t i = 0; i < key.len; i++)
+        h = (h ^ key.b[i]) * UINT64_C(0x100000001b3);
+    return mix(h);
+}
+
+bn_key pb_key(const putbuf *b, uint32_t i)
+{
+    const pb_entry *e = &b->e[i];
+    if (b->kind == BONSAI_KEY_U64)
+        return (bn_key){.u = e->k};
+    return (bn_key){.b = b->arena + e->k, .len = e->klen};
+}
+
+const uint8_t *pb_value(const putbuf *b, uint32_t i, uint32_t *vlen)
+{
+    static const uint8_t no_bytes[1];
+    *vlen = b->e[i].vlen;
+    /* only empty values were put: no arena yet */
+    return b->arena ? b->arena + b->e[i].voff : no_bytes;
+}
+
+static int same_key(const putbuf *b, uint32_t i, bn_key key)
+{
+    if (b->kind == BONSAI_KEY_U64)
+        return b->e[i].k == key.u;
+    return b->e[i].klen == key.len &&
+           memcmp(b->arena + b->e[i].k, key.b, key.len) == 0;
+}
+
+/* The slot holding key's entry, or the empty slot where it would go. */
+static uint32_t probe(const putbuf *b, bn_key key)
+{
+    uint32_t mask = b->nslots - 1;
+    uint32_t s = (uint32_t)hash_key(b->kind, key) & mask;
+    while (b->slot[s] && !same_key(b, b->slot[s] - 1, key))
+        s = (s + 1) & mask;
+    return s;
+}
+
+uint32_t pb_find(const putbuf *b, bn_key key)
+{
+    if (b->n == 0)
+        return UINT32_MAX;
+    uint32_t s = probe(b, key);
+    return b->slot[s] ? b->slot[s] - 1 : UINT32_MAX;
+}
+
+static void rehash(putbuf *b)
+{
+    memset(b->slot, 0, (size_t)b->nslots * sizeof *b->slot);
+    for (uint32_t i = 0; i < b->n; i++)
+        b->slot[probe(b, pb_key(b, i))] = i + 1;
+}
+
+static int grow_entries(putbuf *b)
+{
+    if (b->cap >= UINT32_MAX / 4)
+        return BONSAI_NOMEM;
+    uint32_t cap = b->cap ? b->cap * 2 : 1024;
+    uint32_t nslots = cap * 2;
+    pb_entry *e = realloc(b->e, (size_t)cap * sizeof *e);
+    if (!e)
+        return BONSAI_NOMEM;
+    b->e = e;
+    uint32_t *slot = malloc((size_t)nslots * sizeof *slot);
+    if (!slot)
+        return BONSAI_NOMEM; /* the larger entry array is harmless */
+    free(b->slot);
+    b->slot = slot;
+    b->nslots = nslots;
+    b->cap = cap;
+    rehash(b);
+    return 0;
+}
+
+static int reserve_arena(putbuf *b, size_t more)
+{
+    if (b->alen + more <= b->acap)
+        return 0;
+    size_t cap = b->acap ? b->acap : 4096;
+    while (cap < b->alen + more)
+        cap *= 2;
+    uint8_t *a = realloc(b->arena, cap);
+    if (!a)
+        return BONSAI_NOMEM;
+    b->arena = a;
+    b->acap = cap;
+    return 0;
+}
+
+static uint64_t arena_add(putbuf *b, const uint8_t *p, uint32_t len)
+{
+    uint64_t off = b->alen;
+    if (len)
+        memcpy(b->arena + off, p, len);
+    b->alen += len;
+    return off;
+}
+
+int pb_put(putbuf *b, bn_key key, const uint8_t *val, uint32_t vlen)
+{
+    /* one probe finds the entry, or the slot a new one takes */
+    uint32_t s = b->nslots ? probe(b, key) : 0;
+    int found = b->nslots && b->slot[s];
+    size_t kbytes = b->kind == BONSAI_KEY_U64 || found ? 0 : key.len;
+    if (reserve_arena(b, kbytes + vlen))
+        return BONSAI_NOMEM;
+    if (found) {
+        pb_entry *e = &b->e[b->slot[s] - 1];
+        e->voff = arena_add(b, val, vlen);
+        e->vlen = vlen;
+        return 0;
+    }
+    if (b->n == b->cap) {
+        if (grow_entries(b))
+            return BONSAI_NOMEM;
+        s = probe(b, key); /* the index was rebuilt */
+    }
+    pb_entry *e = &b->e[b->n];
+    e->k = b->kind == BONSAI_KEY_U64 ? key.u : arena_add(b, key.b, key.len);
+    e->klen = b->kind == BONSAI_KEY_U64 ? 0 : key.len;
+    e->voff = arena_add(b, val, vlen);
+    e->vlen = vlen;
+    b->slot[s] = ++b->n;
+    return 0;
+}
+
+static int cmp_u64(const void *x, const void *y)
+{
+    uint64_t a = ((const pb_entry *)x)->k, c = ((const pb_entry *)y)->k;
+    return (a > c) - (a < c);
+}
+
+static int cmp_bytes(const void *x, const void *y, void *ctx)
+{
+    const pb_entry *a = x, *c = y;
+    const uint8_t *arena = ctx;
+    uint32_t len = a->klen < c->klen ? a->klen : c->klen;
+    int r = memcmp(arena + a->k, arena + c->k, len);
+    return r ? r : (a->klen > c->klen) - (a->klen < c->klen);
+}
+
+/* u64 keys: one counting pass on the top 16 bits into tmp, then each
+ * bucket sorted on its own (a handful of entries for spread keys). */
+static void sort_u64(pb_entry *e, uint32_t n, pb_entry *tmp)
+{
+    enum { BITS = 16, BUCKETS = 1u << BITS };
+    uint32_t *start = calloc(BUCKETS + 1u, sizeof *start);
+    if (!start) {
+        qsort(e, n, sizeof *e, cmp_u64);
+        return;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        start[(e[i].k >> (64 - BITS)) + 1]++;
+    for (uint32_t d = 0; d < BUCKETS; d++)
+        start[d + 1] += start[d];
+    for (uint32_t i = 0; i < n; i++)
+        tmp[start[e[i].k >> (64 - BITS)]++] = e[i];
+    /* start[d] is now the end of bucket d */
+    uint32_t from = 0;
+    for (uint32_t d = 0; d < BUCKETS; d++) {
+        uint32_t to = start[d];
+        if (to - from > 1)
+            qsort(tmp + from, to - from, sizeof *tmp, cmp_u64);
+        from = to;
+    }
+    memcpy(e, tmp, (size_t)n * sizeof *e);
+    free(start);
+}
+
+void pb_sort(putbuf *b)
+{
+    if (b->kind != BONSAI_KEY_U64) {
+        qsort_r(b->e, b->n, sizeof *b->e, cmp_bytes, b->arena);
+        return;
+    }
+    pb_entry *tmp = b->n > 64 ? malloc((size_t)b->n * sizeof *tmp) : NULL;
+    if (tmp)
+        sort_u64(b->e, b->n, tmp);
+    else
+        qsort(b->e, b->n, sizeof *b->e, cmp_u64);
+    free(tmp);
+}
+
+void pb_keep_from(putbuf *b, uint32_t i)
+{
+    if (i >= b->n) {
+        pb_reset(b);
+        return;
+    }
+    memmove(b->e, b->e + i, (size_t)(b->n - i) * sizeof *b->e);
+    b->n -= i;
+    rehash(b);
+}
+
+size_t pb_used_bytes(const putbuf *b)
+{
+    return (size_t)b->n * (sizeof(pb_entry) + 2 * sizeof(uint32_t)) + b->alen;
+}

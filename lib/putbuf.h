@@ -1,0 +1,64 @@
+/*
+ * putbuf.h - puts waiting to be applied to a map's tree.
+ *
+ * A random insert into a large tree lands in a leaf nobody has decoded;
+ * applying it at once costs a decode and, later, an encode of that whole
+ * leaf for one entry.  The writer therefore keeps such puts here (the
+ * newest value per key) and applies them in key order in batches
+ * (pending.c), so each leaf is decoded and encoded once per batch.
+ *
+ * PURE: no I/O, no global state; it allocates only its own arrays.
+ */
+#ifndef BONSAI_PUTBUF_H
+#define BONSAI_PUTBUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "node.h"
+
+typedef struct pb_entry {
+    uint64_t k;    /* U64 key, or offset of the key bytes in the arena */
+    uint32_t klen; /* BYTES: key length */
+    uint32_t vlen;
+    uint64_t voff; /* value bytes in the arena */
+} pb_entry;
+
+typedef struct putbuf {
+    unsigned kind;
+    pb_entry *e;
+    uint32_t n, cap;
+    uint32_t *slot;  /* hash index: entry + 1, 0 for empty */
+    uint32_t nslots; /* a power of two, at least 2 * cap */
+    uint8_t *arena;  /* key bytes and values, live or replaced */
+    size_t alen, acap;
+} putbuf;
+
+void pb_init(putbuf *b, unsigned kind);
+void pb_free(putbuf *b);
+
+/* Forgets every entry; keeps the memory for the next batch. */
+void pb_reset(putbuf *b);
+
+/* Index of key's entry, or UINT32_MAX. */
+uint32_t pb_find(const putbuf *b, bn_key key);
+
+/* Adds key with its value, or replaces the value of its entry.  Returns
+ * 0 or BONSAI_NOMEM (the buffer unchanged). */
+int pb_put(putbuf *b, bn_key key, const uint8_t *val, uint32_t vlen);
+
+/* Entry i's key (byte keys point into the arena) and value. */
+bn_key pb_key(const putbuf *b, uint32_t i);
+const uint8_t *pb_value(const putbuf *b, uint32_t i, uint32_t *vlen);
+
+/* Orders the entries by key.  The hash index is stale until pb_keep_from
+ * or pb_reset. */
+void pb_sort(putbuf *b);
+
+/* After a sorted batch applied entries [0, i): keeps the rest. */
+void pb_keep_from(putbuf *b, uint32_t i);
+
+/* Memory the entries in use stand for (for the write cache budget). */
+size_t pb_used_bytes(const putbuf *b);
+
+#endif

@@ -1,0 +1,174 @@
+/*
+ * test_pending.c - puts that wait in the write cache before they reach the
+ * tree (lib/pending.h): what a user sees must not change.  Random puts
+ * into a tree too large for the decoded-leaf cache wait; reads, deletes,
+ * overwrites, put-if-absent, counts, cursors, commit and abort must all
+ * see them exactly as if they had gone to the tree at once.
+ */
+#include <stdio.h>
+
+#include "util.h"
+
+TestSuite(pending, .init = tu_setup, .fini = tu_teardown);
+
+/* Small nodes and a small cache: a few thousand keys are enough for most
+ * puts to wait, and for several batches to be applied. */
+static bonsai_options small_cache(void)
+{
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.node_bytes = 512;
+    o.node_entries = 64;
+    o.write_cache_bytes = 64 * 1024;
+    return o;
+}
+
+static void put_u64(bonsai_txn *txn, bonsai_map m, tm_model *model,
+                    uint64_t k, uint64_t v, size_t vlen)
+{
+    bonsai_val val = tu_val(&v, vlen);
+    TU_OK(bonsai_put_u64(txn, m, k, &val, 0));
+    tm_put(model, &k, 8, &v, vlen);
+}
+
+/* Mixed operations, checked against the model after every phase. */
+static void mixed_ops(bonsai_db *db, bonsai_txn *txn, bonsai_map m,
+                      tm_model *model, uint64_t seed, int phases)
+{
+    tu_rng r = {seed};
+    for (int phase = 0; phase < phases; phase++) {
+        uint64_t n = tu_scaled(4000, 500);
+        for (uint64_t i = 0; i < n; i++) {
+            uint64_t k = tu_below(&r, 50000);
+            unsigned what = (unsigned)tu_below(&r, 100);
+            if (what < 80) {
+                put_u64(txn, m, model, k, tu_rand(&r), tu_below(&r, 9));
+            } else if (what < 88) {
+                uint64_t v = 7;
+                bonsai_val val = tu_val(&v, 8);
+                size_t at;
+                int want = tm_find(model, &k, 8, &at) ? BONSAI_EXISTS : 0;
+                TU_RC(bonsai_put_u64(txn, m, k, &val, BONSAI_NOOVERWRITE),
+                      want);
+                if (!want)
+                    tm_put(model, &k, 8, &v, 8);
+            } else if (what < 96) {
+                bonsai_val got;
+                size_t at;
+                int rc = bonsai_get_u64(txn, m, k, &got);
+                if (tm_find(model, &k, 8, &at)) {
+                    TU_RC(rc, 0);
+                    cr_assert(got.size == model->e[at].vlen &&
+                                  (got.size == 0 ||
+                                   memcmp(got.data, model->e[at].val,
+                                          got.size) == 0),
+                              "seed=%llu: value of %llu differs",
+                              (unsigned long long)seed,
+                              (unsigned long long)k);
+                } else {
+                    TU_RC(rc, BONSAI_NOTFOUND);
+                }
+            } else {
+                int want = tm_del(model, &k, 8) ? 0 : BONSAI_NOTFOUND;
+                TU_RC(bonsai_del_u64(txn, m, k), want);
+            }
+        }
+        char ctx[64];
+        snprintf(ctx, sizeof ctx, "seed=%llu phase %d",
+                 (unsigned long long)seed, phase);
+        TU_ASSERT_SAME(txn, m, model, ctx);
+    }
+    (void)db;
+}
+
+Test(pending, anonymous_mixed_ops_match_the_model)
+{
+    bonsai_options o = small_cache();
+    bonsai_db *db = tu_open(NULL, &o);
+    bonsai_map m = tu_map_create(db, NULL, "m", BONSAI_KEY_U64);
+    tm_model model;
+    tm_init(&model, BONSAI_KEY_U64);
+    mixed_ops(db, NULL, m, &model, tu_seed("pending-anon", 11), 6);
+    tm_free(&model);
+    TU_OK(bonsai_close(db));
+}
+
+Test(pending, a_get_sees_the_newest_waiting_value)
+{
+    bonsai_options o = small_cache();
+    bonsai_db *db = tu_open(NULL, &o);
+    bonsai_map m = tu_map_create(db, NULL, "m", BONSAI_KEY_U64);
+    tu_rng r = {tu_seed("pending-newest", 5)};
+    for (int i = 0; i < 20000; i++)
+        TU_OK(bonsai_put_u64(NULL, m, tu_rand(&r), NULL, 0));
+    uint64_t k = tu_rand(&r);
+    for (uint64_t v = 1; v <= 3; v++) {
+        bonsai_val val = tu_val(&v, 8), got;
+        TU_OK(bonsai_put_u64(NULL, m, k, &val, 0));
+        TU_OK(bonsai_get_u64(NULL, m, k, &got));
+        cr_assert(got.size == 8 && memcmp(got.data, &v, 8) == 0);
+    }
+    uint64_t count;
+    TU_OK(bonsai_count(NULL, m, &count));
+    cr_assert(count == 20001, "count %llu", (unsigned long long)count);
+    TU_OK(bonsai_close(db));
+}
+
+Test(pending, abort_forgets_waiting_puts_and_commit_keeps_them)
+{
+    bonsai_options o = small_cache();
+    bonsai_db *db = tu_open(tu_path("s.db"), &o);
+    bonsai_map m = tu_map_create(db, NULL, "m", BONSAI_KEY_U64);
+    tm_model model;
+    tm_init(&model, BONSAI_KEY_U64);
+    uint64_t seed = tu_seed("pending-txn", 3);
+    for (int round = 0; round < 6; round++) {
+        bonsai_txn *txn;
+        TU_OK(bonsai_txn_begin(db, 0, &txn));
+        tm_model tried;
+        memset(&tried, 0, sizeof tried);
+        tm_copy(&tried, &model);
+        mixed_ops(db, txn, m, &tried, seed + (uint64_t)round, 1);
+        if (round % 2) {
+            bonsai_txn_abort(txn);
+        } else {
+            TU_OK(bonsai_txn_commit(txn));
+            tm_copy(&model, &tried);
+        }
+        tm_free(&tried);
+        TU_ASSERT_SAME(NULL, m, &model, round % 2 ? "after abort"
+                                                  : "after commit");
+    }
+    TU_OK(bonsai_close(db));
+    db = tu_open(tu_path("s.db"), &o);
+    m = tu_map_open(db, NULL, "m", BONSAI_KEY_U64);
+    TU_ASSERT_SAME(NULL, m, &model, "after reopen");
+    tm_free(&model);
+    TU_OK(bonsai_close(db));
+}
+
+/* Puts that wait count their room ahead: filling to the cap, every put
+ * acknowledged is there after BONSAI_FULL, and nothing is left waiting. */
+Test(pending, full_keeps_every_acknowledged_put)
+{
+    bonsai_options o = small_cache();
+    o.max_size = 1 << 20;
+    bonsai_db *db = tu_open(NULL, &o);
+    bonsai_map m = tu_map_create(db, NULL, "m", BONSAI_KEY_U64);
+    tm_model model;
+    tm_init(&model, BONSAI_KEY_U64);
+    tu_rng r = {tu_seed("pending-full", 9)};
+    int rc = 0;
+    while (rc == 0) {
+        uint64_t k = tu_rand(&r);
+        rc = bonsai_put_u64(NULL, m, k, NULL, 0);
+        if (rc == 0)
+            tm_put(&model, &k, 8, NULL, 0);
+    }
+    TU_RC(rc, BONSAI_FULL);
+    cr_assert(model.n > 10000, "only %zu entries fit", model.n);
+    TU_OK(bonsai_sync(db));
+    TU_ASSERT_SAME(NULL, m, &model, "after FULL");
+    tm_free(&model);
+    TU_OK(bonsai_close(db));
+}

@@ -1,0 +1,1066 @@
+/*
+ * test_tools.c - every command-line tool (bonsai-verify, -stat, -dump,
+ * -load, -compact) on the inputs a user gets wrong, run as programs from
+ * $BONSAI_BUILD_DIR (default build/), as test_dumpload.c finds them:
+ *
+ *  - --help is a manual on stdout (exit 0); bad flags exit 2 with the
+ *    synopsis on stderr;
+ *  - an empty file, garbage, a FIFO, /dev/zero, a missing path and a
+ *    directory, wherever a tool reads a store or its input: exit 1 and a
+ *    message, promptly (a FIFO is refused, never waited on);
+ *  - unwritable outputs (compact DST in a read-only directory or under
+ *    /proc, a load into a read-only file, dump -f there): exit 1, nothing
+ *    created;
+ *  - a corrupted store, bytes flipped all over its used pages: verify
+ *    exits 1 and names the page, dump and stat report and do not crash;
+ *  - verify's progress only on a terminal or when asked;
+ *  - bonsai-dump's output against mdb_dump's and db_dump's, byte for byte
+ *    but for the sizing lines each tool writes of its own.
+ *
+ * Every run asserts that no tool died of a signal (an alarm kills a hung
+ * one) and that every file given to a tool as a source is unchanged, byte
+ * for byte.  Read-only files and directories do not stop root: as root,
+ * those runs drop to the user nobody.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bonsai.h"
+#include "util.h"
+
+/* .timeout: a hang guard, not a timing assertion */
+TestSuite(tools, .init = tu_setup, .fini = tu_teardown, .timeout = 300);
+
+#define NOBODY 65534
+/* Seconds a tool may run before it counts as hung (under ASan, on a
+ * loaded machine, the stores here take well under a second). */
+#define HANG_SECONDS 60
+
+/* ---- files -------------------------------------------------------------- */
+
+/* dir/name in a buffer of its own for the rest of the test. */
+static const char *tp(const char *name)
+{
+    static char pool[64][PATH_MAX];
+    static unsigned used;
+    cr_assert(used < 64, "tp: out of path buffers");
+    char *b = pool[used++];
+    snprintf(b, PATH_MAX, "%s", tu_path(name));
+    return b;
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "open %s: %s", path, strerror(errno));
+    size_t cap = 4096, n = 0, r;
+    char *p = malloc(cap + 1);
+    cr_assert(p);
+    while ((r = fread(p + n, 1, cap - n, f)) > 0) {
+        n += r;
+        if (n == cap) {
+            p = realloc(p, (cap *= 2) + 1);
+            cr_assert(p);
+        }
+    }
+    cr_assert(!ferror(f), "read %s", path);
+    fclose(f);
+    p[n] = 0;
+    if (len)
+        *len = n;
+    return p;
+}
+
+static void write_bytes(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    cr_assert(f, "create %s: %s", path, strerror(errno));
+    cr_assert(fwrite(p, 1, n, f) == n && fclose(f) == 0, "write %s", path);
+}
+
+static void copy_file(const char *from, const char *to)
+{
+    size_t n;
+    char *p = slurp(from, &n);
+    write_bytes(to, p, n);
+    free(p);
+}
+
+static int exists(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
+/* What a path is before a tool runs, to compare with afterwards. */
+typedef struct snap {
+    const char *path;
+    int exists;
+    mode_t type;  /* S_IFREG, S_IFIFO, ... */
+    char *bytes;  /* regular files only */
+    size_t len;
+} snap;
+
+static snap snap_take(const char *path)
+{
+    snap s = {.path = path};
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return s;
+    s.exists = 1;
+    s.type = st.st_mode & S_IFMT;
+    if (S_ISREG(st.st_mode))
+        s.bytes = slurp(path, &s.len);
+    return s;
+}
+
+/* Asserts that s->path is as it was, and frees the snapshot. */
+static void snap_same(snap *s, const char *ctx)
+{
+    snap now = snap_take(s->path);
+    cr_assert(now.exists == s->exists, "%s: %s was %s, now %s", ctx,
+              s->path, s->exists ? "there" : "missing",
+              now.exists ? "there" : "missing");
+    cr_assert(now.type == s->type, "%s: %s changed its type", ctx, s->path);
+    cr_assert(now.len == s->len &&
+                  (!s->bytes || memcmp(now.bytes, s->bytes, s->len) == 0),
+              "%s: the tool changed %s", ctx, s->path);
+    free(now.bytes);
+    free(s->bytes);
+    s->bytes = NULL;
+}
+
+/* ---- running the tools -------------------------------------------------- */
+
+static const char *bin(const char *tool)
+{
+    static char buf[8][PATH_MAX];
+    static unsigned next;
+    const char *dir = getenv("BONSAI_BUILD_DIR");
+    char *b = buf[next++ % 8];
+    snprintf(b, PATH_MAX, "%s/%s", dir && *dir ? dir : "build", tool);
+    cr_assert(access(b, X_OK) == 0, "%s: %s (build it first)", b,
+              strerror(errno));
+    return b;
+}
+
+typedef struct result {
+    int status;  /* exit status */
+    char *out;   /* stdout */
+    char *err;   /* stderr */
+    char cmd[1024];
+} result;
+
+static void result_free(result *r)
+{
+    free(r->out);
+    free(r->err);
+    r->out = r->err = NULL;
+}
+
+static int open_out(const char *name)
+{
+    int fd = open(tu_path(name), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                  0600);
+    cr_assert(fd >= 0, "%s: %s", name, strerror(errno));
+    return fd;
+}
+
+/* Runs argv (argv[0] a tool name) with stdin from in (NULL: /dev/null),
+ * as uid unless uid is -1, and collects its output.  Death by a signal,
+ * and so a hang (the alarm), fails the test.  Exit 125 means the child
+ * could not become uid, 126 that uid may not run the program. */
+static result run_v(int uid, const char *in, const char *const *argv)
+{
+    result r = {0};
+    size_t n = 0;
+    for (int i = 0; argv[i]; i++)
+        n += (size_t)snprintf(r.cmd + n, n < sizeof r.cmd ? sizeof r.cmd - n
+                                                          : 0,
+                              "%s%s", i ? " " : "", argv[i]);
+    int fin = open(in ? in : "/dev/null", O_RDONLY | O_CLOEXEC);
+    cr_assert(fin >= 0, "%s: %s", in, strerror(errno));
+    int fout = open_out("run.out"), ferr = open_out("run.err");
+    const char *path = bin(argv[0]);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        dup2(fin, 0);
+        dup2(fout, 1);
+        dup2(ferr, 2);
+        if (uid >= 0 && (setgroups(0, NULL) != 0 ||
+                         setgid((gid_t)uid) != 0 || setuid((uid_t)uid) != 0))
+            _exit(125);
+        alarm(HANG_SECONDS); /* kept across exec */
+        execv(path, (char *const *)argv);
+        _exit(errno == EACCES ? 126 : 127);
+    }
+    close(fin);
+    close(fout);
+    close(ferr);
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        cr_assert(errno == EINTR, "waitpid: %s", strerror(errno));
+    r.out = slurp(tu_path("run.out"), NULL);
+    r.err = slurp(tu_path("run.err"), NULL);
+    cr_assert(!WIFSIGNALED(st), "%s: killed by signal %d%s\nstderr: %s",
+              r.cmd, WTERMSIG(st),
+              WTERMSIG(st) == SIGALRM ? " (hung)" : "", r.err);
+    r.status = WEXITSTATUS(st);
+    return r;
+}
+
+#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+#define RUN(...) run_v(-1, NULL, ARGS(__VA_ARGS__))
+
+/* The user a run must be to meet read-only files: nobody as root, else
+ * the tester. */
+static int unprivileged(void)
+{
+    return geteuid() == 0 ? NOBODY : -1;
+}
+
+/* Asserts exit status want and, for a failure, a message on stderr. */
+static void expect(const result *r, int want)
+{
+    cr_assert(r->status == want, "%s: exit %d, expected %d\nstdout: %.2000s"
+              "\nstderr: %.2000s", r->cmd, r->status, want, r->out, r->err);
+    if (want != 0)
+        cr_assert(strlen(r->err) > 0, "%s: exit %d without a message",
+                  r->cmd, r->status);
+}
+
+/* text with every run of white space made one space (a manual wraps). */
+static char *squeeze(const char *text)
+{
+    char *s = malloc(strlen(text) + 1), *o = s;
+    cr_assert(s);
+    for (const char *p = text; *p; p++)
+        if (!(*p == ' ' || *p == '\n') || (o > s && o[-1] != ' '))
+            *o++ = *p == '\n' ? ' ' : *p;
+    *o = 0;
+    return s;
+}
+
+static void expect_in(const char *text, const char *needle, const char *cmd)
+{
+    cr_assert(strstr(text, needle), "%s: no '%s' in:\n%.3000s", cmd, needle,
+              text);
+}
+
+/* ---- stores ------------------------------------------------------------- */
+
+static void put_entries(bonsai_txn *txn, bonsai_map bytes, bonsai_map u64,
+                        int n)
+{
+    for (int i = 0; i < n; i++) {
+        char k[32], v[48];
+        int kl = snprintf(k, sizeof k, "key-%06d", i * 7);
+        int vl = snprintf(v, sizeof v, "value %d", i);
+        bonsai_val key = tu_val(k, (size_t)kl), val = tu_val(v, (size_t)vl);
+        TU_OK(bonsai_put(txn, bytes, &key, &val, 0));
+        TU_OK(bonsai_put_u64(txn, u64, (uint64_t)i * 1000, &val, 0));
+    }
+}
+
+/* A store with a byte-string map "bytes" and a u64 map "u64", n entries
+ * each, written in one commit (so nothing below its high-water mark is
+ * free). */
+static const char *make_store(const char *name, int n)
+{
+    const char *path = tp(name);
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.transactions = 1;
+    o.max_size = 64u << 20;
+    bonsai_db *db = tu_open(path, &o);
+    bonsai_txn *txn;
+    TU_OK(bonsai_txn_begin(db, 0, &txn));
+    bonsai_map b = tu_map_create(db, txn, "bytes", BONSAI_KEY_BYTES);
+    bonsai_map u = tu_map_create(db, txn, "u64", BONSAI_KEY_U64);
+    put_entries(txn, b, u, n);
+    TU_OK(bonsai_txn_commit(txn));
+    TU_OK(bonsai_close(db));
+    cr_assert(chmod(path, 0644) == 0);
+    return path;
+}
+
+static uint64_t map_count(const char *path, const char *map)
+{
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.read_only = 1;
+    o.create = 0;
+    bonsai_db *db = tu_open(path, &o);
+    bonsai_map m;
+    uint64_t n = 0;
+    TU_OK(bonsai_map_open(db, NULL, map, &m, NULL));
+    TU_OK(bonsai_count(NULL, m, &n));
+    TU_OK(bonsai_close(db));
+    return n;
+}
+
+/* ---- the bad inputs ----------------------------------------------------- */
+
+enum { BAD_EMPTY, BAD_GARBAGE, BAD_FIFO, BAD_ZERO, BAD_MISSING, BAD_DIR,
+       N_BAD };
+static const char *const bad_name[N_BAD] = {
+    "an empty file", "garbage", "a FIFO", "/dev/zero", "a missing path",
+    "a directory",
+};
+
+/* Makes each bad input in the test's directory. */
+static void make_bad(const char *path[N_BAD])
+{
+    path[BAD_EMPTY] = tp("empty");
+    write_bytes(path[BAD_EMPTY], "", 0);
+    path[BAD_GARBAGE] = tp("garbage");
+    tu_rng rng = {tu_seed("garbage", 11)};
+    static uint8_t junk[1 << 16];
+    tu_fill(&rng, junk, sizeof junk);
+    write_bytes(path[BAD_GARBAGE], junk, sizeof junk);
+    path[BAD_FIFO] = tp("fifo");
+    cr_assert(mkfifo(path[BAD_FIFO], 0644) == 0, "mkfifo: %s",
+              strerror(errno));
+    path[BAD_ZERO] = "/dev/zero";
+    path[BAD_MISSING] = tp("missing");
+    path[BAD_DIR] = tp("dir");
+    cr_assert(mkdir(path[BAD_DIR], 0755) == 0);
+}
+
+/* ---- --help and bad flags ----------------------------------------------- */
+
+static const char *const all_tools[] = {
+    "bonsai-verify", "bonsai-stat", "bonsai-dump", "bonsai-load",
+    "bonsai-compact",
+};
+#define N_TOOLS (sizeof all_tools / sizeof all_tools[0])
+
+Test(tools, help_is_a_manual)
+{
+    static const char *const sections[] = {
+        "NAME\n", "SYNOPSIS\n", "DESCRIPTION\n", "OPTIONS\n",
+        "EXIT STATUS\n", "EXAMPLES\n",
+    };
+    for (size_t t = 0; t < N_TOOLS; t++) {
+        result r = RUN(all_tools[t], "--help");
+        expect(&r, 0);
+        cr_assert(r.err[0] == 0, "%s: stderr: %s", r.cmd, r.err);
+        for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++)
+            expect_in(r.out, sections[i], r.cmd);
+        expect_in(r.out, all_tools[t], r.cmd);
+        char *flat = squeeze(strstr(r.out, "EXIT STATUS\n"));
+        expect_in(flat, "0 ", r.cmd);
+        expect_in(flat, " 1 ", r.cmd);
+        expect_in(flat, "2 bad usage", r.cmd);
+        free(flat);
+        result_free(&r);
+        r = RUN(all_tools[t], "-V");
+        expect(&r, 0);
+        expect_in(r.out, "bonsai 0.", r.cmd);
+        result_free(&r);
+    }
+}
+
+Test(tools, bad_flags_exit_2)
+{
+    const char *st = make_store("s.bonsai", 50);
+    const char *dst = tp("dst.bonsai");
+    snap s = snap_take(st);
+    /* each row: a tool and its arguments, up to 4 */
+    static const struct {
+        const char *tool, *a[4];
+    } bad[] = {
+        {"bonsai-verify", {NULL}},
+        {"bonsai-verify", {"--bogus", "S"}},
+        {"bonsai-verify", {"-x", "S"}},
+        {"bonsai-verify", {"S", "S"}},
+        {"bonsai-stat", {NULL}},
+        {"bonsai-stat", {"--bogus", "S"}},
+        {"bonsai-stat", {"-s"}},
+        {"bonsai-stat", {"-s", "", "S"}},
+        {"bonsai-stat", {"S", "S"}},
+        {"bonsai-dump", {NULL}},
+        {"bonsai-dump", {"-x", "S"}},
+        {"bonsai-dump", {"-f"}},
+        {"bonsai-dump", {"-a", "-s", "bytes", "S"}},
+        {"bonsai-dump", {"-l", "-p", "S"}},
+        {"bonsai-dump", {"-f", "S", "S"}},
+        {"bonsai-load", {NULL}},
+        {"bonsai-load", {"-x", "S"}},
+        {"bonsai-load", {"-T", "S"}},
+        {"bonsai-load", {"-s"}},
+        {"bonsai-load", {"-f", "S", "S"}},
+        {"bonsai-compact", {NULL}},
+        {"bonsai-compact", {"S"}},
+        {"bonsai-compact", {"S", "S"}},
+        {"bonsai-compact", {"S", "D", "D"}},
+        {"bonsai-compact", {"--node-bytes", "7", "S", "D"}},
+        {"bonsai-compact", {"--node-entries", "1", "S", "D"}},
+        {"bonsai-compact", {"--node-entries", "x", "S", "D"}},
+        {"bonsai-compact", {"--page-size", "1000", "S", "D"}},
+        {"bonsai-compact", {"--compress", "brotli", "S", "D"}},
+        {"bonsai-compact", {"--compress", "zlib:10", "S", "D"}},
+        {"bonsai-compact", {"--compress"}},
+        {"bonsai-compact", {"--bogus", "S", "D"}},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *argv[6] = {bad[i].tool};
+        for (int j = 0; j < 4 && bad[i].a[j]; j++) {
+            const char *a = bad[i].a[j];
+            argv[j + 1] = !strcmp(a, "S") ? st : !strcmp(a, "D") ? dst : a;
+        }
+        result r = run_v(-1, NULL, argv);
+        expect(&r, 2);
+        expect_in(r.err, "usage: ", r.cmd);
+        expect_in(r.err, "--help", r.cmd);
+        cr_assert(r.out[0] == 0, "%s: stdout: %s", r.cmd, r.out);
+        result_free(&r);
+    }
+    snap_same(&s, "bad flags");
+    cr_assert(!exists(dst), "a usage error created %s", dst);
+}
+
+/* ---- bad store files ---------------------------------------------------- */
+
+Test(tools, readers_refuse_bad_files)
+{
+    const char *bad[N_BAD];
+    make_bad(bad);
+    const char *dst = tp("copy.bonsai");
+    for (int b = 0; b < N_BAD; b++) {
+        snap s = snap_take(bad[b]);
+        const char *const *runs[] = {
+            ARGS("bonsai-verify", bad[b]),
+            ARGS("bonsai-verify", "--quick", bad[b]),
+            ARGS("bonsai-stat", bad[b]),
+            ARGS("bonsai-stat", "--json", bad[b]),
+            ARGS("bonsai-dump", bad[b]),
+            ARGS("bonsai-dump", "-l", bad[b]),
+            ARGS("bonsai-compact", bad[b], dst),
+        };
+        for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+            result r = run_v(-1, NULL, runs[i]);
+            expect(&r, 1);
+            expect_in(r.err, bad[b], r.cmd);
+            result_free(&r);
+            snap_same(&s, bad_name[b]);
+            s = snap_take(bad[b]);
+        }
+        free(s.bytes);
+        cr_assert(!exists(dst), "compact of %s created %s", bad_name[b],
+                  dst);
+    }
+}
+
+Test(tools, load_refuses_bad_store_files)
+{
+    const char *bad[N_BAD];
+    make_bad(bad);
+    const char *src = make_store("s.bonsai", 100), *dump = tp("dump");
+    result r = RUN("bonsai-dump", "-f", dump, src);
+    expect(&r, 0);
+    result_free(&r);
+    static const int refused[] = {BAD_GARBAGE, BAD_FIFO, BAD_ZERO, BAD_DIR};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        const char *path = bad[refused[i]];
+        snap s = snap_take(path);
+        r = RUN("bonsai-load", "-f", dump, path);
+        expect(&r, 1);
+        expect_in(r.err, path, r.cmd);
+        result_free(&r);
+        snap_same(&s, bad_name[refused[i]]);
+    }
+    /* a missing store is created and an empty file made a store, as by
+     * the library (and by mdb_load) */
+    const char *made[] = {bad[BAD_MISSING], bad[BAD_EMPTY]};
+    for (int i = 0; i < 2; i++) {
+        r = RUN("bonsai-load", "-f", dump, made[i]);
+        expect(&r, 0);
+        result_free(&r);
+        cr_assert_eq(map_count(made[i], "bytes"), 100);
+    }
+}
+
+/* ---- bad load input ----------------------------------------------------- */
+
+/* Writes text into the FIFO from a child process; returns its pid. */
+static pid_t feed_fifo(const char *fifo, const char *text)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        alarm(HANG_SECONDS);
+        int fd = open(fifo, O_WRONLY);
+        size_t n = strlen(text), done = 0;
+        while (fd >= 0 && done < n) {
+            ssize_t w = write(fd, text + done, n - done);
+            if (w <= 0)
+                _exit(1);
+            done += (size_t)w;
+        }
+        _exit(fd >= 0 ? 0 : 1);
+    }
+    return pid;
+}
+
+Test(tools, load_refuses_bad_input)
+{
+    const char *bad[N_BAD];
+    make_bad(bad);
+    const char *st = make_store("s.bonsai", 100), *fresh = tp("new.bonsai");
+    static const int refused[] = {BAD_GARBAGE, BAD_ZERO, BAD_MISSING,
+                                  BAD_DIR};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        const char *in = bad[refused[i]];
+        /* into an existing store, plain and -T, and into a new one */
+        const char *const *runs[] = {
+            ARGS("bonsai-load", "-f", in, st),
+            ARGS("bonsai-load", "-T", "-s", "t", "-f", in, st),
+            ARGS("bonsai-load", "-f", in, fresh),
+        };
+        for (size_t j = 0; j < sizeof runs / sizeof runs[0]; j++) {
+            snap s = snap_take(st);
+            result r = run_v(-1, NULL, runs[j]);
+            expect(&r, 1);
+            result_free(&r);
+            snap_same(&s, bad_name[refused[i]]);
+            cr_assert(!exists(fresh), "a failed load left %s", fresh);
+        }
+    }
+    /* input that fails after the store is open: a missing store is not
+     * left behind, an empty file is left empty */
+    const char *cut = tp("cut.dump");
+    const char *cut_text = "VERSION=3\ndatabase=x\nHEADER=END\n 61\n";
+    write_bytes(cut, cut_text, strlen(cut_text));
+    const char *targets[] = {fresh, bad[BAD_EMPTY], st};
+    for (int i = 0; i < 3; i++) {
+        snap s = snap_take(targets[i]);
+        result r = RUN("bonsai-load", "-f", cut, targets[i]);
+        expect(&r, 1);
+        expect_in(r.err, "line 4", r.cmd);
+        result_free(&r);
+        snap_same(&s, "a load cut short");
+    }
+
+    /* the same on standard input */
+    snap s = snap_take(st);
+    result r = run_v(-1, "/dev/zero", ARGS("bonsai-load", st));
+    expect(&r, 1);
+    expect_in(r.err, "line 1", r.cmd);
+    result_free(&r);
+    snap_same(&s, "/dev/zero on stdin");
+
+    /* empty input is the dump of an empty store: nothing to load */
+    r = RUN("bonsai-load", "-f", bad[BAD_EMPTY], fresh);
+    expect(&r, 0);
+    result_free(&r);
+
+    /* a FIFO is a stream like stdin: it loads once the writer is done */
+    const char *text = "VERSION=3\nformat=print\ndatabase=piped\n"
+                       "type=btree\nHEADER=END\n a\n 1\n b\n 2\nDATA=END\n";
+    pid_t w = feed_fifo(bad[BAD_FIFO], text);
+    r = RUN("bonsai-load", "-f", bad[BAD_FIFO], fresh);
+    int wst;
+    cr_assert(waitpid(w, &wst, 0) == w && WIFEXITED(wst) &&
+              WEXITSTATUS(wst) == 0, "the FIFO writer failed");
+    expect(&r, 0);
+    result_free(&r);
+    cr_assert_eq(map_count(fresh, "piped"), 2);
+}
+
+/* ---- unwritable outputs ------------------------------------------------- */
+
+/* Runs argv as an unprivileged user; 0 and a log line if that cannot be
+ * (no setuid, or the build lies where nobody may not go). */
+static int run_unprivileged(const char *const *argv, result *r)
+{
+    cr_assert(chmod(tu_tmpdir(), 0755) == 0);
+    *r = run_v(unprivileged(), NULL, argv);
+    cr_assert(chmod(tu_tmpdir(), 0700) == 0);
+    if (r->status == 125 || r->status == 126) {
+        cr_log_warn("%s: cannot run as nobody (exit %d): not checked",
+                    r->cmd, r->status);
+        result_free(r);
+        return 0;
+    }
+    return 1;
+}
+
+Test(tools, unwritable_outputs)
+{
+    const char *src = make_store("s.bonsai", 200), *dump = tp("dump");
+    cr_assert(chmod(src, 0644) == 0);
+    result r = RUN("bonsai-dump", "-f", dump, src);
+    expect(&r, 0);
+    result_free(&r);
+    cr_assert(chmod(dump, 0644) == 0);
+    snap s = snap_take(src);
+
+    /* under /proc nothing can be created, not even by root */
+    const char *const *proc_runs[] = {
+        ARGS("bonsai-compact", src, "/proc/bonsai-none/copy"),
+        ARGS("bonsai-compact", src, "/proc/bonsai-none"),
+        ARGS("bonsai-dump", "-f", "/proc/bonsai-none/out", src),
+        ARGS("bonsai-load", "-f", dump, "/proc/bonsai-none/new"),
+    };
+    for (size_t i = 0; i < sizeof proc_runs / sizeof proc_runs[0]; i++) {
+        r = run_v(-1, NULL, proc_runs[i]);
+        expect(&r, 1);
+        result_free(&r);
+    }
+
+    /* DST a FIFO or a directory: compact would rename over them */
+    const char *fifo = tp("fifo"), *dir = tp("dir");
+    cr_assert(mkfifo(fifo, 0644) == 0 && mkdir(dir, 0755) == 0);
+    const char *dsts[] = {fifo, dir};
+    for (int i = 0; i < 2; i++) {
+        snap d = snap_take(dsts[i]);
+        r = RUN("bonsai-compact", src, dsts[i]);
+        expect(&r, 1);
+        expect_in(r.err, dsts[i], r.cmd);
+        result_free(&r);
+        snap_same(&d, "compact DST");
+    }
+
+    /* a read-only directory: compact, dump and load create nothing */
+    const char *ro = tp("ro");
+    cr_assert(mkdir(ro, 0555) == 0);
+    const char *in_ro = tp("ro/out");
+    const char *const *ro_runs[] = {
+        ARGS("bonsai-compact", src, in_ro),
+        ARGS("bonsai-dump", "-f", in_ro, src),
+        ARGS("bonsai-load", "-f", dump, in_ro),
+    };
+    for (size_t i = 0; i < sizeof ro_runs / sizeof ro_runs[0]; i++) {
+        if (!run_unprivileged(ro_runs[i], &r))
+            continue;
+        expect(&r, 1);
+        result_free(&r);
+        cr_assert(!exists(in_ro), "%s was created", in_ro);
+    }
+
+    /* a read-only store file: load refuses it and leaves it alone */
+    const char *rofile = tp("ro.bonsai");
+    copy_file(src, rofile);
+    cr_assert(chmod(rofile, 0444) == 0);
+    snap f = snap_take(rofile);
+    if (run_unprivileged(ARGS("bonsai-load", "-f", dump, rofile), &r)) {
+        expect(&r, 1);
+        expect_in(r.err, bonsai_strerror(BONSAI_READONLY), r.cmd);
+        result_free(&r);
+    }
+    snap_same(&f, "read-only store");
+    /* ... while the tools that only read it work */
+    const char *const *readers[] = {
+        ARGS("bonsai-verify", rofile),
+        ARGS("bonsai-stat", rofile),
+        ARGS("bonsai-dump", "-f", tp("ro.dump"), rofile),
+        ARGS("bonsai-compact", rofile, tp("fromro.bonsai")),
+    };
+    f = snap_take(rofile);
+    for (size_t i = 0; i < sizeof readers / sizeof readers[0]; i++) {
+        r = run_v(-1, NULL, readers[i]);
+        expect(&r, 0);
+        result_free(&r);
+    }
+    snap_same(&f, "read-only store, read");
+    snap_same(&s, "source of the unwritable outputs");
+}
+
+/* ---- a corrupted store -------------------------------------------------- */
+
+/* Flips the bits of n bytes at off. */
+static void smash(const char *path, uint64_t off, size_t n)
+{
+    int fd = open(path, O_RDWR);
+    cr_assert(fd >= 0);
+    uint8_t b[64];
+    cr_assert(n <= sizeof b);
+    cr_assert(pread(fd, b, n, (off_t)off) == (ssize_t)n);
+    for (size_t i = 0; i < n; i++)
+        b[i] ^= 0xa5;
+    cr_assert(pwrite(fd, b, n, (off_t)off) == (ssize_t)n);
+    close(fd);
+}
+
+Test(tools, corrupted_store)
+{
+    const char *good = make_store("good.bonsai", 3000);
+    const char *bad = tp("bad.bonsai"), *dst = tp("copy.bonsai");
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.read_only = 1;
+    o.create = 0;
+    bonsai_db *db = tu_open(good, &o);
+    bonsai_space sp;
+    TU_OK(bonsai_space_stat(db, &sp));
+    TU_OK(bonsai_close(db));
+    /* one commit: every page past the head is a node or a value, under a
+     * checksum or verify's zero-fill check, so any flip there is found */
+    cr_assert(sp.free_bytes == 0 && sp.problems == 0,
+              "free %" PRIu64 " problems %" PRIu64, sp.free_bytes,
+              sp.problems);
+    uint64_t lo = sp.head_bytes, span = sp.end_bytes - sp.head_bytes;
+    const int spots = 24;
+    for (int i = 0; i < spots; i++) {
+        uint64_t off = lo + span * (uint64_t)i / spots + (uint64_t)i * 13;
+        copy_file(good, bad);
+        smash(bad, off, 8);
+        snap s = snap_take(bad);
+        char ctx[64];
+        snprintf(ctx, sizeof ctx, "8 bytes at %" PRIu64, off);
+
+        /* its report is its output: on stdout */
+        result r = RUN("bonsai-verify", bad);
+        cr_assert_eq(r.status, 1, "%s (%s): exit %d", r.cmd, ctx, r.status);
+        cr_assert(strstr(r.out, ", page ") && strstr(r.out, "problem"),
+                  "%s (%s): the node is not named:\n%s", r.cmd, ctx, r.out);
+        result_free(&r);
+
+        /* dump and stat may not read the smashed bytes; when they do,
+         * they say so */
+        const char *const *others[] = {
+            ARGS("bonsai-dump", "-f", tp("out.dump"), bad),
+            ARGS("bonsai-stat", bad),
+            ARGS("bonsai-stat", "--json", bad),
+        };
+        for (size_t j = 0; j < sizeof others / sizeof others[0]; j++) {
+            r = run_v(-1, NULL, others[j]);
+            cr_assert(r.status == 0 || r.status == 1, "%s (%s): exit %d",
+                      r.cmd, ctx, r.status);
+            if (r.status)
+                cr_assert(r.err[0], "%s (%s): exit 1, no message", r.cmd,
+                          ctx);
+            result_free(&r);
+        }
+        /* --quick skips leaf bodies: it may pass, or says where */
+        r = RUN("bonsai-verify", "--quick", bad);
+        cr_assert(r.status == 0 || strstr(r.out, "page ") ||
+                      strstr(r.out, "the file"),
+                  "%s (%s): exit %d:\n%s", r.cmd, ctx, r.status, r.out);
+        result_free(&r);
+
+        /* compact verifies its source first: never a copy of this */
+        r = RUN("bonsai-compact", bad, dst);
+        expect(&r, 1);
+        result_free(&r);
+        cr_assert(!exists(dst), "%s: compact copied a corrupt store", ctx);
+        snap_same(&s, ctx);
+    }
+}
+
+/* ---- verify's progress -------------------------------------------------- */
+
+Test(tools, verify_progress_only_on_a_terminal_or_asked)
+{
+    const char *st = make_store("s.bonsai", 20000);
+    /* stderr is a file here: no progress by default */
+    result r = RUN("bonsai-verify", st);
+    expect(&r, 0);
+    cr_assert(r.err[0] == 0, "progress on a file: %s", r.err);
+    char *summary = strdup(r.out);
+    result_free(&r);
+    r = RUN("bonsai-verify", "--progress", st);
+    expect(&r, 0);
+    expect_in(r.err, "% (", r.cmd);
+    cr_assert_str_eq(r.out, summary, "progress changed stdout");
+    result_free(&r);
+    r = RUN("bonsai-verify", "--no-progress", st);
+    expect(&r, 0);
+    cr_assert(r.err[0] == 0, "--no-progress: %s", r.err);
+    result_free(&r);
+    free(summary);
+}
+
+/* ---- bonsai-stat and bonsai-compact on good stores ---------------------- */
+
+Test(tools, stat_reports_every_field)
+{
+    const char *st = make_store("s.bonsai", 200);
+    snap s = snap_take(st);
+    result r = RUN("bonsai-stat", "--json", st);
+    expect(&r, 0);
+    static const char *const file_keys[] = {
+        "\"file_bytes\":", "\"cap\":", "\"used_bytes\":",
+        "\"free_bytes\":", "\"free_extents\":", "\"txn_id\":",
+        "\"readers\":", "\"oldest_reader_lag\":", "\"format_version\":",
+        "\"rounding_waste\":",
+    };
+    static const char *const map_keys[] = {
+        "\"entries\":200,", "\"depth\":", "\"branch_nodes\":",
+        "\"leaf_nodes\":", "\"raw_bytes\":", "\"stored_bytes\":",
+        "\"page_bytes\":", "\"leaf_fill\":", "\"bytes_per_entry\":",
+        "\"compression_ratio\":", "\"rounding_waste\":",
+    };
+    /* the file's fields come before the maps */
+    char *maps = strstr(r.out, "\"maps\":[");
+    cr_assert(maps, "%s: no maps: %s", r.cmd, r.out);
+    *maps = 0;
+    for (size_t i = 0; i < sizeof file_keys / sizeof file_keys[0]; i++)
+        expect_in(r.out, file_keys[i], r.cmd);
+    *maps = '"';
+    const char *u = strstr(r.out, "{\"name\":\"u64\"");
+    const char *b = strstr(r.out, "{\"name\":\"bytes\"");
+    cr_assert(u && b, "%s: a map is missing: %s", r.cmd, r.out);
+    for (size_t i = 0; i < sizeof map_keys / sizeof map_keys[0]; i++) {
+        expect_in(u, map_keys[i], r.cmd);
+        expect_in(b, map_keys[i], r.cmd);
+    }
+    cr_assert(r.out[strlen(r.out) - 1] == '\n' && strchr(r.out, '\n') ==
+              r.out + strlen(r.out) - 1, "--json: not one line: %s", r.out);
+    result_free(&r);
+
+    r = RUN("bonsai-stat", "--json", "-s", "u64", st);
+    expect(&r, 0);
+    cr_assert(strstr(r.out, "\"name\":\"u64\"") &&
+                  !strstr(r.out, "\"name\":\"bytes\""),
+              "-s u64: %s", r.out);
+    result_free(&r);
+    r = RUN("bonsai-stat", "-s", "nosuch", st);
+    expect(&r, 1);
+    result_free(&r);
+
+    static const char *const labels[] = {
+        "format version", "file size", "cap", "used", "free ", "extent",
+        "read snapshots", "txn id", "rounding waste", "entries", "depth",
+        "branch", "leaf", "bytes in nodes", "average leaf fill",
+        "bytes per entry", "compression ratio",
+    };
+    r = RUN("bonsai-stat", st);
+    expect(&r, 0);
+    for (size_t i = 0; i < sizeof labels / sizeof labels[0]; i++)
+        expect_in(r.out, labels[i], r.cmd);
+    result_free(&r);
+    snap_same(&s, "stat");
+}
+
+/* A store of many small commits over the same keys: copy-on-write leaves
+ * free space and part-full leaves behind. */
+static const char *make_churned_store(void)
+{
+    const char *path = tp("churn.bonsai");
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.transactions = 1;
+    bonsai_db *db = tu_open(path, &o);
+    bonsai_map m = tu_map_create(db, NULL, "m", BONSAI_KEY_U64);
+    tu_rng rng = {tu_seed("churn", 5)};
+    for (int c = 0; c < 30; c++) {
+        bonsai_txn *txn;
+        TU_OK(bonsai_txn_begin(db, 0, &txn));
+        for (int i = 0; i < 300; i++) {
+            char v[16];
+            int n = snprintf(v, sizeof v, "v%d", c);
+            bonsai_val val = tu_val(v, (size_t)n);
+            TU_OK(bonsai_put_u64(txn, m, tu_below(&rng, 5000), &val, 0));
+        }
+        TU_OK(bonsai_txn_commit(txn));
+    }
+    TU_OK(bonsai_close(db));
+    return path;
+}
+
+static uint64_t file_size(const char *path)
+{
+    struct stat st;
+    cr_assert(stat(path, &st) == 0, "%s: %s", path, strerror(errno));
+    return (uint64_t)st.st_size;
+}
+
+/* Asserts that a and b dump to the same text. */
+static void same_dump(const char *a, const char *b)
+{
+    const char *da = tp("a.dump"), *db = tp("b.dump");
+    result r = RUN("bonsai-dump", "-f", da, a);
+    expect(&r, 0);
+    result_free(&r);
+    r = RUN("bonsai-dump", "-f", db, b);
+    expect(&r, 0);
+    result_free(&r);
+    size_t na, nb;
+    char *pa = slurp(da, &na), *pb = slurp(db, &nb);
+    cr_assert(na == nb && memcmp(pa, pb, na) == 0, "%s and %s differ", a,
+              b);
+    free(pa);
+    free(pb);
+}
+
+Test(tools, compact_options_and_sizes)
+{
+    const char *src = make_churned_store(), *dst = tp("dst.bonsai");
+    snap s = snap_take(src);
+    /* an old DST is replaced whole */
+    write_bytes(dst, "old", 3);
+    result r = RUN("bonsai-compact", src, dst);
+    expect(&r, 0);
+    char line[PATH_MAX + 64];
+    snprintf(line, sizeof line, "%s: %" PRIu64 " bytes\n", src,
+             file_size(src));
+    expect_in(r.out, line, r.cmd);
+    snprintf(line, sizeof line, "%s: %" PRIu64 " bytes, ", dst,
+             file_size(dst));
+    expect_in(r.out, line, r.cmd);
+    result_free(&r);
+    cr_assert(file_size(dst) <= file_size(src), "the copy is larger: %"
+              PRIu64 " > %" PRIu64, file_size(dst), file_size(src));
+    r = RUN("bonsai-verify", dst);
+    expect(&r, 0);
+    result_free(&r);
+    same_dump(src, dst);
+
+    /* other settings: the copy has them, the same data, and verifies */
+    const char *dz = tp("z.bonsai");
+    r = RUN("bonsai-compact", "--quiet", "--compress", "zlib:9",
+            "--node-bytes", "1024", "--node-entries", "32", src, dz);
+    expect(&r, 0);
+    cr_assert(r.out[0] == 0, "--quiet: %s", r.out);
+    result_free(&r);
+    r = RUN("bonsai-stat", "--json", dz);
+    expect(&r, 0);
+    expect_in(r.out, "\"compression\":\"zlib\",\"compression_level\":9",
+              r.cmd);
+    expect_in(r.out, "\"node_bytes\":1024,\"node_entries\":32", r.cmd);
+    result_free(&r);
+    r = RUN("bonsai-verify", dz);
+    expect(&r, 0);
+    result_free(&r);
+    same_dump(src, dz);
+    r = RUN("bonsai-compact", "--compress", "lz4", src, tp("l.bonsai"));
+    expect(&r, 0);
+    result_free(&r);
+    same_dump(src, tp("l.bonsai"));
+
+    /* no temporary file is left beside DST */
+    char cmd[PATH_MAX + 64];
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep -q compact-", tu_tmpdir());
+    cr_assert(system(cmd) != 0, "a temporary file was left behind");
+    snap_same(&s, "compact source");
+}
+
+/* ---- bonsai-dump against the reference tools ---------------------------- */
+
+static int on_path(const char *prog)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", prog);
+    return system(cmd) == 0;
+}
+
+/* Runs a shell command; its exit status (a signal fails the test). */
+static int sh(const char *fmt, ...)
+{
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    fflush(NULL);
+    int st = system(cmd);
+    cr_assert(st != -1 && !WIFSIGNALED(st), "%s: signal", cmd);
+    return WEXITSTATUS(st);
+}
+
+/* Asserts that two files hold the same bytes. */
+static void same_bytes(const char *a, const char *b, const char *ctx)
+{
+    size_t na, nb;
+    char *pa = slurp(a, &na), *pb = slurp(b, &nb);
+    cr_assert(na == nb && memcmp(pa, pb, na) == 0,
+              "%s: %s and %s differ:\n--- %.1500s\n+++ %.1500s", ctx, a, b,
+              pa, pb);
+    free(pa);
+    free(pb);
+}
+
+/* A store of byte-string maps whose keys and values hold every kind of
+ * byte: printable, backslash, space, control, high. */
+static const char *make_bytes_store(void)
+{
+    const char *path = tp("bytes.bonsai");
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.transactions = 1;
+    bonsai_db *db = tu_open(path, &o);
+    bonsai_txn *txn;
+    TU_OK(bonsai_txn_begin(db, 0, &txn));
+    const char *names[] = {"plain", "with space", "back\\slash"};
+    for (int m = 0; m < 3; m++) {
+        bonsai_map map = tu_map_create(db, txn, names[m], BONSAI_KEY_BYTES);
+        for (int i = 0; i < 300; i++) {
+            uint8_t k[6] = {(uint8_t)(i * 37), (uint8_t)i, '\\', ' ',
+                            (uint8_t)(i >> 8), (uint8_t)m};
+            uint8_t v[3] = {(uint8_t)(255 - i), '\n', 'x'};
+            bonsai_val key = tu_val(k, sizeof k);
+            bonsai_val val = tu_val(v, (size_t)(i % 4 == 0 ? 0 : 3));
+            TU_OK(bonsai_put(txn, map, &key, &val, 0));
+        }
+    }
+    TU_OK(bonsai_txn_commit(txn));
+    TU_OK(bonsai_close(db));
+    return path;
+}
+
+Test(tools, dump_matches_mdb_dump_and_db_dump)
+{
+    int lmdb = on_path("mdb_load") && on_path("mdb_dump");
+    int bdb = on_path("db_load") && on_path("db_dump");
+    if (!lmdb || !bdb)
+        cr_log_warn("not on PATH:%s%s (Debian packages lmdb-utils, "
+                    "db-util): those comparisons are skipped",
+                    lmdb ? "" : " mdb_load/mdb_dump",
+                    bdb ? "" : " db_load/db_dump");
+    const char *st = make_bytes_store();
+    const char *ours = tp("ours"), *oursp = tp("ours.p");
+    const char *theirs = tp("theirs"), *want = tp("want");
+    result r = RUN("bonsai-dump", "-f", ours, st);
+    expect(&r, 0);
+    result_free(&r);
+    r = RUN("bonsai-dump", "-p", "-f", oursp, st);
+    expect(&r, 0);
+    result_free(&r);
+    if (lmdb) {
+        /* mdb_dump adds the environment's maxreaders= and db_pagesize=,
+         * which bonsai has no use for; every other byte is the same */
+        const char *mdb = tp("x.mdb");
+        cr_assert_eq(sh("mdb_load -n -f '%s' '%s'", ours, mdb), 0);
+        cr_assert_eq(sh("mdb_dump -n -a '%s' | sed '/^maxreaders=/d; "
+                        "/^db_pagesize=/d' >'%s'", mdb, theirs), 0);
+        same_bytes(ours, theirs, "mdb_dump -a");
+    }
+    if (bdb) {
+        /* db_dump writes db_pagesize=, bonsai-dump mapsize= */
+        const char *db = tp("x.db");
+        cr_assert_eq(sh("sed '/^mapsize=/d' '%s' | db_load '%s'", ours, db),
+                     0);
+        const char *flags[] = {"", "-p "};
+        const char *mine[] = {ours, oursp};
+        for (int i = 0; i < 2; i++) {
+            cr_assert_eq(sh("db_dump %s'%s' | sed '/^db_pagesize=/d' >'%s'",
+                            flags[i], db, theirs), 0);
+            cr_assert_eq(sh("sed '/^mapsize=/d' '%s' >'%s'", mine[i], want),
+                         0);
+            same_bytes(want, theirs, flags[i][0] ? "db_dump -p" : "db_dump");
+        }
+    }
+}

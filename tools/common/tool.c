@@ -1,0 +1,248 @@
+/*
+ * tool.c - the shared part of the command-line programs (see tool.h).
+ *
+ * A program is one process with one name, so the name and synopsis are
+ * kept in two statics set once by tool_init (the library keeps no global
+ * state; a program may).
+ */
+#include "tool.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const char *prog = "bonsai";
+static const char *synopsis = "";
+
+void tool_init(const char *name, const char *syn)
+{
+    prog = name;
+    synopsis = syn;
+}
+
+static void vmessage(const char *fmt, va_list ap)
+{
+    fflush(stdout); /* keep the order of what a terminal shows */
+    fprintf(stderr, "%s: ", prog);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
+int tool_fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmessage(fmt, ap);
+    va_end(ap);
+    return TOOL_EXIT_FAIL;
+}
+
+void tool_warn(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmessage(fmt, ap);
+    va_end(ap);
+}
+
+int tool_usage_error(const char *fmt, ...)
+{
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vmessage(fmt, ap);
+        va_end(ap);
+    }
+    /* one line a form of the command; a line that starts with a space
+     * goes on with the form before it */
+    const char *line = synopsis;
+    for (int first = 1; *line; first = 0) {
+        size_t n = strcspn(line, "\n");
+        if (*line == ' ')
+            fprintf(stderr, "       %*s%.*s\n", (int)strlen(prog), "",
+                    (int)n, line);
+        else
+            fprintf(stderr, "%s %s %.*s\n", first ? "usage:" : "      ",
+                    prog, (int)n, line);
+        line += n + (line[n] == '\n');
+    }
+    fprintf(stderr, "Try '%s --help'.\n", prog);
+    return TOOL_EXIT_USAGE;
+}
+
+int tool_bad_option(int c, char **argv)
+{
+    const char *arg = argv[optind - 1];
+    if (c == ':')
+        return tool_usage_error("option %s needs an argument", arg);
+    if (optopt > 0 && optopt < 256)
+        return tool_usage_error("unknown option -%c", optopt);
+    return tool_usage_error("unknown option %s", arg);
+}
+
+int tool_one_file(int argc, char **argv, const char **file)
+{
+    if (optind == argc)
+        return tool_usage_error("no store FILE given");
+    if (optind + 1 != argc)
+        return tool_usage_error("unexpected argument '%s'",
+                                argv[optind + 1]);
+    *file = argv[optind];
+    return 0;
+}
+
+int tool_check_map_name(const char *name)
+{
+    if (*name && strlen(name) <= BONSAI_MAX_NAME)
+        return 0;
+    return tool_usage_error("bad map name '%s' (1 to %u bytes)", name,
+                            BONSAI_MAX_NAME);
+}
+
+void tool_version(void)
+{
+    printf("%s (bonsai %d.%d.%d)\n", prog, BONSAI_VERSION_MAJOR,
+           BONSAI_VERSION_MINOR, BONSAI_VERSION_PATCH);
+}
+
+/* ---- opening a store ---------------------------------------------------- */
+
+/* Whether path may hold a store: 0 if it is a regular file, or does not
+ * exist and may be created; else the bonsai error and *why, what the OS
+ * says about the path.  A FIFO is refused here because opening it would
+ * wait for a writer. */
+static int check_path(const char *path, int create, const char **why)
+{
+    struct stat st;
+    *why = NULL;
+    if (stat(path, &st) != 0) {
+        if (errno == ENOENT && create)
+            return 0;
+        *why = strerror(errno);
+        return errno == ENOENT ? BONSAI_NOTFOUND : BONSAI_IO;
+    }
+    if (S_ISDIR(st.st_mode))
+        *why = "is a directory";
+    else if (!S_ISREG(st.st_mode))
+        *why = "not a regular file";
+    return *why ? BONSAI_IO : 0;
+}
+
+int tool_open(const char *path, const bonsai_options *opts, bonsai_db **db)
+{
+    *db = NULL;
+    const char *why;
+    int rc = check_path(path, opts->create && !opts->read_only, &why);
+    if (rc == 0 && (rc = bonsai_open(path, opts, db)) != 0)
+        *db = NULL;
+    if (rc == 0)
+        return 0;
+    if (rc == BONSAI_CORRUPT)
+        why = "not a bonsai store, or its header and both meta slots are "
+              "damaged";
+    return tool_fail("%s: cannot open: %s%s%s%s", path, bonsai_strerror(rc),
+                     why ? " (" : "", why ? why : "", why ? ")" : "");
+}
+
+int tool_open_read_only(const char *path, bonsai_db **db)
+{
+    bonsai_options opts;
+    bonsai_options_init(&opts);
+    opts.read_only = 1;
+    opts.create = 0;
+    return tool_open(path, &opts, db);
+}
+
+int tool_same_file(const char *path, const char *other)
+{
+    struct stat a, b;
+    return stat(path, &a) == 0 && stat(other, &b) == 0 &&
+           a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+int tool_flush_stdout(void)
+{
+    if (fflush(stdout) == 0 && !ferror(stdout))
+        return 0;
+    return tool_fail("write standard output: %s",
+                     strerror(errno ? errno : EIO));
+}
+
+int tool_number(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int tool_parse_compress(const char *s, unsigned *codec, int *level)
+{
+    int64_t lv = 0;
+    if (strcmp(s, "none") == 0)
+        *codec = BONSAI_COMPRESS_NONE;
+    else if (strcmp(s, "lz4") == 0)
+        *codec = BONSAI_COMPRESS_LZ4;
+    else if (strcmp(s, "zlib") == 0)
+        *codec = BONSAI_COMPRESS_ZLIB;
+    else if (strncmp(s, "zlib:", 5) == 0 && !tool_number(s + 5, 1, 9, &lv))
+        *codec = BONSAI_COMPRESS_ZLIB;
+    else
+        return -1;
+    *level = (int)lv;
+    return 0;
+}
+
+const char *tool_codec_name(unsigned codec)
+{
+    return codec == BONSAI_COMPRESS_LZ4 ? "lz4"
+           : codec == BONSAI_COMPRESS_ZLIB ? "zlib" : "none";
+}
+
+/* ---- the maps of a store ------------------------------------------------ */
+
+static int maps_add(void *ctx, const char *name, unsigned kind,
+                    uint64_t entries)
+{
+    (void)entries;
+    tool_maps *l = ctx;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        tool_map *v = realloc(l->v, cap * sizeof *v);
+        if (!v)
+            return BONSAI_NOMEM;
+        l->v = v;
+        l->cap = cap;
+    }
+    char *copy = strdup(name);
+    if (!copy)
+        return BONSAI_NOMEM;
+    l->v[l->n++] = (tool_map){.name = copy, .kind = kind};
+    return 0;
+}
+
+int tool_maps_list(bonsai_db *db, bonsai_txn *txn, const char *only,
+                   tool_maps *maps)
+{
+    if (!only)
+        return bonsai_map_list(db, txn, maps_add, maps);
+    bonsai_map m;
+    unsigned kind;
+    int rc = bonsai_map_open(db, txn, only, &m, &kind);
+    return rc ? rc : maps_add(maps, only, kind, 0);
+}
+
+void tool_maps_free(tool_maps *maps)
+{
+    for (size_t i = 0; i < maps->n; i++)
+        free(maps->v[i].name);
+    free(maps->v);
+    *maps = (tool_maps){0};
+}
