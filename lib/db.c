@@ -361,8 +361,11 @@ static int open_store(bonsai_db *db, const char *path)
                                         : db->opt.transactions != 0;
     db->wtxn_id = db->meta.txn_id + 1;
     set_catalog_from_meta(db);
+    /* a node image takes node_bytes at most (bigger ones split) */
+    uint32_t node_pages = (db->opt.node_bytes + db->page_size - 1) /
+                          db->page_size;
     alloc_init(&db->al, &db->rg, db->page_size, db->first_pgno,
-               db->meta.end);
+               db->meta.end, node_pages);
     if (path && !db->opt.read_only)
         return derive_free_space(db);
     return 0;
