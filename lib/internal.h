@@ -46,10 +46,10 @@ typedef struct bt_tree {
     int record_dirty; /* the catalog's record is out of date */
 } bt_tree;
 
-/* A reference the flush plan changed, to put back if the plan fails: the
- * parent's slot for child, or the tree's root when parent is NULL. */
+/* A reference the flush plan changed, to put back if the plan fails:
+ * the slot for child in its parent of the moment, or the tree's root when
+ * it has none. */
 typedef struct ext_undo {
-    bn_node *parent;
     bn_node *child;
     bt_tree *tree;
     bn_ext old;
