@@ -299,6 +299,11 @@ int alloc_release(alloc *a, bn_ext e)
     return alloc_put(a, e);
 }
 
+uint64_t alloc_pages_avail(const alloc *a)
+{
+    return a->free_pages + (a->limit > a->end ? a->limit - a->end : 0);
+}
+
 uint64_t alloc_slots_avail(const alloc *a)
 {
     return a->free_slots + slots_in(a, a->limit > a->end ? a->limit - a->end

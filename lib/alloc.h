@@ -87,6 +87,9 @@ int alloc_put(alloc *a, bn_ext e);
  * transactions, after commit and readers with them. */
 int alloc_release(alloc *a, bn_ext e);
 
+/* Pages that could still be handed out (free and up to the cap). */
+uint64_t alloc_pages_avail(const alloc *a);
+
 /* Slots that could still be handed out (in free runs and up to the cap):
  * so many runs of up to slot_pages pages each surely fit, since handing
  * out a run that long takes at most one slot from the count. */

@@ -57,8 +57,20 @@ int cache_flush(bonsai_db *db)
         bt_after_flush(db);
         bt_evict_leaves(db, 0);
     }
+    if (rc == BONSAI_FULL)
+        db->full_at_pages = 1 + alloc_pages_avail(&db->al);
     recount(db);
     return rc;
+}
+
+/* After a write-back failed for want of room, trying again after every
+ * change (each try plans every cached node: deletes in a full store made
+ * that quadratic) is pointless until the free space has grown by a
+ * node's run. */
+static int worth_flushing(const bonsai_db *db)
+{
+    return !db->full_at_pages || 1 + alloc_pages_avail(&db->al) >=
+                                     db->full_at_pages + db->al.slot_pages;
 }
 
 int cache_after_change(bonsai_db *db)
@@ -75,7 +87,7 @@ int cache_after_change(bonsai_db *db)
         recount(db);
         return 0;
     }
-    return cache_flush(db);
+    return worth_flushing(db) ? cache_flush(db) : BONSAI_FULL;
 }
 
 /* Enough room when every cached node and a parent for each, plus the
@@ -114,7 +126,7 @@ int cache_reserve(bonsai_db *db, uint32_t slots, uint32_t vlen)
         return 0; /* deletes shrink nodes in place */
     if (room_for(db, 2u * db->dirty_nodes + slots, vlen))
         return 0;
-    if (db->dirty.n && cache_flush(db))
+    if (db->dirty.n && (!worth_flushing(db) || cache_flush(db)))
         return BONSAI_FULL;
     return room_for(db, slots, vlen) ? 0 : BONSAI_FULL;
 }

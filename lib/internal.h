@@ -104,6 +104,9 @@ struct bonsai_db {
     ptrvec graveyard;    /* nodes removed from trees, freed after a flush */
     uint64_t dirty_nodes;
     uint64_t dirty_since_ms; /* when the oldest unwritten change was made */
+    uint64_t full_at_pages;  /* 1 + the free pages when the last
+                                write-back failed for want of room; 0
+                                once one succeeds (bt_flush) */
     uint64_t cache_bytes;    /* decoded nodes, recounted now and then */
     uint32_t changes;        /* since the last recount */
     uint64_t waiting;        /* puts waiting in the maps' putbufs ... */
