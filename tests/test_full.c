@@ -250,6 +250,16 @@ static void check_cap(fill *f, bonsai_db *db, const char *path)
     }
 }
 
+/* The first problem verify reports, for the failure message. */
+static void first_problem(void *ctx, const char *map, uint64_t pgno,
+                          const char *what)
+{
+    char *buf = ctx;
+    if (!buf[0])
+        snprintf(buf, 256, "map '%s', page %" PRIu64 ": %s", map, pgno,
+                 what);
+}
+
 /* After a FULL the cached changes can still be written back: the room
  * the store reported for them was there. */
 static void sync_after_full(fill *f, bonsai_db *db, const char *when)
@@ -258,9 +268,11 @@ static void sync_after_full(fill *f, bonsai_db *db, const char *when)
     if (rc)
         FFAIL(f, "%s: bonsai_sync -> %s", when, tu_err(rc));
     uint64_t problems = UINT64_MAX;
-    TU_OK(bonsai_verify(db, 0, NULL, NULL, NULL, &problems));
+    char first[256] = "";
+    TU_OK(bonsai_verify(db, 0, first_problem, NULL, first, &problems));
     if (problems)
-        FFAIL(f, "%s: verify found %" PRIu64 " problems", when, problems);
+        FFAIL(f, "%s: verify found %" PRIu64 " problems, first %s", when,
+              problems, first);
 }
 
 static void direct_fill_test(const char *name, unsigned kind, size_t vlen,
