@@ -19,6 +19,14 @@ static uint32_t with_extras(const bonsai_db *db, const bt_tree *t,
     return slots + db->catalog.depth + 1u;
 }
 
+/* After an undo: decoded nodes are gone, so cursors look again, and the
+ * trees are whole (the change failed without harm). */
+static void note_undone(bonsai_db *db)
+{
+    db->write_gen++;
+    db->settled_gen = db->write_gen;
+}
+
 /* Writes the maps' changed records now, or puts the catalog back as it
  * was (the records then wait, as they do after any change). */
 static int store_records_or_undo(bonsai_db *db)
@@ -36,6 +44,7 @@ static int store_records_or_undo(bonsai_db *db)
     db->catalog = catalog;
     db->catalog.root.mem = NULL;
     maps_mark_records_dirty(db); /* some may have been stored, then lost */
+    note_undone(db);
     return rc;
 }
 
@@ -66,8 +75,7 @@ static int put_through(bonsai_db *db, bt_tree *t, bn_key key,
     bt_discard(db, t);
     *t = saved;
     t->root.mem = NULL;
-    db->write_gen++; /* decoded nodes are gone: cursors look again */
-    db->settled_gen = db->write_gen; /* and the trees are whole */
+    note_undone(db);
     return rc;
 }
 
