@@ -65,8 +65,6 @@
  * original's node sizes (MapDB's 32 entries cost a whole page each here):
  * 64-byte pages and the library's defaults (4 KiB nodes of up to 4096
  * entries, a 32 MiB write cache) except where the rung says otherwise.
- * random-cache at 64-byte pages fails to write its cache back at FULL
- * (README, "At 1 GiB"); --page-size 512 avoids that.
  * direct: no write cache, so every insert re-encodes its leaf; 256
  * entries was the fastest node measured (README, "The experiment's
  * ladder").  n120: the 120-entry nodes the rung names, compressed.
