@@ -86,7 +86,7 @@ static void ff_fix_checksums(uint8_t *f, size_t n)
     put_le32(f + 512 + 48, bonsai_crc32c(0, f + 512, 48));
     put_le32(f + 1024 + 48, bonsai_crc32c(0, f + 1024, 48));
     uint32_t ps = get_le32(f + 12);
-    if (ps < 512 || ps > 65536 || (ps & (ps - 1)))
+    if (ps < 64 || ps > 65536 || (ps & (ps - 1)))
         return;
     size_t first = ps > 4096 ? ps : 4096;
     for (size_t off = first; off + 16 <= n; off += ps) {

@@ -460,6 +460,9 @@ static void make_file(void)
         {"history", 512, 256, 8, 0, 1, 40, 10, 0, 1, 1},
         {"deep-tree", 512, 256, 4, 0, 1, 60, 30, 0, 0, 1},
         {"page-4096", 4096, 1024, 32, 0, 1, 40, 20, 0, 0, 1},
+        {"page-64-zlib", 64, 512, 16, BONSAI_COMPRESS_ZLIB, 1, 60, 40, 0, 0,
+         1},
+        {"page-64-overflow", 64, 256, 8, 0, 1, 20, 12, 1, 0, 1},
         {"no-txn", 512, 256, 8, 0, 0, 30, 20, 1, 1, 1},
     };
     char dir[] = "/tmp/bonsai-corpus-XXXXXX";

@@ -9,14 +9,19 @@
 #include <string.h>
 
 void alloc_init(alloc *a, region *rg, uint32_t page_size, uint64_t first,
-                uint64_t end)
+                uint64_t end, uint32_t slot_pages)
 {
     memset(a, 0, sizeof *a);
     a->rg = rg;
     a->page_size = page_size;
+    a->slot_pages = slot_pages ? slot_pages : 1;
     a->first = first;
     a->end = end;
     a->limit = rg->cap / page_size;
+    /* branch entries hold 40-bit page numbers: with small pages that, not
+     * the cap, may be the end of the store */
+    if (a->limit > BN_MAX_PGNO + 1)
+        a->limit = BN_MAX_PGNO + 1;
 }
 
 void alloc_free_all(alloc *a)
@@ -58,6 +63,17 @@ static void set_bits(const alloc *a, uint64_t *map, bn_ext e, int on)
 static void set_free(alloc *a, bn_ext e, int on)
 {
     set_bits(a, a->bits, e, on);
+}
+
+/* set_free for a count of pages that may not fit an extent's npages */
+static void set_free_pages(alloc *a, uint64_t from, uint64_t n, int on)
+{
+    while (n) {
+        uint32_t step = n < UINT32_MAX ? (uint32_t)n : UINT32_MAX;
+        set_free(a, (bn_ext){from, step}, on);
+        from += step;
+        n -= step;
+    }
 }
 
 int alloc_is_fresh(const alloc *a, uint64_t pgno)
@@ -102,6 +118,22 @@ static int run_is_current(const alloc *a, bn_ext e)
     return 1;
 }
 
+/* ---- slots ------------------------------------------------------------- */
+
+static uint64_t slots_in(const alloc *a, uint64_t npages)
+{
+    return npages / a->slot_pages;
+}
+
+/* Free pages next to p going down (dir -1) or up (dir +1). */
+static uint64_t free_beside(const alloc *a, uint64_t p, int dir)
+{
+    uint64_t n = 0;
+    while (is_free(a, dir < 0 ? p - 1 - n : p + n))
+        n++;
+    return n;
+}
+
 /* ---- lists of runs ----------------------------------------------------- */
 
 static int list_run(alloc *a, bn_ext e)
@@ -117,22 +149,23 @@ int alloc_put(alloc *a, bn_ext e)
     int rc = cover(a, e.pgno + e.npages);
     if (rc)
         return rc;
+    /* the free runs on either side merge with e into one */
+    uint64_t below = free_beside(a, e.pgno, -1);
+    uint64_t above = free_beside(a, e.pgno + e.npages, 1);
+    a->free_slots -= slots_in(a, below) + slots_in(a, above);
     set_free(a, e, 1);
     a->free_pages += e.npages;
-    bn_ext run = e;
-    while (is_free(a, run.pgno - 1) && run.npages < UINT32_MAX) {
-        run.pgno--;
-        run.npages++;
-    }
-    while (is_free(a, run.pgno + run.npages) && run.npages < UINT32_MAX)
-        run.npages++;
-    if (!a->tracking && run.pgno + run.npages == a->end) {
+    uint64_t start = e.pgno - below, len = below + e.npages + above;
+    if (!a->tracking && start + len == a->end) {
         /* the top of the store is free: hand it back to the high water */
-        set_free(a, run, 0);
-        a->free_pages -= run.npages;
-        a->end = run.pgno;
+        set_free_pages(a, start, len, 0);
+        a->free_pages -= len;
+        a->end = start;
         return 0;
     }
+    a->free_slots += slots_in(a, len);
+    /* a run too long to list is met again when a neighbour is freed */
+    bn_ext run = {start, len < UINT32_MAX ? (uint32_t)len : UINT32_MAX};
     return list_run(a, run);
 }
 
@@ -143,13 +176,16 @@ static int take_from(alloc *a, extvec *list, size_t i, uint32_t npages,
     bn_ext e = list->v[i];
     list->v[i] = list->v[--list->n];
     *pgno = e.pgno;
+    uint64_t slots_cut = slots_in(a, e.npages) - slots_in(a, e.npages - npages);
     set_free(a, (bn_ext){e.pgno, npages}, 0);
     a->free_pages -= npages;
+    a->free_slots -= slots_cut;
     if (e.npages > npages) {
         bn_ext rest = {e.pgno + npages, e.npages - npages};
         if (list_run(a, rest)) {
             set_free(a, (bn_ext){e.pgno, npages}, 1);
             a->free_pages += npages;
+            a->free_slots += slots_cut;
             list_run(a, e); /* room was there a moment ago */
             return BONSAI_NOMEM;
         }
@@ -263,9 +299,15 @@ int alloc_release(alloc *a, bn_ext e)
     return alloc_put(a, e);
 }
 
-uint64_t alloc_avail(const alloc *a)
+uint64_t alloc_pages_avail(const alloc *a)
 {
     return a->free_pages + (a->limit > a->end ? a->limit - a->end : 0);
+}
+
+uint64_t alloc_slots_avail(const alloc *a)
+{
+    return a->free_slots + slots_in(a, a->limit > a->end ? a->limit - a->end
+                                                          : 0);
 }
 
 /* ---- transactions ------------------------------------------------------ */
@@ -341,14 +383,25 @@ void alloc_txn_abort(alloc *a)
     for (size_t i = 0; i < a->txn_alloc.n; i++)
         give_back(a, a->txn_alloc.v[i]);
     forget_fresh(a);
-    /* pages at or above the old mark were never handed out before */
-    for (uint64_t p = a->txn_end0; p < a->end; p++)
-        if (is_free(a, p)) {
-            set_free(a, (bn_ext){p, 1}, 0);
-            a->free_pages--;
+    /* pages at or above the old mark were never handed out before, and a
+     * free run reaching down from it goes back to the high water too */
+    uint64_t top = a->txn_end0;
+    uint64_t p = top - free_beside(a, top, -1);
+    while (p < a->end) {
+        uint64_t len = free_beside(a, p, 1);
+        if (len == 0) {
+            p++;
+            continue;
         }
+        set_free_pages(a, p, len, 0);
+        a->free_pages -= len;
+        a->free_slots -= slots_in(a, len);
+        if (p < top)
+            top = p;
+        p += len;
+    }
     a->tracking = 0;
-    a->end = a->txn_end0;
+    a->end = top;
     a->txn_alloc.n = 0;
     a->txn_freed.n = 0;
 }

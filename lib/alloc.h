@@ -12,6 +12,14 @@
  * and dropped when met (the bitmap decides).  Nothing of this is stored:
  * it is derived at open from what the trees reach.
  *
+ * Room is counted in slots as well as pages: a slot is `slot_pages`
+ * contiguous free pages, the run a node image may need at most.  A free
+ * run of len pages holds len / slot_pages slots; free_slots sums that over
+ * the maximal free runs and is kept current as runs merge and are cut, so
+ * asking how many node images surely fit costs O(1).  Counting pages alone
+ * would overstate it: free space cut into runs shorter than a node holds
+ * many pages and no node.
+ *
  * In transaction mode a run released by the writer is not free at once
  * (unless the transaction itself wrote it: no snapshot ever saw that):
  * readers of older snapshots may still read it.  It waits in `txn_freed`
@@ -43,6 +51,8 @@ typedef struct alloc {
     uint64_t end;       /* high-water mark */
     uint64_t limit;     /* pages the cap allows */
     uint64_t free_pages;
+    uint32_t slot_pages; /* pages of the longest node image */
+    uint64_t free_slots; /* slots in the free runs below end */
     uint64_t *bits;     /* bit p - first set: page p is free */
     uint64_t *fresh;    /* bit set: handed out by the open transaction */
     uint64_t nbits;     /* pages the bitmap covers */
@@ -56,8 +66,9 @@ typedef struct alloc {
     size_t npending, cap_pending;
 } alloc;
 
+/* slot_pages: the pages a node image takes at most (at least 1). */
 void alloc_init(alloc *a, region *rg, uint32_t page_size, uint64_t first,
-                uint64_t end);
+                uint64_t end, uint32_t slot_pages);
 void alloc_free_all(alloc *a);
 
 /* Hands out npages contiguous pages.  Returns 0, BONSAI_FULL (the cap),
@@ -78,8 +89,13 @@ int alloc_put(alloc *a, bn_ext e);
  * transactions, after commit and readers with them. */
 int alloc_release(alloc *a, bn_ext e);
 
-/* Pages that could still be handed out (free runs and room to the cap). */
-uint64_t alloc_avail(const alloc *a);
+/* Pages that could still be handed out (free and up to the cap). */
+uint64_t alloc_pages_avail(const alloc *a);
+
+/* Slots that could still be handed out (in free runs and up to the cap):
+ * so many runs of up to slot_pages pages each surely fit, since handing
+ * out a run that long takes at most one slot from the count. */
+uint64_t alloc_slots_avail(const alloc *a);
 
 
 void alloc_txn_begin(alloc *a);

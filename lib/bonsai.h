@@ -121,8 +121,12 @@ typedef struct bonsai_options {
      * Default 1 GiB.  Reopening a file may raise or lower it (never below
      * what the file already uses). */
     uint64_t max_size;
-    /* Allocation granule in bytes: a power of two, 512..65536.  Node images
-     * occupy a run of whole pages.  Default 512.  Fixed at creation. */
+    /* Allocation granule in bytes: a power of two, 64..65536.  Node images
+     * occupy a run of whole pages, so a small page wastes less at the end
+     * of each image (a compressed image of 30 bytes takes 64, not 512).
+     * Default 512.  Smaller pages cost bitmap memory, 2 bits a page, and
+     * near the cap cut the free space into more runs too short for a
+     * node.  Fixed at creation. */
     uint32_t page_size;
     /* Target encoded size of a node in bytes (a node splits beyond it).
      * 256..1 MiB, default 4096.  Fixed at creation. */

@@ -908,7 +908,7 @@ static int point_parent_at(bonsai_db *db, bn_node *n, bn_ext e)
         db->undo = u;
         db->cap_undo = cap;
     }
-    db->undo[db->nundo++] = (ext_undo){n->parent, n, t, *c};
+    db->undo[db->nundo++] = (ext_undo){n, t, *c};
     *c = e;
     if (!n->parent) {
         t->record_dirty = 1;
@@ -923,11 +923,15 @@ static void undo_plan(bonsai_db *db, size_t alloc0, size_t release0)
 {
     while (db->nundo > 0) {
         ext_undo *u = &db->undo[--db->nundo];
-        uint32_t idx = u->parent ? slot_of(u->parent, u->child) : 0;
-        if (!u->parent)
+        /* where the reference is now: a split while planning may have
+         * moved the child to a new sibling of its parent, or put a new
+         * root above it */
+        bn_node *p = u->child->parent;
+        uint32_t idx = p ? slot_of(p, u->child) : 0;
+        if (!p)
             u->tree->root.ext = u->old;
         else if (idx != UINT32_MAX)
-            u->parent->child[idx].ext = u->old;
+            p->child[idx].ext = u->old;
     }
     while (db->op_alloc.n > alloc0)
         alloc_unget(&db->al, db->op_alloc.v[--db->op_alloc.n]);
@@ -1072,6 +1076,7 @@ int bt_flush(bonsai_db *db)
     }
     db->dirty.n = 0;
     db->dirty_nodes = 0;
+    db->full_at_pages = 0;
     return 0;
 }
 

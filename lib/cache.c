@@ -8,7 +8,8 @@
  * exact, so the cache may overshoot its budget by that many changes.
  *
  * Room: each changed node may need a fresh run when it is written, so a
- * change is accepted only while the free pages cover every changed node.
+ * change is accepted only while the free runs hold a node-sized run for
+ * every changed node.
  * When they do not, the cache is written first and the question asked
  * again: FULL comes only when even that does not help.
  */
@@ -57,8 +58,20 @@ int cache_flush(bonsai_db *db)
         bt_after_flush(db);
         bt_evict_leaves(db, 0);
     }
+    if (rc == BONSAI_FULL)
+        db->full_at_pages = 1 + alloc_pages_avail(&db->al);
     recount(db);
     return rc;
+}
+
+/* After a write-back failed for want of room, trying again after every
+ * change (each try plans every cached node: deletes in a full store made
+ * that quadratic) is pointless until the free space has grown by a
+ * node's run. */
+static int worth_flushing(const bonsai_db *db)
+{
+    return !db->full_at_pages || 1 + alloc_pages_avail(&db->al) >=
+                                     db->full_at_pages + db->al.slot_pages;
 }
 
 int cache_after_change(bonsai_db *db)
@@ -78,20 +91,28 @@ int cache_after_change(bonsai_db *db)
         recount(db);
         return 0;
     }
-    return cache_flush(db);
+    return worth_flushing(db) ? cache_flush(db) : BONSAI_FULL;
 }
 
 /* Enough room when every cached node and a parent for each, plus the
- * nodes this change may add, can each get node_bytes of pages, and a large
- * value its own.  Counted in pages, not runs: free runs cut too small can
- * still fail a write, which then keeps its changes cached. */
+ * nodes this change may add, can each get node_bytes of contiguous pages,
+ * and a large value its own run.  Counted in slots (runs of node_bytes,
+ * alloc.h), not pages: free space cut into runs shorter than a node has
+ * pages but no room for one, and a write-back that cannot place its
+ * nodes would fail after the changes were accepted.  An image a little
+ * over node_bytes (the size estimate drifts) that finds no run splits in
+ * two at write-back; the parents counted for every node cover that. */
 static int room_for(const bonsai_db *db, uint64_t nodes, uint32_t vlen)
 {
-    uint64_t node = (db->opt.node_bytes + db->page_size - 1) / db->page_size;
-    uint64_t need = nodes * node;
-    if (vlen != CACHE_DELETE && vlen > db->inline_max)
-        need += ((uint64_t)vlen + 16 + db->page_size - 1) / db->page_size;
-    return alloc_avail(&db->al) >= need;
+    uint64_t need = nodes;
+    if (vlen != CACHE_DELETE && vlen > db->inline_max) {
+        /* a value's run of p pages takes at most ceil(p / slot) slots */
+        uint64_t slot = db->al.slot_pages;
+        uint64_t pages = ((uint64_t)vlen + 16 + db->page_size - 1) /
+                         db->page_size;
+        need += (pages + slot - 1) / slot;
+    }
+    return alloc_slots_avail(&db->al) >= need;
 }
 
 /* A waiting put may dirty a leaf and split it when applied: a node run
@@ -114,7 +135,7 @@ int cache_reserve(bonsai_db *db, uint32_t slots, uint32_t vlen)
 {
     if (cache_has_room(db, slots, vlen))
         return 0;
-    if (db->dirty.n && cache_flush(db))
+    if (db->dirty.n && (!worth_flushing(db) || cache_flush(db)))
         return BONSAI_FULL;
     return room_for(db, slots, vlen) ? 0 : BONSAI_FULL;
 }

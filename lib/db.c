@@ -45,7 +45,7 @@ void bonsai_options_init(bonsai_options *o)
 static int options_valid(const bonsai_options *o)
 {
     uint32_t p = o->page_size;
-    if (p < 512 || p > 65536 || (p & (p - 1)))
+    if (p < BX_PAGE_MIN || p > BX_PAGE_MAX || (p & (p - 1)))
         return 0;
     if (o->node_bytes < 256 || o->node_bytes > (1u << 20))
         return 0;
@@ -362,8 +362,11 @@ static int open_store(bonsai_db *db, const char *path)
     db->inline_max = db->opt.node_bytes / 4;
     db->wtxn_id = db->meta.txn_id + 1;
     set_catalog_from_meta(db);
+    /* a node image takes node_bytes at most (bigger ones split) */
+    uint32_t node_pages = (db->opt.node_bytes + db->page_size - 1) /
+                          db->page_size;
     alloc_init(&db->al, &db->rg, db->page_size, db->first_pgno,
-               db->meta.end);
+               db->meta.end, node_pages);
     if (path && !db->opt.read_only)
         return space_derive(db);
     return 0;

@@ -48,10 +48,10 @@ typedef struct bt_tree {
     int record_dirty; /* the catalog's record is out of date */
 } bt_tree;
 
-/* A reference the flush plan changed, to put back if the plan fails: the
- * parent's slot for child, or the tree's root when parent is NULL. */
+/* A reference the flush plan changed, to put back if the plan fails:
+ * the slot for child in its parent of the moment, or the tree's root when
+ * it has none. */
 typedef struct ext_undo {
-    bn_node *parent;
     bn_node *child;
     bt_tree *tree;
     bn_ext old;
@@ -109,6 +109,9 @@ struct bonsai_db {
     ptrvec graveyard;    /* nodes removed from trees, freed after a flush */
     uint64_t dirty_nodes;
     uint64_t dirty_since_ms; /* when the oldest unwritten change was made */
+    uint64_t full_at_pages;  /* 1 + the free pages when the last
+                                write-back failed for want of room; 0
+                                once one succeeds (bt_flush) */
     uint64_t cache_bytes;    /* decoded nodes, recounted now and then */
     uint32_t changes;        /* since the last recount */
     uint64_t waiting;        /* puts waiting in the maps' putbufs ... */

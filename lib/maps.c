@@ -245,6 +245,15 @@ int maps_store_records(bonsai_db *db)
     return 0;
 }
 
+void maps_mark_records_dirty(bonsai_db *db)
+{
+    for (uint32_t i = 0; i < db->nmaps; i++) {
+        map_slot *s = &db->maps[i];
+        if (s->loaded && s->live)
+            s->w.record_dirty = 1;
+    }
+}
+
 void maps_after_commit(bonsai_db *db)
 {
     for (uint32_t i = 0; i < db->nmaps; i++) {

@@ -30,6 +30,9 @@ int maps_reader_tree(bonsai_txn *txn, bonsai_map map, bt_tree **t);
 /* Writes every changed record into the catalog (and deletes dropped
  * maps' records). */
 int maps_store_records(bonsai_db *db);
+/* Has every map's record written again (storing an unchanged record is
+ * harmless): after the catalog was put back as it was. */
+void maps_mark_records_dirty(bonsai_db *db);
 
 void maps_after_commit(bonsai_db *db);
 void maps_after_abort(bonsai_db *db);

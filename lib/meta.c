@@ -55,7 +55,7 @@ int bx_header_decode(const uint8_t *in, bx_header *h)
         (h->flags >> 4 & 0xF) > 9)
         return BONSAI_CORRUPT;
     uint32_t p = h->page_size;
-    if (p < 512 || p > 65536 || (p & (p - 1)))
+    if (p < BX_PAGE_MIN || p > BX_PAGE_MAX || (p & (p - 1)))
         return BONSAI_CORRUPT;
     if (h->node_bytes < 256 || h->node_bytes > (1u << 20) ||
         h->node_entries < 2 || h->node_entries > BONSAI_MAX_NODE_ENTRIES)

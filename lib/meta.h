@@ -15,6 +15,10 @@
 #define BX_META_OFF(slot) (512u + 512u * (slot))
 #define BX_META_SIZE 52u
 #define BX_HEAD_BYTES 4096u /* header and meta area before the data */
+/* The allocation granule: a power of two in this range.  The header and
+ * meta slots do not depend on it (they sit below BX_HEAD_BYTES). */
+#define BX_PAGE_MIN 64u
+#define BX_PAGE_MAX 65536u
 
 typedef struct bx_header {
     uint32_t version;

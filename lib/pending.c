@@ -5,6 +5,7 @@
 
 #include "btree.h"
 #include "cache.h"
+#include "maps.h"
 #include "txn.h"
 
 /* The node runs a put reserves, given those its tree may need: the
@@ -18,6 +19,66 @@ static uint32_t with_extras(const bonsai_db *db, const bt_tree *t,
     return slots + db->catalog.depth + 1u;
 }
 
+/* After an undo: decoded nodes are gone, so cursors look again, and the
+ * trees are whole (the change failed without harm). */
+static void note_undone(bonsai_db *db)
+{
+    db->write_gen++;
+    db->settled_gen = db->write_gen;
+}
+
+/* Writes the maps' changed records now, or puts the catalog back as it
+ * was (the records then wait, as they do after any change). */
+static int store_records_or_undo(bonsai_db *db)
+{
+    bt_tree catalog = db->catalog;
+    int rc = maps_store_records(db);
+    if (rc == 0)
+        rc = bt_flush(db);
+    if (rc == 0) {
+        bt_after_flush(db);
+        return 0;
+    }
+    bt_forget_changes(db);
+    bt_discard(db, &db->catalog);
+    db->catalog = catalog;
+    db->catalog.root.mem = NULL;
+    maps_mark_records_dirty(db); /* some may have been stored, then lost */
+    note_undone(db);
+    return rc;
+}
+
+/* A put written at once, and undone when that fails.  The room check
+ * must assume every node may need a run of node_bytes; near the cap the
+ * free space lies in shorter runs and it says no while the change may
+ * still fit (a node that finds no run long enough is written as two
+ * halves).  With nothing else cached, trying is honest: the put is
+ * acknowledged only once written, else its tree is as it was.  The
+ * records go first, so that the catalog holds every map's record and
+ * the one this put changes is rewritten in place later. */
+static int put_through(bonsai_db *db, bt_tree *t, bn_key key,
+                       const uint8_t *val, uint32_t vlen, unsigned flags)
+{
+    int rc = store_records_or_undo(db);
+    if (rc)
+        return rc;
+    bt_tree saved = *t;
+    rc = bt_put(db, t, key, val, vlen, flags);
+    if (rc == 0)
+        rc = bt_flush(db);
+    if (rc == 0) {
+        bt_after_flush(db);
+        store_records_or_undo(db); /* else the record waits */
+        return 0;
+    }
+    bt_forget_changes(db);
+    bt_discard(db, t);
+    *t = saved;
+    t->root.mem = NULL;
+    note_undone(db);
+    return rc;
+}
+
 /* The put path proper: room first, then the tree. */
 static int put_now(bonsai_db *db, bt_tree *t, bn_key key, const uint8_t *val,
                    uint32_t vlen, unsigned flags)
@@ -26,7 +87,10 @@ static int put_now(bonsai_db *db, bt_tree *t, bn_key key, const uint8_t *val,
     int rc = bt_put_slots(db, t, key, vlen, &slots);
     if (rc)
         return rc;
-    if ((rc = cache_reserve(db, with_extras(db, t, slots), vlen)))
+    rc = cache_reserve(db, with_extras(db, t, slots), vlen);
+    if (rc == BONSAI_FULL && !db->cow && db->dirty.n == 0)
+        return put_through(db, t, key, val, vlen, flags);
+    if (rc)
         return rc;
     txn_note_tree(db, t);
     return bt_put(db, t, key, val, vlen, flags);
@@ -190,7 +254,7 @@ static int apply_run(bonsai_db *db, map_slot *s, uint32_t from, uint32_t *to)
         *to = from + (rc == 0);
     }
     if (rc) {
-        if (db->write_gen != gen0)
+        if (db->write_gen != gen0 && db->write_gen != db->settled_gen)
             fail_writer(db);
         return rc;
     }

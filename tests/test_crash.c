@@ -1562,6 +1562,15 @@ Test(crash, p4096_zlib)
     run_config(&c, 1004);
 }
 
+/* the smallest page: several node images share one 512-byte sector, so a
+ * torn sector may hold parts of a new image beside a committed one */
+Test(crash, p64_zlib)
+{
+    cfg c = {"p64-zlib", 64, BONSAI_COMPRESS_ZLIB, 512, 32, 256 * KIB,
+             4 * KIB, 60, 24, 2, 0};
+    run_config(&c, 1007);
+}
+
 /*
  * KNOWN BUG (doc): bonsai.h says of the sync option "0 = leave it to the
  * OS (a crash may lose recent commits but never corrupts the file)".

@@ -5,6 +5,10 @@
  *
  *  - anonymous memory (no-transaction mode), 1 MiB cap, default options:
  *    u64 keys with empty values, then byte keys with 100-byte values;
+ *  - anonymous memory with 64-byte pages, 2 MiB cap, a 1 MiB write cache:
+ *    random keys leave the free space in runs shorter than a node, and
+ *    the write cache must still be written back after FULL (bonsai_sync
+ *    succeeds) with every acknowledged entry in it;
  *  - a file in transaction mode, 1 MiB cap: the write transaction that
  *    hits the cap reports BONSAI_FULL (at a put or at commit); after the
  *    abort the committed contents are intact, also after a reopen.  A
@@ -35,13 +39,16 @@ TestSuite(full, .init = tu_setup, .fini = tu_teardown);
 #define CAP (UINT64_C(1) << 20)
 /* The keys are random: no encoding stores a random set of 64-bit keys in
  * under about 5 bytes each at these sizes, so 1 MiB holds at most ~200,000
- * of them.  2 M inserts (0.5 bytes per entry) mean BONSAI_FULL never came. */
-#define NEVER_FULL (UINT64_C(2) << 20)
+ * of them.  2 inserts a byte of the cap (0.5 bytes per entry) mean
+ * BONSAI_FULL never came. */
+#define NEVER_FULL(cap) ((cap) * 2)
 
 typedef struct fill {
     const char *name;
     unsigned kind;
     size_t vlen;     /* value bytes */
+    unsigned flags;  /* of every put */
+    uint64_t max_size; /* the store's cap */
     uint64_t seed;
     uint64_t next;   /* next id never used */
     uint64_t *live;  /* ids present */
@@ -98,7 +105,7 @@ static int put_id(const fill *f, bonsai_txn *t, bonsai_map m, uint64_t id)
     make_key(f, id, &k);
     make_val(f, id, v);
     bonsai_val key = tu_val(k.k, k.len), val = tu_val(v, f->vlen);
-    return bonsai_put(t, m, &key, &val, BONSAI_NOOVERWRITE);
+    return bonsai_put(t, m, &key, &val, f->flags);
 }
 
 static int del_id(const fill *f, bonsai_txn *t, bonsai_map m, uint64_t id)
@@ -210,9 +217,9 @@ static uint64_t fill_direct(fill *f, bonsai_map m, uint64_t *full_id)
             FFAIL(f, "put %" PRIu64 " (after %" PRIu64 " inserts) -> %s", id,
                   ok, tu_err(rc));
         live_add(f, id);
-        if (++ok >= NEVER_FULL)
-            FFAIL(f, "%" PRIu64 " inserts into a 1 MiB store and no FULL",
-                  ok);
+        if (++ok >= NEVER_FULL(f->max_size))
+            FFAIL(f, "%" PRIu64 " inserts into a %" PRIu64 "-byte store "
+                  "and no FULL", ok, f->max_size);
     }
     for (int i = 0; i < 200; i++) {
         uint64_t id = f->next++;
@@ -231,37 +238,64 @@ static void check_cap(fill *f, bonsai_db *db, const char *path)
 {
     bonsai_stat st;
     TU_OK(bonsai_db_stat(db, &st));
-    if (st.max_size != CAP)
+    if (st.max_size != f->max_size)
         FFAIL(f, "stat max_size %" PRIu64, st.max_size);
-    if (st.bytes_used > CAP)
+    if (st.bytes_used > f->max_size)
         FFAIL(f, "bytes_used %" PRIu64 " over the cap", st.bytes_used);
     if (path) {
         struct stat sb;
         cr_assert(stat(path, &sb) == 0);
-        if ((uint64_t)sb.st_size > CAP)
+        if ((uint64_t)sb.st_size > f->max_size)
             FFAIL(f, "file size %lld over the cap", (long long)sb.st_size);
     }
 }
 
+/* The first problem verify reports, for the failure message. */
+static void first_problem(void *ctx, const char *map, uint64_t pgno,
+                          const char *what)
+{
+    char *buf = ctx;
+    if (!buf[0])
+        snprintf(buf, 256, "map '%s', page %" PRIu64 ": %s", map, pgno,
+                 what);
+}
+
+/* After a FULL the cached changes can still be written back: the room
+ * the store reported for them was there. */
+static void sync_after_full(fill *f, bonsai_db *db, const char *when)
+{
+    int rc = bonsai_sync(db);
+    if (rc)
+        FFAIL(f, "%s: bonsai_sync -> %s", when, tu_err(rc));
+    uint64_t problems = UINT64_MAX;
+    char first[256] = "";
+    TU_OK(bonsai_verify(db, 0, first_problem, NULL, first, &problems));
+    if (problems)
+        FFAIL(f, "%s: verify found %" PRIu64 " problems, first %s", when,
+              problems, first);
+}
+
 static void direct_fill_test(const char *name, unsigned kind, size_t vlen,
-                             uint64_t def_seed)
+                             unsigned flags, uint64_t def_seed,
+                             const bonsai_options *o)
 {
     fill f;
     memset(&f, 0, sizeof f);
     f.name = name;
     f.kind = kind;
     f.vlen = vlen;
+    f.flags = flags;
+    f.max_size = o->max_size;
     f.seed = tu_seed(name, def_seed);
-    bonsai_options o;
-    bonsai_options_init(&o);
-    o.max_size = CAP;
-    bonsai_db *db = tu_open(NULL, &o);
+    bonsai_db *db = tu_open(NULL, o);
     bonsai_map m = tu_map_create(db, NULL, "fill", kind);
 
     uint64_t full_id;
     uint64_t first = fill_direct(&f, m, &full_id);
     if (first < 100)
-        FFAIL(&f, "only %" PRIu64 " entries fit in 1 MiB", first);
+        FFAIL(&f, "only %" PRIu64 " entries fit in %" PRIu64 " bytes", first,
+              f.max_size);
+    sync_after_full(&f, db, "after the first FULL");
     check_cap(&f, db, NULL);
     verify(&f, NULL, m, &full_id, 1, "after the first FULL");
 
@@ -280,24 +314,64 @@ static void direct_fill_test(const char *name, unsigned kind, size_t vlen,
     if (again < ngone / 4)
         FFAIL(&f, "deleted %zu entries, then only %" PRIu64 " inserts fit",
               ngone, again);
+    sync_after_full(&f, db, "after the second FULL");
     check_cap(&f, db, NULL);
     verify(&f, NULL, m, gone, ngone, "after the second FULL");
-    cr_log_info("[%s] %" PRIu64 " entries fit in 1 MiB; deleted %zu, then "
-                "%" PRIu64 " fit again",
-                name, first, ngone, again);
+    cr_log_info("[%s] %" PRIu64 " entries fit in %" PRIu64 " bytes; "
+                "deleted %zu, then %" PRIu64 " fit again",
+                name, first, f.max_size, ngone, again);
     free(gone);
     free(f.live);
     TU_OK(bonsai_close(db));
 }
 
+static bonsai_options capped(uint64_t cap)
+{
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.max_size = cap;
+    return o;
+}
+
 Test(full, anonymous_u64_empty_values)
 {
-    direct_fill_test("anon-u64-empty", BONSAI_KEY_U64, 0, 0xF0110001);
+    bonsai_options o = capped(CAP);
+    direct_fill_test("anon-u64-empty", BONSAI_KEY_U64, 0, BONSAI_NOOVERWRITE,
+                     0xF0110001, &o);
 }
 
 Test(full, anonymous_bytes_100_byte_values)
 {
-    direct_fill_test("anon-bytes-100", BONSAI_KEY_BYTES, 100, 0xF0110002);
+    bonsai_options o = capped(CAP);
+    direct_fill_test("anon-bytes-100", BONSAI_KEY_BYTES, 100,
+                     BONSAI_NOOVERWRITE, 0xF0110002, &o);
+}
+
+/* 64-byte pages, random keys, the write cache on: at FULL most free pages
+ * lie in runs shorter than a node.  The room the write cache counted on
+ * must be runs a node fits, or the write-back after FULL fails (it did,
+ * with 1 KiB and with 4 KiB nodes). */
+static bonsai_options small_pages(uint32_t node_bytes)
+{
+    bonsai_options o = capped(2 * CAP);
+    o.page_size = 64;
+    o.node_bytes = node_bytes;
+    o.write_cache_bytes = CAP;
+    o.flush_delay_ms = 0;
+    return o;
+}
+
+Test(full, anonymous_page_64_random_u64_syncs_after_full)
+{
+    bonsai_options o = small_pages(1024);
+    direct_fill_test("anon-p64-u64", BONSAI_KEY_U64, 0, 0, 0xF0110005, &o);
+}
+
+Test(full, anonymous_page_64_random_bytes_syncs_after_full)
+{
+    bonsai_options o = small_pages(1024);
+    direct_fill_test("anon-p64-bytes-8", BONSAI_KEY_BYTES, 8, 0, 0xF0110006,
+                     &o);
 }
 
 /* ---- file, transactions ------------------------------------------------- */
@@ -382,9 +456,9 @@ static uint64_t fill_txn(fill *f, bonsai_db *db, bonsai_map m, size_t batch,
             batch = batch * 2 < max_batch ? batch * 2 : max_batch;
             streak = 0;
         }
-        if (ok >= NEVER_FULL)
-            FFAIL(f, "%" PRIu64 " inserts into a 1 MiB store and no FULL",
-                  ok);
+        if (ok >= NEVER_FULL(f->max_size))
+            FFAIL(f, "%" PRIu64 " inserts into a %" PRIu64 "-byte store "
+                  "and no FULL", ok, f->max_size);
     }
     free(pending);
     return ok;
@@ -408,6 +482,8 @@ static void file_fill_test(const char *name, unsigned kind, size_t vlen,
     f.name = name;
     f.kind = kind;
     f.vlen = vlen;
+    f.flags = BONSAI_NOOVERWRITE;
+    f.max_size = CAP;
     f.seed = tu_seed(name, def_seed);
     const char *path = tu_path("full.db");
     bonsai_options o;

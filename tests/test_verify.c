@@ -145,6 +145,7 @@ static bonsai_options small_opts(void)
     bonsai_options o;
     bonsai_options_init(&o);
     o.node_bytes = 512; /* deep trees from few entries; overflow > 128 */
+    o.page_size = 512;  /* the corruption tests find images at pgno * 512 */
     o.max_size = UINT64_C(64) << 20;
     o.sync = 0; /* crash safety is not what these tests are about */
     return o;
@@ -298,6 +299,9 @@ static const config configs[] = {
     {"anon-notxn-nocache", 0, 0, BONSAI_COMPRESS_NONE, 512, 0},
     {"anon-notxn-lz4", 0, 0, BONSAI_COMPRESS_LZ4, 512, 1},
     {"anon-txn", 0, 1, BONSAI_COMPRESS_NONE, 512, 1},
+    {"file-txn-64", 1, 1, BONSAI_COMPRESS_NONE, 64, 1},
+    {"file-txn-zlib-64", 1, 1, BONSAI_COMPRESS_ZLIB, 64, 1},
+    {"anon-notxn-lz4-64", 0, 0, BONSAI_COMPRESS_LZ4, 64, 1},
 };
 
 static void drop_gone(bonsai_db *db)
@@ -921,6 +925,20 @@ Test(verify, compact_round_trip)
     TU_OK(bonsai_space_stat(cdb, &sp));
     cr_assert(sp.compression == BONSAI_COMPRESS_LZ4 && sp.free_bytes == 0);
     TU_OK(bonsai_close(cdb));
+
+    /* into the smallest page: compressed images round up to 64 bytes,
+     * not 1024, so the copy is smaller */
+    o.page_size = 64;
+    const char *small = tp("small-pages.bonsai");
+    TU_OK(bonsai_compact(db, small, &o));
+    assert_copy(small, &c, "64-byte pages");
+    cdb = open_ro(small);
+    TU_OK(bonsai_db_stat(cdb, &st));
+    cr_assert_eq(st.page_size, 64u);
+    TU_OK(bonsai_close(cdb));
+    cr_assert(file_size(small) < file_size(other),
+              "64-byte pages: %" PRIu64 " bytes, 1024-byte pages: %" PRIu64,
+              (uint64_t)file_size(small), (uint64_t)file_size(other));
 
     /* refusals */
     TU_RC(bonsai_compact(db, src, NULL), BONSAI_INVALID);

@@ -67,7 +67,7 @@ static void usage(FILE *out)
         "    --node-bytes N    target node size in bytes, 256..1048576\n"
         "    --node-entries N  maximum entries in a node, 2..65535\n"
         "    --page-size N     allocation granule, a power of two,\n"
-        "                      512..65536\n"
+        "                      64..65536\n"
         "                      (each default: the source's)\n"
         "    --quiet           print nothing on success\n"
         "    -V                print the version and exit\n"
@@ -112,7 +112,7 @@ static int parse_option(int c, const char *arg, struct args *a)
         a->node_entries = (uint32_t)v;
         return 0;
     default: /* 'p' */
-        if (tool_number(arg, 512, 65536, &v) || (v & (v - 1)))
+        if (tool_number(arg, 64, 65536, &v) || (v & (v - 1)))
             return -1;
         a->page_size = (uint32_t)v;
         return 0;

@@ -15,8 +15,8 @@ if (!exists("dir")) dir = "build/demo"
 # One colour per rung; its file- twin is dashed in the same colour.
 # A preset without a CSV is skipped with a warning.
 rungs = "direct direct-cache direct-cache-n120-zlib direct-cache-n120-lz4 " . \
-        "random-cache bonsai bonsai-random"
-nfile = 5   # the first five rungs have a file- twin
+        "random-cache"
+nfile = 5   # every rung has a file- twin
 csv(n) = dir . "/" . n . ".csv"
 MiB = 1024.0 * 1024.0
 
@@ -62,7 +62,7 @@ set title "bytes per entry: bonsai at the demo's cap " . \
 unset xlabel
 set ylabel "bytes per entry (log scale)"
 set logscale y
-set yrange [0.05:200]
+set yrange [0.01:200]
 set datafile separator "\t"
 stats dir . "/summary.tsv" using 4 nooutput
 set xrange [-0.7:STATS_records - 0.3]
