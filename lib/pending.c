@@ -108,11 +108,9 @@ static int append_now(bonsai_db *db, bt_tree *t, bn_key key,
     uint32_t slots = with_extras(db, t, bt_leaf_put_slots(db, t, tail, key,
                                                           vlen));
     if (!cache_has_room(db, slots, vlen)) {
-        int rc = cache_reserve(db, slots, vlen);
-        if (rc)
-            return rc;
-        /* making room wrote the cache and may have evicted the leaf */
-        if (!(tail = bt_tail_leaf(t, key)))
+        /* short of room: the general path decides (it may write the put
+         * through); making room may have evicted the leaf */
+        if (cache_reserve(db, slots, vlen) || !(tail = bt_tail_leaf(t, key)))
             return 0;
     }
     *done = 1;
