@@ -713,20 +713,20 @@ int bt_append(bonsai_db *db, bt_tree *t, bn_node *leaf, bn_key key,
     return fit_upwards(db, t, leaf, 1);
 }
 
-/* Puts one waiting entry into leaf; *added when its key was new, *at_end
- * when it went after every other entry. */
-static int put_entry(bonsai_db *db, bn_node *leaf, bn_key key,
-                     const uint8_t *val, uint32_t vlen, int *added,
-                     int *at_end)
+#define RUN_NEW 256u /* new entries merged into a leaf at a time */
+
+/* Merges the gathered new entries into leaf; on failure *to is the first
+ * of them, so that they stay waiting. */
+static int merge_news(bt_tree *t, bn_node *leaf, const bn_new *news,
+                      uint32_t *nnew, uint32_t first, uint32_t *to)
 {
-    int found;
-    uint32_t idx = bn_search(leaf, key, &found);
-    *added = !found;
-    *at_end = !found && idx == leaf->n;
-    if (!found)
-        return bn_insert(leaf, idx, key, val, vlen, 0);
-    int rc = release_value(db, leaf, idx);
-    return rc ? rc : bn_set_value(leaf, idx, val, vlen, 0);
+    int rc = bn_insert_sorted(leaf, *nnew, news);
+    if (rc)
+        *to = first;
+    else
+        t->count += *nnew;
+    *nnew = 0;
+    return rc;
 }
 
 int bt_put_run(bonsai_db *db, bt_tree *t, const putbuf *b, uint32_t from,
@@ -742,22 +742,36 @@ int bt_put_run(bonsai_db *db, bt_tree *t, const putbuf *b, uint32_t from,
                                 &has_bound);
     if (rc)
         return rc;
-    uint32_t i = from;
+    /* positions are found in the leaf as it is; new keys are merged in
+     * together, overwrites change values in place */
+    bn_new news[RUN_NEW];
+    uint32_t nnew = 0, first_new = from, i = from;
     int at_end = 0;
-    while (i < b->n && i - from < max) {
+    while (rc == 0 && i < b->n && i - from < max) {
         bn_key key = pb_key(b, i);
         if (i > from && has_bound && !key_less(t->kind, key, bound))
             break;
         uint32_t vlen;
         const uint8_t *val = pb_value(b, i, &vlen);
-        int added;
-        if ((rc = put_entry(db, leaf, key, val, vlen, &added, &at_end)))
-            break;
-        t->count += (uint64_t)added;
-        i++;
+        int found;
+        uint32_t idx = bn_search(leaf, key, &found);
+        at_end = !found && idx == leaf->n;
+        if (found) {
+            if ((rc = release_value(db, leaf, idx)) == 0)
+                rc = bn_set_value(leaf, idx, val, vlen, 0);
+        } else {
+            if (nnew == 0)
+                first_new = i;
+            news[nnew++] = (bn_new){idx, vlen, key, val};
+            if (nnew == RUN_NEW)
+                rc = merge_news(t, leaf, news, &nnew, first_new, to);
+        }
+        if (rc == 0)
+            *to = ++i;
     }
-    *to = i;
-    if (i == from)
+    if (rc == 0 && nnew)
+        rc = merge_news(t, leaf, news, &nnew, first_new, to);
+    if (*to == from)
         return rc;
     db->write_gen++;
     t->record_dirty = 1;

@@ -1724,6 +1724,70 @@ int bn_insert(bn_node *node, uint32_t idx, bn_key key, const uint8_t *val,
     return 0;
 }
 
+/* Key terms of entries [from, to), each at most once across calls made
+ * in increasing order: *done is where the last range ended. */
+static void est_terms_once(bn_node *node, uint32_t from, uint32_t to,
+                           uint32_t *done, int add)
+{
+    if (from < *done)
+        from = *done;
+    if (to > node->n)
+        to = node->n;
+    if (from < to) {
+        est_key_terms(node, from, to, add);
+        *done = to;
+    }
+}
+
+int bn_insert_sorted(bn_node *node, uint32_t m, const bn_new *e)
+{
+    assert(node->leaf);
+    if (m == 0)
+        return 0;
+    uint64_t bytes = 0;
+    int vals = 0;
+    for (uint32_t i = 0; i < m; i++) {
+        bytes += (node->kind == BONSAI_KEY_BYTES ? e[i].key.len : 0) +
+                 e[i].vlen;
+        vals |= e[i].vlen != 0;
+    }
+    if (grow_arrays(node, (uint64_t)node->n + m) ||
+        (vals && ensure_vals(node)) || arena_reserve(node, bytes))
+        return BONSAI_NOMEM;
+
+    /* the old entries that get a new predecessor lose their terms */
+    uint32_t reach = est_reach(node), done = 0;
+    for (uint32_t i = 0; i < m; i++)
+        est_terms_once(node, e[i].at, e[i].at + reach, &done, SUB);
+
+    /* from the back: each old entry moves once, by the news before it */
+    uint32_t src = node->n;
+    for (uint32_t i = m; i-- > 0;) {
+        uint32_t cnt = src - e[i].at;
+        move_entries(node, e[i].at + i + 1, e[i].at, cnt);
+        src = e[i].at;
+        uint32_t j = e[i].at + i;
+        if (node->kind == BONSAI_KEY_U64)
+            node->k64[j] = e[i].key.u;
+        else
+            node->kb[j] = arena_put(node, e[i].key.b, e[i].key.len);
+        if (node->val) {
+            node->val[j] = arena_put(node, e[i].val, e[i].vlen);
+            node->vflag[j] = 0;
+        }
+    }
+    node->n += m;
+
+    done = 0;
+    for (uint32_t i = 0; i < m; i++) {
+        uint32_t j = e[i].at + i;
+        est_terms_once(node, j, j + 1 + reach, &done, ADD);
+        est_val(node, e[i].vlen, 0, ADD);
+    }
+    est_refresh(node);
+    return 0;
+}
+
 int bn_insert_child(bn_node *node, uint32_t idx, bn_key key, bn_child child)
 {
     assert(!node->leaf && idx <= node->n);

@@ -188,6 +188,20 @@ bn_key bn_key_at(const bn_node *node, uint32_t idx);
 void bn_value_at(const bn_node *node, uint32_t idx, const uint8_t **val,
                  uint32_t *len, unsigned *vflag);
 
+/* A new entry for bn_insert_sorted: goes before old entry at. */
+typedef struct bn_new {
+    uint32_t at;
+    uint32_t vlen;
+    bn_key key;
+    const uint8_t *val; /* inline bytes, not in this node's arena */
+} bn_new;
+
+/* Leaf: inserts m entries whose keys it lacks, in increasing key order
+ * (at nondecreasing), in one pass: each old entry moves once instead of
+ * once per insert before it.  Returns 0 or BONSAI_NOMEM (node
+ * unchanged). */
+int bn_insert_sorted(bn_node *node, uint32_t m, const bn_new *e);
+
 /* Leaf: inserts (key, value) at idx, shifting later entries.  The caller
  * keeps keys increasing.  Returns 0 or BONSAI_NOMEM (node unchanged). */
 int bn_insert(bn_node *node, uint32_t idx, bn_key key, const uint8_t *val,

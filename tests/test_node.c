@@ -712,6 +712,69 @@ static void check_est_close(const bn_node *node, const char *what)
         what, node->est, exact, 100 * err);
 }
 
+/* Builds a leaf with part of s inserted one by one, the rest merged in
+ * sorted batches by bn_insert_sorted (as waiting puts are applied). */
+static void build_node_sorted(rng *r, const eset *s, bn_node *node)
+{
+    uint8_t *later = calloc(s->n + 1, 1);
+    bn_new *news = malloc((s->n + 1) * sizeof *news);
+    cr_assert(later && news);
+    bn_init(node, s->kind, 1);
+    for (uint32_t i = 0; i < s->n; i++) {
+        int found;
+        later[i] = s->e[i].vflag == 0 && below(r, 3) != 0;
+        if (!later[i])
+            node_add(node, &s->e[i], bn_search(node, ent_key(&s->e[i]),
+                                               &found));
+    }
+    for (uint32_t batch = 0; batch < 3; batch++) {
+        uint32_t m = 0;
+        for (uint32_t i = 0; i < s->n; i++) {
+            if (!later[i] || (batch < 2 && below(r, 2)))
+                continue;
+            int found;
+            const ent *e = &s->e[i];
+            news[m++] = (bn_new){bn_search(node, ent_key(e), &found),
+                                 e->vlen, ent_key(e), e->v};
+            CHK(!found, "merged key already present");
+            later[i] = 0;
+        }
+        CHK(bn_insert_sorted(node, m, news) == 0, "bn_insert_sorted");
+    }
+    free(news);
+    free(later);
+}
+
+static void sorted_merges(unsigned kind, uint64_t def_seed)
+{
+    seed_test(kind == BONSAI_KEY_U64 ? "u64 merges" : "bytes merges",
+              def_seed);
+    rng r = {g_seed};
+    int npat = kind == BONSAI_KEY_U64 ? U64_PATTERNS : B_PATTERNS;
+    for (int round = 0; round < 48; round++) {
+        eset s;
+        bn_node node;
+        eset_init(&s, kind, 1);
+        gen_keys(&r, &s, 1 + (uint32_t)below(&r, 700), round % npat);
+        gen_values(&r, &s, (round / npat) % V_PATTERNS);
+        build_node_sorted(&r, &s, &node);
+        check_node(&node, &s);
+        round_trip(&r, &node, &s); /* the estimate too */
+        bn_clear(&node);
+        eset_free(&s);
+    }
+}
+
+Test(node, sorted_merges_u64)
+{
+    sorted_merges(BONSAI_KEY_U64, 11);
+}
+
+Test(node, sorted_merges_bytes)
+{
+    sorted_merges(BONSAI_KEY_BYTES, 12);
+}
+
 /* ---- round trips --------------------------------------------------------- */
 
 static const uint32_t edge_counts[] = {0,  1,   2,   15,  16,  17,
