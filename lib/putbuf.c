@@ -190,22 +190,34 @@ static int cmp_bytes(const void *x, const void *y, void *ctx)
     return r ? r : (a->klen > c->klen) - (a->klen < c->klen);
 }
 
-/* u64 keys: one counting pass on the top 16 bits into tmp, then each
- * bucket sorted on its own (a handful of entries for spread keys). */
+/* The 16 bits below those every key shares pick a bucket: a counting
+ * pass into tmp, then each bucket sorted on its own (a handful of entries
+ * for spread keys).  Keys that agree on their top bits (decimal digits
+ * of string keys) still spread over the buckets. */
 static void sort_u64(pb_entry *e, uint32_t n, pb_entry *tmp)
 {
     enum { BITS = 16, BUCKETS = 1u << BITS };
+    uint64_t lo = e[0].k, hi = e[0].k;
+    for (uint32_t i = 1; i < n; i++) {
+        lo = e[i].k < lo ? e[i].k : lo;
+        hi = e[i].k > hi ? e[i].k : hi;
+    }
+    if (lo == hi)
+        return; /* all equal: sorted */
+    unsigned shared = (unsigned)__builtin_clzll(lo ^ hi);
     uint32_t *start = calloc(BUCKETS + 1u, sizeof *start);
     if (!start) {
         qsort(e, n, sizeof *e, cmp_u64);
         return;
     }
+#define BUCKET(k) ((uint32_t)(((k) << shared) >> (64 - BITS)))
     for (uint32_t i = 0; i < n; i++)
-        start[(e[i].k >> (64 - BITS)) + 1]++;
+        start[BUCKET(e[i].k) + 1]++;
     for (uint32_t d = 0; d < BUCKETS; d++)
         start[d + 1] += start[d];
     for (uint32_t i = 0; i < n; i++)
-        tmp[start[e[i].k >> (64 - BITS)]++] = e[i];
+        tmp[start[BUCKET(e[i].k)]++] = e[i];
+#undef BUCKET
     /* start[d] is now the end of bucket d */
     uint32_t from = 0;
     for (uint32_t d = 0; d < BUCKETS; d++) {
