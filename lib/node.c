@@ -481,8 +481,8 @@ static int bsec_restart(const bsec *b, uint32_t r, const uint8_t **p)
 
 /* Reads the entry at *p on top of the previous key in buf (*len bytes; 0
  * at a restart, which forces shared == 0).  Returns 0 or -1. */
-static int bsec_entry(const uint8_t **p, const uint8_t *end, uint8_t *buf,
-                      uint32_t *len)
+static int bsec_entry_shared(const uint8_t **p, const uint8_t *end,
+                             uint8_t *buf, uint32_t *len, uint32_t *shares)
 {
     uint64_t shared, unshared;
     if (rd_varint(p, end, &shared) || rd_varint(p, end, &unshared))
@@ -493,7 +493,17 @@ static int bsec_entry(const uint8_t **p, const uint8_t *end, uint8_t *buf,
     memcpy(buf + shared, *p, unshared);
     *p += unshared;
     *len = (uint32_t)(shared + unshared);
+    *shares = (uint32_t)shared;
     return 0;
+}
+
+/* Reads the next entry of a restart block into buf (holding the one
+ * before, *len bytes): its shared prefix stays, its suffix is copied. */
+static int bsec_entry(const uint8_t **p, const uint8_t *end, uint8_t *buf,
+                      uint32_t *len)
+{
+    uint32_t shares;
+    return bsec_entry_shared(p, end, buf, len, &shares);
 }
 
 /* The whole key stored at restart r, pointing into the image. */
@@ -537,15 +547,24 @@ static int bytes_search(const bsec *b, const uint8_t *key, uint32_t klen,
         return 0;
 
     uint32_t i = (lo - 1) * RESTART, stop = min_u32(i + RESTART, b->n);
-    uint32_t len = 0;
+    uint32_t len = 0, shares;
     const uint8_t *p;
     if (bsec_restart(b, lo - 1, &p) || bsec_entry(&p, b->ents, buf, &len))
         return -1;
-    int c = key_cmp(buf, len, key, klen);
+    /* m: bytes the entry before shares with key.  Keys increase, so an
+     * entry sharing fewer than m bytes with it is above key and one
+     * sharing more is still below: only shares == m needs a compare */
+    uint32_t m = common_prefix(buf, len, key, klen);
+    int c = key_cmp(buf + m, len - m, key + m, klen - m);
     while (c < 0 && ++i < stop) {
-        if (bsec_entry(&p, b->ents, buf, &len))
+        if (bsec_entry_shared(&p, b->ents, buf, &len, &shares))
             return -1;
-        c = key_cmp(buf, len, key, klen);
+        if (shares < m) {
+            c = 1;
+        } else if (shares == m) {
+            m += common_prefix(buf + m, len - m, key + m, klen - m);
+            c = key_cmp(buf + m, len - m, key + m, klen - m);
+        }
     }
     *pos = i;
     *eq = i < stop && c == 0;
