@@ -537,8 +537,8 @@ static int bonsai_end_load(struct ctx *c)
 static int bonsai_stat_store(struct ctx *c, uint64_t *entries,
                              uint64_t *bytes_used, uint64_t *tree_bytes)
 {
-    bonsai_stat st;
-    bonsai_map_info mi;
+    bonsai_stat st = {0};
+    bonsai_map_info mi = {0};
     if (bonsai_check(c, "bonsai_db_stat", bonsai_db_stat(c->db, &st)) ||
         bonsai_check(c, "bonsai_map_stat",
                      bonsai_map_stat(c->btxn, c->map, &mi)) ||

@@ -17,7 +17,7 @@ COV_BUILD ?= $(BUILD)/cov
 .PHONY: coverage coverage-build
 
 coverage:
-	@$(MAKE) --no-print-directory BUILD='$(COV_BUILD)' SANITIZE=0 \
+	@$(MAKE) --no-print-directory BUILD='$(COV_BUILD)' SANITIZE=0 LTO=0 \
 	    CFLAGS='$(CFLAGS) -O0 --coverage' LDFLAGS='$(LDFLAGS) --coverage' \
 	    coverage-build
 	@TESTFLAGS='$(TESTFLAGS)' sh tests/coverage.sh '$(COV_BUILD)'

@@ -181,7 +181,7 @@ static void fill_and_check(unsigned codec)
     }
     bonsai_cursor *c;
     TU_OK(bonsai_cursor_open(r, m, &c));
-    uint64_t n = 0, prev = 0, key;
+    uint64_t n = 0, prev = 0, key = 0;
     for (int rc = bonsai_cursor_first(c); rc == 0; rc = bonsai_cursor_next(c)) {
         TU_OK(bonsai_cursor_get_u64(c, &key, NULL));
         cr_assert(n == 0 || key > prev);

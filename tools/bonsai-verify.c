@@ -180,14 +180,16 @@ static void on_progress(void *ctx, uint64_t done, uint64_t total)
 static int verify(const struct args *a, bonsai_db *db)
 {
     bonsai_stat s;
-    bonsai_db_stat(db, &s);
+    int rc = bonsai_db_stat(db, &s);
+    if (rc)
+        return tool_fail("%s: %s", a->file, bonsai_strerror(rc));
     report r = {.file = a->file, .page_size = s.page_size,
                 .quiet = a->quiet, .show = a->progress, .start = now()};
     if (r.show < 0 && !isatty(STDERR_FILENO))
         r.show = 0;
     uint64_t problems = 0;
-    int rc = bonsai_verify(db, a->flags, on_problem, on_progress, &r,
-                           &problems);
+    rc = bonsai_verify(db, a->flags, on_problem, on_progress, &r,
+                       &problems);
     clear_progress(&r);
     if (rc) {
         return tool_fail("%s: the walk stopped: %s", a->file,
