@@ -110,28 +110,16 @@ static const char *tp(const char *name)
 
 /* ---- running programs --------------------------------------------------- */
 
-/* s in single quotes for sh (rotating buffers). */
+/* s quoted for sh: a short name for the many command lines below. */
 static const char *q(const char *s)
 {
-    static char buf[16][PATH_MAX + 8];
-    static unsigned next;
-    cr_assert(strchr(s, '\'') == NULL, "path with a quote: %s", s);
-    char *b = buf[next++ % 16];
-    snprintf(b, sizeof buf[0], "'%s'", s);
-    return b;
+    return tu_quote(s);
 }
 
 /* A program of the build, quoted. */
 static const char *tool(const char *name)
 {
-    static char buf[4][PATH_MAX];
-    static unsigned next;
-    const char *dir = getenv("BONSAI_BUILD_DIR");
-    char *b = buf[next++ % 4];
-    snprintf(b, PATH_MAX, "%s/%s", dir && *dir ? dir : "build", name);
-    cr_assert(access(b, X_OK) == 0, "%s: %s (build it first)", b,
-              strerror(errno));
-    return q(b);
+    return q(tu_program(name));
 }
 
 #define DUMP tool("bonsai-dump")

@@ -150,17 +150,6 @@ static void snap_same(snap *s, const char *ctx)
 
 /* ---- running the tools -------------------------------------------------- */
 
-static const char *bin(const char *tool)
-{
-    static char buf[8][PATH_MAX];
-    static unsigned next;
-    const char *dir = getenv("BONSAI_BUILD_DIR");
-    char *b = buf[next++ % 8];
-    snprintf(b, PATH_MAX, "%s/%s", dir && *dir ? dir : "build", tool);
-    cr_assert(access(b, X_OK) == 0, "%s: %s (build it first)", b,
-              strerror(errno));
-    return b;
-}
 
 typedef struct result {
     int status;  /* exit status */
@@ -199,7 +188,7 @@ static result run_v(int uid, const char *in, const char *const *argv)
     int fin = open(in ? in : "/dev/null", O_RDONLY | O_CLOEXEC);
     cr_assert(fin >= 0, "%s: %s", in, strerror(errno));
     int fout = open_out("run.out"), ferr = open_out("run.err");
-    const char *path = bin(argv[0]);
+    const char *path = tu_program(argv[0]);
     fflush(NULL);
     pid_t pid = fork();
     cr_assert(pid >= 0, "fork: %s", strerror(errno));

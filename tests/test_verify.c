@@ -970,17 +970,6 @@ Test(verify, compact_anonymous)
 
 /* ---- the tools ---------------------------------------------------------- */
 
-static const char *tool(const char *name)
-{
-    static char buf[4][PATH_MAX];
-    static unsigned next;
-    const char *dir = getenv("BONSAI_BUILD_DIR");
-    char *b = buf[next++ % 4];
-    snprintf(b, PATH_MAX, "%s/%s", dir && *dir ? dir : "build", name);
-    cr_assert(access(b, X_OK) == 0, "%s: %s (build it first)", b,
-              strerror(errno));
-    return b;
-}
 
 /* Runs cmd through sh with stdout and stderr to files of the temporary
  * directory; returns the exit status.  A signal fails the test. */
@@ -1036,8 +1025,9 @@ Test(verify, tools_success_and_usage)
     content c;
     content_init(&c, 51);
     make_store(src, 3000, BONSAI_COMPRESS_NONE, &c);
-    const char *v = tool("bonsai-verify"), *s = tool("bonsai-stat"),
-               *k = tool("bonsai-compact");
+    const char *v = tu_program("bonsai-verify");
+    const char *s = tu_program("bonsai-stat");
+    const char *k = tu_program("bonsai-compact");
     RUN_EXPECT(0, "'%s' '%s'", v, src);
     assert_out("out", "no problems");
     RUN_EXPECT(0, "'%s' --quick --quiet --no-progress '%s'", v, src);
@@ -1074,8 +1064,10 @@ Test(verify, tools_bad_files)
     content c;
     content_init(&c, 52);
     make_store(src, 3000, BONSAI_COMPRESS_NONE, &c);
-    const char *v = tool("bonsai-verify"), *s = tool("bonsai-stat"),
-               *k = tool("bonsai-compact"), *d = tool("bonsai-dump");
+    const char *v = tu_program("bonsai-verify");
+    const char *s = tu_program("bonsai-stat");
+    const char *k = tu_program("bonsai-compact");
+    const char *d = tu_program("bonsai-dump");
     const char *missing = tp("missing.bonsai"), *dir = tu_tmpdir();
     const char *ro[] = {v, s, d};
     for (int i = 0; i < 3; i++) {

@@ -567,25 +567,15 @@ Test(xreaders, writer_reopened_in_process_keeps_a_read_only_handles_snapshot)
 
 /* ---- (d) the tools on a store being written -------------------------------- */
 
+/* s quoted for sh: a short name for the many command lines below. */
 static const char *q(const char *s)
 {
-    static char buf[8][PATH_MAX + 2];
-    static unsigned next;
-    char *b = buf[next++ % 8];
-    snprintf(b, sizeof buf[0], "'%s'", s);
-    return b;
+    return tu_quote(s);
 }
 
 static const char *tool(const char *name)
 {
-    static char buf[4][PATH_MAX];
-    static unsigned next;
-    const char *dir = getenv("BONSAI_BUILD_DIR");
-    char *b = buf[next++ % 4];
-    snprintf(b, PATH_MAX, "%s/%s", dir && *dir ? dir : "build", name);
-    cr_assert(access(b, X_OK) == 0, "%s: %s (build it first)", b,
-              strerror(errno));
-    return q(b);
+    return q(tu_program(name));
 }
 
 /* Runs a shell command; returns its exit status.  A program killed by a

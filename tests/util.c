@@ -112,6 +112,28 @@ const char *tu_path(const char *name)
     return b;
 }
 
+const char *tu_program(const char *name)
+{
+    static char buf[8][PATH_MAX];
+    static unsigned next;
+    const char *dir = getenv("BONSAI_BUILD_DIR");
+    char *b = buf[next++ % 8];
+    snprintf(b, PATH_MAX, "%s/%s", dir && *dir ? dir : "build", name);
+    cr_assert(access(b, X_OK) == 0, "%s: %s (build it first)", b,
+              strerror(errno));
+    return b;
+}
+
+const char *tu_quote(const char *s)
+{
+    static char buf[16][PATH_MAX + 8];
+    static unsigned next;
+    cr_assert(strchr(s, '\'') == NULL, "path with a quote: %s", s);
+    char *b = buf[next++ % 16];
+    snprintf(b, sizeof buf[0], "'%s'", s);
+    return b;
+}
+
 /* ---- seeds, scale, PRNG ------------------------------------------------- */
 
 uint64_t tu_seed(const char *what, uint64_t def)

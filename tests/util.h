@@ -61,6 +61,12 @@ void tu_teardown(void);
 const char *tu_tmpdir(void);
 /* dir/name; the result lives in one of 8 rotating static buffers. */
 const char *tu_path(const char *name);
+/* The program name of this build ($BONSAI_BUILD_DIR, default build/),
+ * asserted executable; one of 8 rotating static buffers. */
+const char *tu_program(const char *name);
+/* s in single quotes for sh (asserted free of quotes); 16 rotating
+ * static buffers. */
+const char *tu_quote(const char *s);
 
 /* ---- seeds, scale, PRNG ------------------------------------------------- */
 
