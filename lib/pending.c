@@ -96,6 +96,12 @@ static int put_now(bonsai_db *db, bt_tree *t, bn_key key, const uint8_t *val,
     return bt_put(db, t, key, val, vlen, flags);
 }
 
+/* Node runs a put may need beyond the cached changes, at worst. */
+static uint32_t put_slots(const bonsai_db *db, const bt_tree *t)
+{
+    return with_extras(db, t, bt_put_worst_slots(t));
+}
+
 /* A key after every other into the decoded last leaf: the sequential
  * load's put, with no descent.  0 and *done = 0 when it does not apply. */
 static int append_now(bonsai_db *db, bt_tree *t, bn_key key,
@@ -104,6 +110,10 @@ static int append_now(bonsai_db *db, bt_tree *t, bn_key key,
     *done = 0;
     bn_node *tail = bt_tail_leaf(t, key);
     if (!tail || vlen > db->inline_max)
+        return 0;
+    /* the room the waiting puts count on is not this put's to take */
+    if (db->waiting &&
+        !cache_room_waiting(db, put_slots(db, t), db->waiting))
         return 0;
     uint32_t slots = with_extras(db, t, bt_leaf_put_slots(db, t, tail, key,
                                                           vlen));
@@ -116,12 +126,6 @@ static int append_now(bonsai_db *db, bt_tree *t, bn_key key,
     *done = 1;
     txn_note_tree(db, t);
     return bt_append(db, t, tail, key, val, vlen);
-}
-
-/* Node runs a put may need beyond the cached changes, at worst. */
-static uint32_t put_slots(const bonsai_db *db, const bt_tree *t)
-{
-    return with_extras(db, t, bt_put_worst_slots(t));
 }
 
 static size_t entry_bytes(const bt_tree *t, bn_key key, uint32_t vlen)
@@ -194,11 +198,9 @@ int pending_put(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key,
         if ((rc = pending_apply(db, s)))
             return rc;
     }
-    int done = 0;
-    if (!db->waiting && (rc = append_now(db, t, key, val, vlen, &done)))
+    int done;
+    if ((rc = append_now(db, t, key, val, vlen, &done)) || done)
         return rc;
-    if (done)
-        return 0;
     int go = choose(db, t, key, vlen);
     if (go == GO_APPLY_FIRST) {
         if ((rc = pending_apply_all(db)))
@@ -214,8 +216,6 @@ int pending_put(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key,
     if (db->waiting &&
         !cache_room_waiting(db, put_slots(db, t), db->waiting) &&
         (rc = pending_apply_all(db)))
-        return rc;
-    if ((rc = append_now(db, t, key, val, vlen, &done)) || done)
         return rc;
     return put_now(db, t, key, val, vlen, flags);
 }
