@@ -79,7 +79,8 @@ int cache_after_change(bonsai_db *db)
     /* a recount walks every decoded leaf: at most once per leaf/4
      * changes, so its cost per change stays constant however many a
      * large cache holds (the overshoot stays a small fraction) */
-    if (++db->changes >= RECOUNT_EVERY && (uint64_t)db->changes * 4 >= db->leaves.n)
+    if (++db->changes >= RECOUNT_EVERY &&
+        (uint64_t)db->changes * 4 >= db->leaves.n)
         recount(db);
     int over = db->cache_bytes + db->waiting_bytes > db->opt.write_cache_bytes;
     int old = db->opt.flush_delay_ms && db->dirty.n &&
