@@ -1049,8 +1049,12 @@ static uint64_t est_values(const bn_node *node)
 static void est_refresh(bn_node *node)
 {
     uint64_t n = node->n, e = BN_HEADER_SIZE;
+    /* u64 key terms start from a decoded image's exact size, not their
+     * own sum (est_from_image), so taking every entry away may overshoot
+     * zero by the terms' error */
+    int64_t keys = (int64_t)node->est_keys;
     if (node->kind == BONSAI_KEY_U64)
-        e += (node->est_keys + 63) / 64;
+        e += keys > 0 ? ((uint64_t)keys + 63) / 64 : 0;
     else
         e += node->est_keys + node->est_shared / RESTART +
              4 * ((n + RESTART - 1) / RESTART);
@@ -1058,14 +1062,21 @@ static void est_refresh(bn_node *node)
     node->est = (size_t)e;
 }
 
+static void est_values_recompute(bn_node *node)
+{
+    node->est_vbytes = node->est_vsq = node->est_vhdr = 0;
+    node->est_novf = 0;
+    if (node->leaf && !node->val)
+        node->est_vhdr = node->n * (uint64_t)vlen(0); /* all empty */
+    for (uint32_t i = 0; node->leaf && node->val && i < node->n; i++)
+        est_val(node, node->val[i].len, node->vflag[i], ADD);
+}
+
 /* Recomputes every running sum from the entries: O(n). */
 static void est_recompute(bn_node *node)
 {
     node->est_keys = node->est_shared = 0;
-    node->est_vbytes = node->est_vsq = node->est_vhdr = 0;
-    node->est_novf = 0;
     if (node->kind == BONSAI_KEY_U64) {
-        /* every decoded node passes here: one tight loop, no dispatch */
         uint64_t sum = node->n ? u64_term(node->k64, 0) : 0;
         for (uint32_t i = 1; i < node->n; i++)
             sum += u64_term(node->k64, i);
@@ -1073,10 +1084,24 @@ static void est_recompute(bn_node *node)
     } else {
         est_key_terms(node, 0, node->n, ADD);
     }
-    if (node->leaf && !node->val)
-        node->est_vhdr = node->n * (uint64_t)vlen(0); /* all empty */
-    for (uint32_t i = 0; node->leaf && node->val && i < node->n; i++)
-        est_val(node, node->val[i].len, node->vflag[i], ADD);
+    est_values_recompute(node);
+    est_refresh(node);
+}
+
+/* The running sums of a node just decoded from an image whose key section
+ * took keys_len bytes.  u64 key terms cost a bit scan each, as much as
+ * the decoding itself, and every node the writer changes is decoded
+ * first: their sum starts from the exact size instead, and changes move
+ * it by their terms as ever (a difference of terms needs no sum). */
+static void est_from_image(bn_node *node, uint32_t keys_len)
+{
+    if (node->kind != BONSAI_KEY_U64) {
+        est_recompute(node);
+        return;
+    }
+    node->est_keys = 64 * (uint64_t)keys_len;
+    node->est_shared = 0;
+    est_values_recompute(node);
     est_refresh(node);
 }
 
@@ -1526,7 +1551,7 @@ static int decode_sections(const uint8_t *img, const bn_info *info,
 }
 
 static int decode(const uint8_t *img, size_t avail, unsigned kind,
-                  bn_node *node)
+                  bn_node *node, uint32_t *keys_len)
 {
     bn_info info;
     bn_clear(node);
@@ -1541,6 +1566,7 @@ static int decode(const uint8_t *img, size_t avail, unsigned kind,
         return rc;
     }
     node->n = info.count;
+    *keys_len = info.keys_len;
     arena_fit(node);
     return 0;
 }
@@ -1548,16 +1574,18 @@ static int decode(const uint8_t *img, size_t avail, unsigned kind,
 int bn_decode(const uint8_t *img, size_t avail, unsigned kind,
               bn_node *node)
 {
-    int rc = decode(img, avail, kind, node);
+    uint32_t keys_len;
+    int rc = decode(img, avail, kind, node, &keys_len);
     if (rc == 0)
-        est_recompute(node);
+        est_from_image(node, keys_len);
     return rc;
 }
 
 int bn_decode_frozen(const uint8_t *img, size_t avail, unsigned kind,
                      bn_node *node)
 {
-    return decode(img, avail, kind, node);
+    uint32_t keys_len;
+    return decode(img, avail, kind, node, &keys_len);
 }
 
 /* ---- decoded nodes: reading --------------------------------------------- */
