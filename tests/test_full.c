@@ -9,6 +9,10 @@
  *    random keys leave the free space in runs shorter than a node, and
  *    the write cache must still be written back after FULL (bonsai_sync
  *    succeeds) with every acknowledged entry in it;
+ *  - anonymous memory, a sequential load to half the cap (appends leave
+ *    every leaf full), then random keys among them until FULL: nearly
+ *    every waiting put splits a leaf, the worst case of the room the
+ *    write cache counts on for waiting puts; the write-back must succeed;
  *  - a file in transaction mode, 1 MiB cap: the write transaction that
  *    hits the cap reports BONSAI_FULL (at a put or at commit); after the
  *    abort the committed contents are intact, also after a reopen.  A
@@ -51,6 +55,8 @@ typedef struct fill {
     uint64_t max_size; /* the store's cap */
     uint64_t seed;
     uint64_t next;   /* next id never used */
+    uint64_t nseq;   /* ids below this have ascending keys ... */
+    int seq_even;    /* ... evenly spaced (else with random low bits) */
     uint64_t *live;  /* ids present */
     size_t nlive, cap;
 } fill;
@@ -68,9 +74,18 @@ typedef struct keyrec {
                        fmsg_);                                               \
     } while (0)
 
+/* Ascending with id, up to SEQ_MAX ids spread over the whole key space
+ * (random keys fall among them), with random low bits so that they do not
+ * compress to nothing. */
+#define SEQ_MAX (UINT64_C(1) << 18)
+static uint64_t seq_key(const fill *f, uint64_t id)
+{
+    return (id << 46) | (f->seq_even ? 0 : tu_mix64(f->seed ^ id) >> 24);
+}
+
 static void make_key(const fill *f, uint64_t id, keyrec *k)
 {
-    uint64_t u = tu_mix64(f->seed + id);
+    uint64_t u = id < f->nseq ? seq_key(f, id) : tu_mix64(f->seed + id);
     if (f->kind == BONSAI_KEY_U64) {
         memcpy(k->k, &u, 8);
         k->len = 8;
@@ -372,6 +387,75 @@ Test(full, anonymous_page_64_random_bytes_syncs_after_full)
     bonsai_options o = small_pages(1024);
     direct_fill_test("anon-p64-bytes-8", BONSAI_KEY_BYTES, 8, 0, 0xF0110006,
                      &o);
+}
+
+/* Ascending ids until the store's bytes in use reach half the cap, or
+ * SEQ_MAX of them. */
+static void load_sequential(fill *f, bonsai_db *db, bonsai_map m)
+{
+    f->nseq = SEQ_MAX;
+    for (;;) {
+        if (f->next % 256 == 0) {
+            bonsai_stat st;
+            TU_OK(bonsai_sync(db));
+            TU_OK(bonsai_db_stat(db, &st));
+            if (st.bytes_used >= f->max_size / 2)
+                break;
+        }
+        if (f->next == SEQ_MAX)
+            break;
+        uint64_t id = f->next++;
+        int rc = put_id(f, NULL, m, id);
+        if (rc)
+            FFAIL(f, "ascending put %" PRIu64 " -> %s", id, tu_err(rc));
+        live_add(f, id);
+    }
+    f->nseq = f->next;
+}
+
+static void split_every_leaf_test(const char *name, uint64_t def_seed,
+                                  int even, const bonsai_options *o)
+{
+    fill f;
+    memset(&f, 0, sizeof f);
+    f.seq_even = even;
+    f.name = name;
+    f.kind = BONSAI_KEY_U64;
+    f.max_size = o->max_size;
+    f.seed = tu_seed(name, def_seed);
+    bonsai_db *db = tu_open(NULL, o);
+    bonsai_map m = tu_map_create(db, NULL, "fill", f.kind);
+    load_sequential(&f, db, m);
+    uint64_t full_id, loaded = f.nlive;
+    uint64_t added = fill_direct(&f, m, &full_id);
+    sync_after_full(&f, db, "after FULL");
+    check_cap(&f, db, NULL);
+    verify(&f, NULL, m, &full_id, 1, "after FULL");
+    cr_log_info("[%s] %" PRIu64 " ascending, then %" PRIu64 " random", name,
+                loaded, added);
+    free(f.live);
+    TU_OK(bonsai_close(db));
+}
+
+Test(full, anonymous_random_into_full_leaves_syncs_after_full)
+{
+    bonsai_options o = capped(CAP);
+    split_every_leaf_test("anon-split-every-leaf", 0xF0110007, 0, &o);
+}
+
+Test(full, anonymous_page_64_random_into_full_leaves_syncs_after_full)
+{
+    bonsai_options o = small_pages(1024);
+    split_every_leaf_test("anon-p64-split-every-leaf", 0xF0110008, 0, &o);
+}
+
+/* Evenly spaced keys pack to almost nothing (one step for a whole group),
+ * so leaves are full by count: one random key among them widens a group,
+ * and its leaf grows many times over. */
+Test(full, anonymous_random_into_even_keys_syncs_after_full)
+{
+    bonsai_options o = capped(CAP);
+    split_every_leaf_test("anon-even-split-every-leaf", 0xF0110009, 1, &o);
 }
 
 /* ---- file, transactions ------------------------------------------------- */
