@@ -1210,18 +1210,18 @@ static int64_t land(const bn_node *leaf, int mode, bn_key key)
 
 typedef struct seek_state {
     int mode;
-    bn_key key, bound;
-    int have_bound;
-    uint8_t kbuf[BONSAI_MAX_KEY], bbuf[BONSAI_MAX_KEY];
+    bn_key key;
+    uint8_t kbuf[BONSAI_MAX_KEY];
+    bt_bounds b; /* of the leaf the last descent reached */
 } seek_state;
 
-/* One descent: lands in a leaf, noting the tightest separator to go on. */
+/* One descent: lands in a leaf, noting the tightest separators either
+ * side of it. */
 static int descend(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
                    seek_state *s, nview *v)
 {
-    int forward = s->mode != BT_LAST && s->mode != BT_LT;
     bn_child ref = t->root;
-    s->have_bound = 0;
+    s->b.has_lower = s->b.has_upper = 0;
     for (unsigned level = t->depth; level > 1; level--) {
         uint32_t idx = 0, n;
         int found, rc = view_of(db, rd, t->kind, ref, v);
@@ -1238,11 +1238,15 @@ static int descend(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
         /* keys below key[idx] live left of child idx */
         if (s->mode == BT_LT && found && idx > 0)
             idx--;
-        uint32_t b = forward ? idx + 1 : idx;
-        if ((forward ? idx + 1 < n : idx > 0)) {
-            if ((rc = view_key(v, t->kind, b, s->bbuf, &s->bound)))
+        if (idx + 1 < n) {
+            if ((rc = view_key(v, t->kind, idx + 1, s->b.ubuf, &s->b.upper)))
                 return rc;
-            s->have_bound = 1;
+            s->b.has_upper = 1;
+        }
+        if (idx > 0) {
+            if ((rc = view_key(v, t->kind, idx, s->b.lbuf, &s->b.lower)))
+                return rc;
+            s->b.has_lower = 1;
         }
         if ((rc = view_child(v, idx, &ref)))
             return rc;
@@ -1253,8 +1257,27 @@ static int descend(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
     return rc;
 }
 
+/* Copies bounds, pointing byte keys at the copy's own buffers. */
+static void copy_bounds(bt_bounds *to, const bt_bounds *from, unsigned kind)
+{
+    to->has_lower = from->has_lower;
+    to->has_upper = from->has_upper;
+    to->lower = from->lower;
+    to->upper = from->upper;
+    if (kind != BONSAI_KEY_BYTES)
+        return;
+    if (from->has_lower) {
+        memcpy(to->lbuf, from->lower.b, from->lower.len);
+        to->lower.b = to->lbuf;
+    }
+    if (from->has_upper) {
+        memcpy(to->ubuf, from->upper.b, from->upper.len);
+        to->upper.b = to->ubuf;
+    }
+}
+
 int bt_seek(bonsai_db *db, const bt_rd *rd, const bt_tree *t, int mode,
-            bn_key key, bn_node *leaf, uint32_t *idx)
+            bn_key key, bn_node *leaf, uint32_t *idx, bt_bounds *bounds)
 {
     if (t->depth == 0)
         return BONSAI_NOTFOUND;
@@ -1273,23 +1296,27 @@ int bt_seek(bonsai_db *db, const bt_rd *rd, const bt_tree *t, int mode,
         int64_t at = land(leaf, s->mode, s->key);
         if (at >= 0) {
             *idx = (uint32_t)at;
+            if (bounds)
+                copy_bounds(bounds, &s->b, t->kind);
             break;
         }
         rc = BONSAI_NOTFOUND;
-        if (!s->have_bound)
-            break;
         int forward = s->mode != BT_LAST && s->mode != BT_LT;
+        if (!(forward ? s->b.has_upper : s->b.has_lower))
+            break;
+        bn_key bound = forward ? s->b.upper : s->b.lower;
         /* separators must move the search strictly onward */
         if (s->mode != BT_FIRST && s->mode != BT_LAST &&
-            (forward ? !key_less(t->kind, s->key, s->bound)
-                     : !key_less(t->kind, s->bound, s->key))) {
+            (forward ? !key_less(t->kind, s->key, bound)
+                     : !key_less(t->kind, bound, s->key))) {
             rc = BONSAI_CORRUPT;
             break;
         }
-        memcpy(s->kbuf, s->bbuf, sizeof s->kbuf);
-        s->key = s->bound;
-        if (t->kind == BONSAI_KEY_BYTES)
+        s->key = bound;
+        if (t->kind == BONSAI_KEY_BYTES) {
+            memcpy(s->kbuf, bound.b, bound.len);
             s->key.b = s->kbuf;
+        }
         s->mode = forward ? BT_GE : BT_LT;
     }
     free(s);

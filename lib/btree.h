@@ -69,10 +69,20 @@ bn_node *bt_tail_leaf(const bt_tree *t, bn_key key);
 int bt_append(bonsai_db *db, bt_tree *t, bn_node *tail, bn_key key,
               const uint8_t *val, uint32_t vlen);
 
+/* The separators around a leaf: every key of the tree from lower (when
+ * has_lower) up to below upper (when has_upper) is in it.  Byte keys
+ * point into the buffers. */
+typedef struct bt_bounds {
+    int has_lower, has_upper;
+    bn_key lower, upper;
+    uint8_t lbuf[BONSAI_MAX_KEY], ubuf[BONSAI_MAX_KEY];
+} bt_bounds;
+
 /* Positions on an entry by mode, decoding its leaf into *leaf (which the
- * caller bn_init'ed; it is cleared first). */
+ * caller bn_init'ed; it is cleared first), and when bounds is not NULL
+ * gives that leaf's bounds (a cursor steps to the next leaf with them). */
 int bt_seek(bonsai_db *db, const bt_rd *rd, const bt_tree *t, int mode,
-            bn_key key, bn_node *leaf, uint32_t *idx);
+            bn_key key, bn_node *leaf, uint32_t *idx, bt_bounds *bounds);
 
 /* Turns a stored value (inline bytes or overflow reference) into bytes. */
 int bt_value(bonsai_db *db, uint64_t end, const uint8_t *v, uint32_t len,

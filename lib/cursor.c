@@ -1,9 +1,10 @@
 /*
  * cursor.c - ordered iteration.  A cursor holds a decoded copy of the leaf
- * it stands in, so next and prev within a leaf cost nothing; crossing to
- * another leaf, or any move after the map changed in the cursor's own
- * transaction, re-finds the position from the current key (bt_seek GT /
- * LT), so a cursor never follows a stale pointer.
+ * it stands in, so next and prev within a leaf cost nothing.  Crossing to
+ * the next leaf seeks the separator above the copy (the previous: below
+ * it), one descent to the leaf wanted; any move after the map changed in
+ * the cursor's own transaction re-finds the position from the current key
+ * (bt_seek GT / LT), so a cursor never follows a stale pointer.
  *
  * A cursor opened in the caller's transaction is tied to it (txn_tie):
  * once that transaction ends, every call but close answers BONSAI_BADTXN.
@@ -24,6 +25,7 @@ struct bonsai_cursor {
     bonsai_map map;
     txn_tie tie;         /* to the caller's txn (not own_txn) */
     bn_node leaf;
+    bt_bounds bounds; /* of the leaf copy */
     uint32_t idx;
     int state;
     uint64_t gen;
@@ -113,7 +115,8 @@ static int seek(bonsai_cursor *c, int mode, bn_key key)
     bt_rd rd;
     int rc = txn_tree(c->db, c->txn, c->map, &t, &rd);
     if (rc == 0)
-        rc = bt_seek(c->db, &rd, t, mode, key, &c->leaf, &c->idx);
+        rc = bt_seek(c->db, &rd, t, mode, key, &c->leaf, &c->idx,
+                     &c->bounds);
     if (rc) {
         c->state = rc == BONSAI_NOTFOUND ? AT_END : AT_NOTHING;
         return rc;
@@ -167,6 +170,24 @@ int bonsai_cursor_seek_u64(bonsai_cursor *c, uint64_t key)
     return seek(c, BT_GE, (bn_key){.u = key});
 }
 
+/* From the first or last entry of the leaf copy to the leaf beside it,
+ * by the separator between them (nothing lies between the entry and it). */
+static int cross(bonsai_cursor *c, int forward)
+{
+    int has = forward ? c->bounds.has_upper : c->bounds.has_lower;
+    if (!has) {
+        c->state = AT_END;
+        return BONSAI_NOTFOUND;
+    }
+    uint8_t buf[BONSAI_MAX_KEY];
+    bn_key bound = forward ? c->bounds.upper : c->bounds.lower;
+    if (c->map->kind == BONSAI_KEY_BYTES) {
+        memcpy(buf, bound.b, bound.len); /* the seek rewrites the bounds */
+        bound.b = buf;
+    }
+    return seek(c, forward ? BT_GE : BT_LT, bound);
+}
+
 static int step(bonsai_cursor *c, int forward)
 {
     int rc = usable(c);
@@ -187,6 +208,7 @@ static int step(bonsai_cursor *c, int forward)
             remember_key(c);
             return 0;
         }
+        return cross(c, forward);
     }
     bn_key k = key_to_keep(c);
     return seek(c, forward ? BT_GT : BT_LT, k);

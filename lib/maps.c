@@ -61,7 +61,8 @@ int maps_each_record(bonsai_db *db, const bt_rd *rd, const bt_tree *catalog,
     uint8_t last[BONSAI_MAX_KEY];
     char name[BONSAI_MAX_NAME + 1];
     uint32_t idx;
-    int rc = bt_seek(db, rd, catalog, BT_FIRST, (bn_key){0}, &leaf, &idx);
+    int rc = bt_seek(db, rd, catalog, BT_FIRST, (bn_key){0}, &leaf, &idx,
+                     NULL);
     while (rc == 0) {
         for (uint32_t i = idx; i < leaf.n && rc == 0; i++) {
             bn_key k = bn_key_at(&leaf, i);
@@ -85,7 +86,7 @@ int maps_each_record(bonsai_db *db, const bt_rd *rd, const bt_tree *catalog,
         bn_key k = bn_key_at(&leaf, leaf.n - 1);
         memcpy(last, k.b, k.len);
         k.b = last;
-        rc = bt_seek(db, rd, catalog, BT_GT, k, &leaf, &idx);
+        rc = bt_seek(db, rd, catalog, BT_GT, k, &leaf, &idx, NULL);
     }
     bn_clear(&leaf);
     return rc == BONSAI_NOTFOUND ? 0 : rc;
