@@ -1179,10 +1179,10 @@ void bt_discard(bonsai_db *db, bt_tree *t)
 
 static int load_leaf_copy(const nview *v, unsigned kind, bn_node *leaf)
 {
+    if (!v->mem)
+        return bn_decode_frozen(v->img, v->avail, kind, leaf);
     bn_clear(leaf);
-    if (v->mem)
-        return bn_copy_frozen(leaf, v->mem);
-    return bn_decode_frozen(v->img, v->avail, kind, leaf);
+    return bn_copy_frozen(leaf, v->mem);
 }
 
 /* Where in the leaf the mode lands, or -1 to go on past it. */

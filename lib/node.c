@@ -1507,8 +1507,15 @@ static int decode_general(const uint8_t *p, const uint8_t *end, uint32_t n,
 static int decode_values(const uint8_t *p, const uint8_t *end, uint32_t n,
                          unsigned flags, bn_node *node)
 {
-    if (flags & BN_F_VALS_EMPTY)
+    if (flags & BN_F_VALS_EMPTY) {
+        /* a reused node may hold value arrays of its last image: none
+         * means every value is empty */
+        free(node->val);
+        free(node->vflag);
+        node->val = NULL;
+        node->vflag = NULL;
         return p == end ? 0 : BONSAI_CORRUPT;
+    }
     if (n == 0) /* no entries: always written VALS_EMPTY */
         return BONSAI_CORRUPT;
     if (ensure_vals(node))
@@ -1537,7 +1544,7 @@ static int decode_sections(const uint8_t *img, const bn_info *info,
     uint32_t n = info->count;
     int rc;
 
-    if (n > 0 && (rc = set_cap(node, n)) != 0)
+    if (n > node->cap && (rc = set_cap(node, n)) != 0)
         return rc;
     if (node->kind == BONSAI_KEY_U64)
         rc = decode_u64_keys(ks, ke, n, node->k64);
@@ -1550,14 +1557,24 @@ static int decode_sections(const uint8_t *img, const bn_info *info,
     return decode_children(ke, n, node); /* its size bn_img_check fixed */
 }
 
+/* Decodes into node, which is cleared first, or with reuse only emptied:
+ * its arrays and arena keep their room for the next image (a cursor's
+ * leaf copy, decoded once a leaf through a scan). */
 static int decode(const uint8_t *img, size_t avail, unsigned kind,
-                  bn_node *node, uint32_t *keys_len)
+                  bn_node *node, uint32_t *keys_len, int reuse)
 {
     bn_info info;
-    bn_clear(node);
+    if (reuse && node->kind == kind) {
+        node->n = 0;
+        node->arena_len = node->arena_dead = 0;
+    } else {
+        bn_clear(node);
+    }
     int rc = bn_img_check(img, avail, kind, 1, &info);
     if (rc)
         return rc;
+    if (node->leaf != (info.type == BN_TYPE_LEAF))
+        bn_clear(node); /* its arrays are of the other type's */
     node->kind = (uint8_t)kind;
     node->leaf = info.type == BN_TYPE_LEAF;
     rc = decode_sections(img, &info, node);
@@ -1567,7 +1584,8 @@ static int decode(const uint8_t *img, size_t avail, unsigned kind,
     }
     node->n = info.count;
     *keys_len = info.keys_len;
-    arena_fit(node);
+    if (!reuse)
+        arena_fit(node);
     return 0;
 }
 
@@ -1575,7 +1593,7 @@ int bn_decode(const uint8_t *img, size_t avail, unsigned kind,
               bn_node *node)
 {
     uint32_t keys_len;
-    int rc = decode(img, avail, kind, node, &keys_len);
+    int rc = decode(img, avail, kind, node, &keys_len, 0);
     if (rc == 0)
         est_from_image(node, keys_len);
     return rc;
@@ -1585,7 +1603,7 @@ int bn_decode_frozen(const uint8_t *img, size_t avail, unsigned kind,
                      bn_node *node)
 {
     uint32_t keys_len;
-    return decode(img, avail, kind, node, &keys_len);
+    return decode(img, avail, kind, node, &keys_len, 1);
 }
 
 /* ---- decoded nodes: reading --------------------------------------------- */

@@ -165,7 +165,8 @@ int bn_decode(const uint8_t *img, size_t avail, unsigned kind,
               bn_node *node);
 
 /* bn_decode for a copy that is only read (a cursor's leaf): without the
- * running size estimate that changes need, which is most of the cost. */
+ * running size estimate that changes need, which is most of the cost, and
+ * reusing the room node's arrays have (node was bn_init'ed). */
 int bn_decode_frozen(const uint8_t *img, size_t avail, unsigned kind,
                      bn_node *node);
 
