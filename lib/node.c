@@ -134,10 +134,21 @@ static inline int rd_varint_wide(const uint8_t **p, uint64_t *v)
     return 0;
 }
 
+/* rd_varint past its first byte's test. */
+static int rd_varint_long(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    if (end - *p >= (ptrdiff_t)VARINT_MAX)
+        return rd_varint_wide(p, v);
+    if (varint_get(p, end, v) != 0 || (*p)[-1] == 0)
+        return -1;
+    return 0;
+}
+
 /* Reads a varint that must be in its shortest form (a padded one would
- * give a node a second image).  Returns 0 or -1. */
-static inline int rd_varint(const uint8_t **p, const uint8_t *end,
-                            uint64_t *v)
+ * give a node a second image).  Returns 0 or -1.  Always inlined: the
+ * one-byte case is most of a byte-key decode's varints, two an entry. */
+__attribute__((always_inline)) static inline int
+rd_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
 {
     const uint8_t *q = *p;
     if (q < end && *q < 0x80) { /* the usual one-byte case */
@@ -145,11 +156,7 @@ static inline int rd_varint(const uint8_t **p, const uint8_t *end,
         *p = q + 1;
         return 0;
     }
-    if (end - q >= (ptrdiff_t)VARINT_MAX)
-        return rd_varint_wide(p, v);
-    if (varint_get(p, end, v) != 0 || (*p)[-1] == 0)
-        return -1;
-    return 0;
+    return rd_varint_long(p, end, v);
 }
 
 /* Steps over a varint whose value is not needed. */
@@ -1443,7 +1450,8 @@ static int decode_byte_keys(const uint8_t *s, uint32_t keys_len, uint32_t n,
             unshared > BONSAI_MAX_KEY - shared ||
             unshared > (uint64_t)(b.ents - p))
             return BONSAI_CORRUPT;
-        if (arena_reserve(node, shared + unshared))
+        if (node->arena_len + shared + unshared > node->arena_cap &&
+            arena_reserve(node, shared + unshared))
             return BONSAI_NOMEM;
         const uint8_t *prev = i ? key_bytes(node, i - 1) : NULL;
         if (i > 0 && !entry_follows(i, prev, plen, shared, p, unshared))
