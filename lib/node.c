@@ -488,8 +488,11 @@ static int bsec_restart(const bsec *b, uint32_t r, const uint8_t **p)
 
 /* Reads the entry at *p on top of the previous key in buf (*len bytes; 0
  * at a restart, which forces shared == 0).  Returns 0 or -1. */
-static int bsec_entry_shared(const uint8_t **p, const uint8_t *end,
-                             uint8_t *buf, uint32_t *len, uint32_t *shares)
+/* Steps over the next entry of a restart block, whose key shares *shares
+ * bytes with the one before (*len bytes; its own length on return) and
+ * stores the rest, *sfx, in place. */
+static int bsec_next(const uint8_t **p, const uint8_t *end,
+                     const uint8_t **sfx, uint32_t *len, uint32_t *shares)
 {
     uint64_t shared, unshared;
     if (rd_varint(p, end, &shared) || rd_varint(p, end, &unshared))
@@ -497,10 +500,20 @@ static int bsec_entry_shared(const uint8_t **p, const uint8_t *end,
     if (shared > *len || unshared > BONSAI_MAX_KEY - shared ||
         shared + unshared == 0 || unshared > (uint64_t)(end - *p))
         return -1;
-    memcpy(buf + shared, *p, unshared);
+    *sfx = *p;
     *p += unshared;
     *len = (uint32_t)(shared + unshared);
     *shares = (uint32_t)shared;
+    return 0;
+}
+
+static int bsec_entry_shared(const uint8_t **p, const uint8_t *end,
+                             uint8_t *buf, uint32_t *len, uint32_t *shares)
+{
+    const uint8_t *sfx;
+    if (bsec_next(p, end, &sfx, len, shares))
+        return -1;
+    memcpy(buf + *shares, sfx, *len - *shares);
     return 0;
 }
 
@@ -535,7 +548,6 @@ static int bsec_restart_key(const bsec *b, uint32_t r, const uint8_t **key,
 static int bytes_search(const bsec *b, const uint8_t *key, uint32_t klen,
                         uint32_t *pos, int *eq)
 {
-    uint8_t buf[BONSAI_MAX_KEY];
     uint32_t lo = 0, hi = b->nr;
 
     *pos = 0;
@@ -555,22 +567,26 @@ static int bytes_search(const bsec *b, const uint8_t *key, uint32_t klen,
 
     uint32_t i = (lo - 1) * RESTART, stop = min_u32(i + RESTART, b->n);
     uint32_t len = 0, shares;
-    const uint8_t *p;
-    if (bsec_restart(b, lo - 1, &p) || bsec_entry(&p, b->ents, buf, &len))
+    const uint8_t *p, *sfx;
+    if (bsec_restart(b, lo - 1, &p) ||
+        bsec_next(&p, b->ents, &sfx, &len, &shares))
         return -1;
     /* m: bytes the entry before shares with key.  Keys increase, so an
      * entry sharing fewer than m bytes with it is above key and one
-     * sharing more is still below: only shares == m needs a compare */
-    uint32_t m = common_prefix(buf, len, key, klen);
-    int c = key_cmp(buf + m, len - m, key + m, klen - m);
+     * sharing more is still below: only shares == m needs a compare, and
+     * then only of its own stored bytes, so no key is rebuilt */
+    uint32_t m = common_prefix(sfx, len, key, klen);
+    int c = key_cmp(sfx + m, len - m, key + m, klen - m);
     while (c < 0 && ++i < stop) {
-        if (bsec_entry_shared(&p, b->ents, buf, &len, &shares))
+        if (bsec_next(&p, b->ents, &sfx, &len, &shares))
             return -1;
         if (shares < m) {
             c = 1;
         } else if (shares == m) {
-            m += common_prefix(buf + m, len - m, key + m, klen - m);
-            c = key_cmp(buf + m, len - m, key + m, klen - m);
+            uint32_t own = len - m;
+            uint32_t d = common_prefix(sfx, own, key + m, klen - m);
+            m += d;
+            c = key_cmp(sfx + d, own - d, key + m, klen - m);
         }
     }
     *pos = i;
