@@ -29,14 +29,18 @@ struct bonsai_cursor {
     uint32_t idx;
     int state;
     uint64_t gen;
+    const uint64_t *gen_src; /* the writer's change count, or NO_CHANGES */
     uint64_t ukey;
     uint8_t kbuf[BONSAI_MAX_KEY];
     bn_key key; /* current key, a copy */
 };
 
+/* A read snapshot never changes under its cursors. */
+static const uint64_t NO_CHANGES = 0;
+
 static uint64_t current_gen(const bonsai_cursor *c)
 {
-    return c->txn && c->txn->rdonly ? 0 : c->db->write_gen;
+    return *c->gen_src;
 }
 
 /* BONSAI_INVALID for no cursor, BONSAI_BADTXN once its txn has ended. */
@@ -68,6 +72,7 @@ int bonsai_cursor_open(bonsai_txn *txn, bonsai_map map, bonsai_cursor **out)
     }
     if (txn)
         txn_tie_cursor(txn, &c->tie);
+    c->gen_src = c->txn && c->txn->rdonly ? &NO_CHANGES : &c->db->write_gen;
     bn_init(&c->leaf, map->kind, 1);
     *out = c;
     return 0;
@@ -85,13 +90,16 @@ void bonsai_cursor_close(bonsai_cursor *c)
     free(c);
 }
 
+/* A scan's every step: read off the leaf copy's arrays in place. */
 static void remember_key(bonsai_cursor *c)
 {
     if (c->map->kind == BONSAI_KEY_U64) {
-        c->key.u = c->leaf.k64[c->idx]; /* a scan's every step */
+        c->key.u = c->leaf.k64[c->idx];
         return;
     }
-    c->key = bn_key_at(&c->leaf, c->idx); /* into the leaf copy */
+    bn_span s = c->leaf.kb[c->idx]; /* into the leaf copy */
+    c->key.b = c->leaf.arena + s.off;
+    c->key.len = s.len;
 }
 
 /* The current key, moved out of the leaf copy that a seek replaces. */
