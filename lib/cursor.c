@@ -273,16 +273,21 @@ int bonsai_cursor_get(bonsai_cursor *c, bonsai_val *key, bonsai_val *val)
     }
     if (!val)
         return 0;
+    static const uint8_t empty[1];
     if (!c->leaf.val) { /* a leaf of empty values only */
-        static const uint8_t empty[1];
         val->data = empty;
         val->size = 0;
         return 0;
     }
-    const uint8_t *v;
-    uint32_t len;
-    unsigned vflag;
-    bn_value_at(&c->leaf, c->idx, &v, &len, &vflag);
+    bn_span s = c->leaf.val[c->idx]; /* in place, as the key */
+    unsigned vflag = c->leaf.vflag[c->idx];
+    const uint8_t *v = s.len ? c->leaf.arena + s.off : empty;
+    uint32_t len = s.len;
+    if (!(vflag & BN_VAL_OVERFLOW)) {
+        val->data = v;
+        val->size = len;
+        return 0;
+    }
     uint64_t end = c->txn && c->txn->rdonly ? c->txn->snap.end
                                             : c->db->al.end;
     return bt_value(c->db, end, v, len, vflag, val);
