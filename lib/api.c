@@ -120,6 +120,12 @@ int bonsai_put(bonsai_txn *txn, bonsai_map map, const bonsai_val *key,
         a.val = val->data;
         a.vlen = (uint32_t)val->size;
     }
+    if (!txn) {
+        int done;
+        rc = pending_append_direct(map->db, map, a.key, a.val, a.vlen, &done);
+        if (done)
+            return rc;
+    }
     return txn_change(map->db, txn, put_fn, &a);
 }
 

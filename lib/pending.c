@@ -128,6 +128,27 @@ static int append_now(bonsai_db *db, bt_tree *t, bn_key key,
     return bt_append(db, t, tail, key, val, vlen);
 }
 
+int pending_append_direct(bonsai_db *db, map_slot *s, bn_key key,
+                          const uint8_t *val, uint32_t vlen, int *done)
+{
+    *done = 0;
+    if (db->cow || db->failed || db->opt.read_only ||
+        !db->opt.write_cache_bytes || db->waiting || !s->loaded ||
+        s->dropped || vlen > db->inline_max)
+        return 0;
+    bt_tree *t = &s->w;
+    bn_node *tail = bt_tail_leaf(t, key);
+    if (!tail ||
+        !cache_has_room(db, with_extras(db, t, bt_leaf_put_slots(db, t, tail,
+                                                                 key, vlen)),
+                        vlen))
+        return 0;
+    *done = 1;
+    uint64_t gen0 = db->write_gen;
+    int rc = bt_append(db, t, tail, key, val, vlen);
+    return txn_settle_cached(db, rc, gen0);
+}
+
 static size_t entry_bytes(const bt_tree *t, bn_key key, uint32_t vlen)
 {
     size_t k = t->kind == BONSAI_KEY_U64 ? 0 : key.len;

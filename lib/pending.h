@@ -24,6 +24,13 @@
 int pending_put(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key,
                 const uint8_t *val, uint32_t vlen, unsigned flags);
 
+/* A sequential load's put without a transaction: into the decoded last
+ * leaf at once, without the layers of the general path (txn_change,
+ * pending_put), when nothing waits and the write cache is on.  *done = 0
+ * when it does not apply: the caller takes the general path. */
+int pending_append_direct(bonsai_db *db, map_slot *s, bn_key key,
+                          const uint8_t *val, uint32_t vlen, int *done);
+
 /* Applies the map's waiting puts.  On failure the ones not applied still
  * wait; a failure half way through a put fails the writer as any failed
  * change does. */

@@ -378,7 +378,7 @@ void txn_note_tree(bonsai_db *db, bt_tree *t)
 
 /* With a write cache a failed change cannot be undone alone: the cached
  * changes before it have not been written anywhere else. */
-static int cached_outcome(bonsai_db *db, int rc, uint64_t gen0)
+int txn_settle_cached(bonsai_db *db, int rc, uint64_t gen0)
 {
     if (rc == 0) {
         bt_release_now(db); /* merged nodes' runs serve the next write */
@@ -402,7 +402,7 @@ static int change_directly(bonsai_db *db, txn_change_fn fn, void *arg)
     db->op_tree = NULL;
     int rc = fn(db, NULL, arg);
     if (db->opt.write_cache_bytes)
-        return cached_outcome(db, rc, gen0);
+        return txn_settle_cached(db, rc, gen0);
     if (rc == 0)
         rc = bt_flush(db);
     int touched = db->write_gen != gen0 || db->dirty.n || db->op_alloc.n;
