@@ -1787,8 +1787,11 @@ int bn_insert(bn_node *node, uint32_t idx, bn_key key, const uint8_t *val,
     assert(node->leaf && idx <= node->n);
     if (idx == node->n && node->n < node->cap && !node->val && vlen == 0 &&
         !(vflag & BN_VAL_OVERFLOW) && node->kind == BONSAI_KEY_U64) {
-        insert_key(node, idx, key); /* a sequential load's every put */
-        est_val(node, 0, 0, ADD);
+        /* a sequential load's every put: one new key term, one empty
+         * value's (insert_key and est_val, without their calls) */
+        node->k64[node->n++] = key.u;
+        node->est_keys += u64_term(node->k64, idx);
+        node->est_vhdr += 1; /* an empty value's length varint */
         est_refresh(node);
         return 0;
     }
