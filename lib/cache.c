@@ -3,11 +3,9 @@
  * before accepting another one.
  *
  * Budget: db->cache_bytes counts the memory of decoded leaves and changed
- * branches.  It is recounted every RECOUNT_EVERY changes, or every as many
- * changes as there are decoded leaves if more, rather than kept exact, so
- * the cache may overshoot its budget by that many changes (a change adds
- * an entry's few bytes; a split, a node no bigger than the one it
- * splits).
+ * branches.  It is recounted every RECOUNT_EVERY changes, or every quarter
+ * of the decoded leaves' number of changes if more, rather than kept
+ * exact, so the cache may overshoot its budget by that many changes.
  *
  * Room: each changed node may need a fresh run when it is written, so a
  * change is accepted only while the free runs hold a node-sized run for
@@ -78,10 +76,11 @@ static int worth_flushing(const bonsai_db *db)
 
 int cache_after_change(bonsai_db *db)
 {
-    /* a recount walks every decoded leaf: at most once per leaf's worth
-     * of changes, so its cost per change stays constant however many a
+    /* a recount walks every decoded leaf: at most once per leaf/4
+     * changes, so its cost per change stays constant however many a
      * large cache holds (the overshoot stays a small fraction) */
-    if (++db->changes >= RECOUNT_EVERY && db->changes >= db->leaves.n)
+    if (++db->changes >= RECOUNT_EVERY &&
+        (uint64_t)db->changes * 4 >= db->leaves.n)
         recount(db);
     int over = db->cache_bytes + db->waiting_bytes > db->opt.write_cache_bytes;
     int old = db->opt.flush_delay_ms && db->dirty.n &&
