@@ -152,7 +152,7 @@ int pending_append_direct(bonsai_db *db, map_slot *s, bn_key key,
 static size_t entry_bytes(const bt_tree *t, bn_key key, uint32_t vlen)
 {
     size_t k = t->kind == BONSAI_KEY_U64 ? 0 : key.len;
-    return sizeof(pb_entry) + 2 * sizeof(uint32_t) + k + vlen;
+    return sizeof(pb_entry) + 2 * sizeof(uint64_t) + k + vlen;
 }
 
 static void note_bytes(bonsai_db *db, size_t before, const putbuf *b)

@@ -2,7 +2,10 @@
  * putbuf.c - puts waiting to be applied (see putbuf.h).
  *
  * Entries live in an array in arrival order, found by key through an
- * open-addressing hash index (linear probing, at most half full).  Keys
+ * open-addressing hash index (linear probing, at most half full); a slot
+ * keeps half of its key's hash beside the entry number, so a probe
+ * passing other keys' slots compares numbers, not keys (a cache miss
+ * each into the entries and the arena).  Keys
  * of a BYTES map and all values sit in one arena; a replaced value's
  * bytes stay there, dead, until the batch is applied.
  */
@@ -12,6 +15,7 @@
 #include <string.h>
 
 #include "bonsai.h"
+#include "bytes.h"
 
 void pb_init(putbuf *b, unsigned kind)
 {
@@ -47,10 +51,16 @@ static uint64_t hash_key(unsigned kind, bn_key key)
 {
     if (kind == BONSAI_KEY_U64)
         return mix(key.u);
-    uint64_t h = UINT64_C(0xcbf29ce484222325); /* FNV-1a */
-    for (uint32_t i = 0; i < key.len; i++)
-        h = (h ^ key.b[i]) * UINT64_C(0x100000001b3);
-    return mix(h);
+    /* eight bytes a step, the tail zero-padded; the length told apart
+     * keys that differ only by trailing zero bytes */
+    uint64_t h = key.len * UINT64_C(0x9e3779b97f4a7c15);
+    uint32_t i = 0;
+    for (; i + 8 <= key.len; i += 8)
+        h = (h ^ get_le64(key.b + i)) * UINT64_C(0xbf58476d1ce4e5b9);
+    uint64_t tail = 0;
+    for (uint32_t j = 0; i + j < key.len; j++)
+        tail |= (uint64_t)key.b[i + j] << (8 * j);
+    return mix(h ^ tail);
 }
 
 bn_key pb_key(const putbuf *b, uint32_t i)
@@ -77,14 +87,27 @@ static int same_key(const putbuf *b, uint32_t i, bn_key key)
            memcmp(b->arena + b->e[i].k, key.b, key.len) == 0;
 }
 
-/* The slot holding key's entry, or the empty slot where it would go. */
-static uint32_t probe(const putbuf *b, bn_key key)
+#define SLOT_ENTRY(v) ((uint32_t)(v))
+#define SLOT_TAG(h) ((h) & ~(uint64_t)UINT32_MAX)
+
+/* The slot holding key's entry, or the empty slot where it would go;
+ * *tag = the hash half a slot for key holds. */
+static uint32_t probe_tag(const putbuf *b, bn_key key, uint64_t *tag)
 {
     uint32_t mask = b->nslots - 1;
-    uint32_t s = (uint32_t)hash_key(b->kind, key) & mask;
-    while (b->slot[s] && !same_key(b, b->slot[s] - 1, key))
-        s = (s + 1) & mask;
+    uint64_t h = hash_key(b->kind, key);
+    uint32_t s = (uint32_t)h & mask;
+    *tag = SLOT_TAG(h);
+    for (uint64_t v; (v = b->slot[s]) != 0; s = (s + 1) & mask)
+        if (SLOT_TAG(v) == *tag && same_key(b, SLOT_ENTRY(v) - 1, key))
+            break;
     return s;
+}
+
+static uint32_t probe(const putbuf *b, bn_key key)
+{
+    uint64_t tag;
+    return probe_tag(b, key, &tag);
 }
 
 uint32_t pb_find(const putbuf *b, bn_key key)
@@ -92,14 +115,17 @@ uint32_t pb_find(const putbuf *b, bn_key key)
     if (b->n == 0)
         return UINT32_MAX;
     uint32_t s = probe(b, key);
-    return b->slot[s] ? b->slot[s] - 1 : UINT32_MAX;
+    return b->slot[s] ? SLOT_ENTRY(b->slot[s]) - 1 : UINT32_MAX;
 }
 
 static void rehash(putbuf *b)
 {
     memset(b->slot, 0, (size_t)b->nslots * sizeof *b->slot);
-    for (uint32_t i = 0; i < b->n; i++)
-        b->slot[probe(b, pb_key(b, i))] = i + 1;
+    for (uint32_t i = 0; i < b->n; i++) {
+        uint64_t tag;
+        uint32_t s = probe_tag(b, pb_key(b, i), &tag);
+        b->slot[s] = tag | (i + 1);
+    }
 }
 
 static int grow_entries(putbuf *b)
@@ -112,7 +138,7 @@ static int grow_entries(putbuf *b)
     if (!e)
         return BONSAI_NOMEM;
     b->e = e;
-    uint32_t *slot = malloc((size_t)nslots * sizeof *slot);
+    uint64_t *slot = malloc((size_t)nslots * sizeof *slot);
     if (!slot)
         return BONSAI_NOMEM; /* the larger entry array is harmless */
     free(b->slot);
@@ -150,13 +176,14 @@ static uint64_t arena_add(putbuf *b, const uint8_t *p, uint32_t len)
 int pb_put(putbuf *b, bn_key key, const uint8_t *val, uint32_t vlen)
 {
     /* one probe finds the entry, or the slot a new one takes */
-    uint32_t s = b->nslots ? probe(b, key) : 0;
+    uint64_t tag = 0;
+    uint32_t s = b->nslots ? probe_tag(b, key, &tag) : 0;
     int found = b->nslots && b->slot[s];
     size_t kbytes = b->kind == BONSAI_KEY_U64 || found ? 0 : key.len;
     if (reserve_arena(b, kbytes + vlen))
         return BONSAI_NOMEM;
     if (found) {
-        pb_entry *e = &b->e[b->slot[s] - 1];
+        pb_entry *e = &b->e[SLOT_ENTRY(b->slot[s]) - 1];
         e->voff = arena_add(b, val, vlen);
         e->vlen = vlen;
         return 0;
@@ -164,14 +191,14 @@ int pb_put(putbuf *b, bn_key key, const uint8_t *val, uint32_t vlen)
     if (b->n == b->cap) {
         if (grow_entries(b))
             return BONSAI_NOMEM;
-        s = probe(b, key); /* the index was rebuilt */
+        s = probe_tag(b, key, &tag); /* the index was rebuilt */
     }
     pb_entry *e = &b->e[b->n];
     e->k = b->kind == BONSAI_KEY_U64 ? key.u : arena_add(b, key.b, key.len);
     e->klen = b->kind == BONSAI_KEY_U64 ? 0 : key.len;
     e->voff = arena_add(b, val, vlen);
     e->vlen = vlen;
-    b->slot[s] = ++b->n;
+    b->slot[s] = tag | ++b->n;
     return 0;
 }
 
@@ -316,5 +343,5 @@ void pb_keep_from(putbuf *b, uint32_t i)
 
 size_t pb_used_bytes(const putbuf *b)
 {
-    return (size_t)b->n * (sizeof(pb_entry) + 2 * sizeof(uint32_t)) + b->alen;
+    return (size_t)b->n * (sizeof(pb_entry) + 2 * sizeof(uint64_t)) + b->alen;
 }

@@ -28,7 +28,8 @@ typedef struct putbuf {
     unsigned kind;
     pb_entry *e;
     uint32_t n, cap;
-    uint32_t *slot;  /* hash index: entry + 1, 0 for empty */
+    uint64_t *slot;  /* hash index: entry + 1 (0 for empty) in the low
+                        half, the key's hash's high half above */
     uint32_t nslots; /* a power of two, at least 2 * cap */
     uint8_t *arena;  /* key bytes and values, live or replaced */
     size_t alen, acap;
