@@ -217,6 +217,55 @@ static int cmp_bytes(const void *x, const void *y, void *ctx)
     return r ? r : (a->klen > c->klen) - (a->klen < c->klen);
 }
 
+/* Sorts a few entries by k: a library sort's call per compare costs
+ * more than these moves. */
+static void insertion_sort_u64(pb_entry *e, uint32_t n)
+{
+    for (uint32_t i = 1; i < n; i++) {
+        pb_entry x = e[i];
+        uint32_t j = i;
+        for (; j > 0 && e[j - 1].k > x.k; j--)
+            e[j] = e[j - 1];
+        e[j] = x;
+    }
+}
+
+#define FEW 32u /* at most so many entries are insertion sorted */
+
+/* Sorts by k with a pass of 256 buckets for each byte in which keys
+ * differ, lowest first (stable), through tmp. */
+static void radix_sort_u64(pb_entry *e, uint32_t n, pb_entry *tmp)
+{
+    uint64_t lo = e[0].k, hi = e[0].k;
+    for (uint32_t i = 1; i < n; i++) {
+        lo = e[i].k < lo ? e[i].k : lo;
+        hi = e[i].k > hi ? e[i].k : hi;
+    }
+    unsigned top = lo == hi ? 0 : 64 - (unsigned)__builtin_clzll(lo ^ hi);
+    for (unsigned shift = 0; shift < top; shift += 8) {
+        uint32_t start[257] = {0};
+        for (uint32_t i = 0; i < n; i++)
+            start[((e[i].k >> shift) & 255) + 1]++;
+        for (unsigned d = 0; d < 256; d++)
+            start[d + 1] += start[d];
+        for (uint32_t i = 0; i < n; i++)
+            tmp[start[(e[i].k >> shift) & 255]++] = e[i];
+        memcpy(e, tmp, (size_t)n * sizeof *e);
+    }
+}
+
+/* Sorts by k fewer than a few thousand entries; tmp: scratch of n, or
+ * NULL (a library sort then). */
+static void sort_bucket(pb_entry *e, uint32_t n, pb_entry *tmp)
+{
+    if (n <= FEW)
+        insertion_sort_u64(e, n);
+    else if (tmp)
+        radix_sort_u64(e, n, tmp);
+    else
+        qsort(e, n, sizeof *e, cmp_u64);
+}
+
 /* The 16 bits below those every key shares pick a bucket: a counting
  * pass into tmp, then each bucket sorted on its own (a handful of entries
  * for spread keys).  Keys that agree on their top bits (decimal digits
@@ -249,8 +298,8 @@ static void sort_u64(pb_entry *e, uint32_t n, pb_entry *tmp)
     uint32_t from = 0;
     for (uint32_t d = 0; d < BUCKETS; d++) {
         uint32_t to = start[d];
-        if (to - from > 1)
-            qsort(tmp + from, to - from, sizeof *tmp, cmp_u64);
+        if (to - from > 1) /* e is free scratch once scattered */
+            sort_bucket(tmp + from, to - from, e + from);
         from = to;
     }
     memcpy(e, tmp, (size_t)n * sizeof *e);
@@ -275,14 +324,10 @@ static uint64_t chunk_at(const putbuf *b, const pb_entry *e, uint32_t off)
 static void sort_chunks(const putbuf *b, pb_entry *e, pb_entry *pre,
                         pb_entry *tmp, uint32_t n, uint32_t off)
 {
-    if (n < 64) {
-        qsort_r(e, n, sizeof *e, cmp_bytes, b->arena);
-        return;
-    }
     for (uint32_t i = 0; i < n; i++)
         pre[i] = (pb_entry){.k = chunk_at(b, &e[i], off), .voff = i};
     if (n < 4096) /* the radix pass's 64 Ki buckets cost more */
-        qsort(pre, n, sizeof *pre, cmp_u64);
+        sort_bucket(pre, n, tmp);
     else
         sort_u64(pre, n, tmp);
     for (uint32_t i = 0; i < n; i++)

@@ -211,3 +211,108 @@ Test(pending, byte_keys_with_shared_prefixes_land_in_order)
     tm_free(&model);
     TU_OK(bonsai_close(db));
 }
+
+/* ---- the batch sort itself ---------------------------------------------- */
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "putbuf.h"
+
+static int cmp_bytes_ref(const void *a, const void *b)
+{
+    const bonsai_val *x = a, *y = b;
+    size_t m = x->size < y->size ? x->size : y->size;
+    int c = memcmp(x->data, y->data, m);
+    return c ? c : (x->size > y->size) - (x->size < y->size);
+}
+
+/* Keys built to hit every path of pb_sort: long shared prefixes (chunks
+ * equal for thousands of keys), decimal digits (few distinct values in
+ * the radix buckets' bits), trailing zero bytes, and runs large enough
+ * for the bucket pass and small enough for insertion sorting. */
+Test(pending, batch_sort_orders_byte_keys)
+{
+    tu_rng r = {tu_seed("batch-sort-bytes", 0x5047)};
+    enum { N = 20000 };
+    static uint8_t keys[N][48];
+    static bonsai_val ref[N];
+    putbuf b;
+    pb_init(&b, BONSAI_KEY_BYTES);
+    size_t n = 0;
+    while (n < N) {
+        uint8_t *k = keys[n];
+        size_t len;
+        switch (tu_below(&r, 4)) {
+        case 0:
+            len = (size_t)snprintf((char *)k, 48, "user:%012llu:session:%u",
+                                   (unsigned long long)tu_below(&r, 100000),
+                                   (unsigned)tu_below(&r, 32));
+            break;
+        case 1:
+            len = (size_t)snprintf((char *)k, 48, "customer:profile:%012llu",
+                                   (unsigned long long)tu_below(&r, 1000));
+            break;
+        case 2: /* trailing zero bytes after a shared prefix */
+            memcpy(k, "zz:", 3);
+            len = 3 + tu_below(&r, 20);
+            memset(k + 3, 0, len - 3);
+            if (len > 3)
+                k[3] = (uint8_t)tu_below(&r, 2);
+            break;
+        default:
+            len = 1 + tu_below(&r, 40);
+            tu_fill(&r, k, len);
+            break;
+        }
+        bn_key key = {.b = k, .len = (uint32_t)len};
+        if (pb_find(&b, key) != UINT32_MAX)
+            continue; /* distinct keys: a repeat only replaces a value */
+        cr_assert_eq(pb_put(&b, key, NULL, 0), 0);
+        ref[n] = (bonsai_val){len, k};
+        n++;
+    }
+    pb_sort(&b);
+    qsort(ref, n, sizeof *ref, cmp_bytes_ref);
+    cr_assert_eq(b.n, n);
+    for (size_t i = 0; i < n; i++) {
+        bn_key k = pb_key(&b, (uint32_t)i);
+        cr_assert(k.len == ref[i].size && memcmp(k.b, ref[i].data, k.len) == 0,
+                  "entry %zu of %zu out of order (seed in the log)", i, n);
+    }
+    pb_free(&b);
+}
+
+static int cmp_u64_ref(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+Test(pending, batch_sort_orders_u64_keys)
+{
+    tu_rng r = {tu_seed("batch-sort-u64", 0x5048)};
+    enum { N = 50000 };
+    static uint64_t ref[N];
+    putbuf b;
+    pb_init(&b, BONSAI_KEY_U64);
+    size_t n = 0;
+    while (n < N) {
+        /* clustered: a few high patterns, spread low bits */
+        uint64_t k = (tu_below(&r, 3) << 40) | tu_below(&r, UINT64_C(1) << 20);
+        if (tu_below(&r, 8) == 0)
+            k = tu_rand(&r);
+        bn_key key = {.u = k};
+        if (pb_find(&b, key) != UINT32_MAX)
+            continue;
+        cr_assert_eq(pb_put(&b, key, NULL, 0), 0);
+        ref[n++] = k;
+    }
+    pb_sort(&b);
+    qsort(ref, n, sizeof *ref, cmp_u64_ref);
+    cr_assert_eq(b.n, n);
+    for (size_t i = 0; i < n; i++)
+        cr_assert(pb_key(&b, (uint32_t)i).u == ref[i],
+                  "entry %zu of %zu out of order", i, n);
+    pb_free(&b);
+}
