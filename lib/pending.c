@@ -168,12 +168,14 @@ enum { GO_NOW, GO_WAIT, GO_APPLY_FIRST };
  * write-back may just have evicted) go at once.  Other puts wait even
  * where their leaf is decoded: a random decoded leaf is as cold in the
  * CPU's caches as an image, while a sorted batch walks the leaves in
- * order. */
+ * order.  Once puts wait, an append to a decoded leaf waits too: finding
+ * its leaf costs a search of every branch on the way, which a put that
+ * waits never makes. */
 static int choose(bonsai_db *db, const bt_tree *t, bn_key key, uint32_t vlen)
 {
     if (!db->opt.write_cache_bytes || vlen > db->inline_max ||
-        t->depth == 0 || bt_appends_to_cached_leaf(t, key) ||
-        bt_goes_last(t, key))
+        t->depth == 0 || bt_goes_last(t, key) ||
+        (!db->waiting && bt_appends_to_cached_leaf(t, key)))
         return GO_NOW;
     if (db->waiting_bytes + entry_bytes(t, key, vlen) >
             db->opt.write_cache_bytes / 4 * 3 ||
