@@ -491,8 +491,9 @@ static int bsec_restart(const bsec *b, uint32_t r, const uint8_t **p)
 /* Steps over the next entry of a restart block, whose key shares *shares
  * bytes with the one before (*len bytes; its own length on return) and
  * stores the rest, *sfx, in place. */
-static int bsec_next(const uint8_t **p, const uint8_t *end,
-                     const uint8_t **sfx, uint32_t *len, uint32_t *shares)
+__attribute__((always_inline)) static inline int
+bsec_next(const uint8_t **p, const uint8_t *end, const uint8_t **sfx,
+          uint32_t *len, uint32_t *shares)
 {
     uint64_t shared, unshared;
     if (rd_varint(p, end, &shared) || rd_varint(p, end, &unshared))
