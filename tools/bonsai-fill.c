@@ -134,6 +134,7 @@ static void preset_list(void)
 /* ---- arguments ---------------------------------------------------------- */
 
 #define WRITE_CACHE_DEFAULT UINT64_MAX
+#define FILL_CACHE_MAX (UINT64_C(2) << 30)
 #define FLUSH_DELAY_DEFAULT UINT32_MAX
 
 struct args {
@@ -185,7 +186,10 @@ static void usage(FILE *out)
 "    --txn, --no-txn     transactions on or off (default: the library's,\n"
 "                        on for a file, off in memory); with --txn it\n"
 "                        commits every %u inserts\n"
-"    --write-cache SIZE  write cache bytes, 0 = none (default: library's)\n"
+"    --write-cache SIZE  write cache bytes, 0 = none (default: an eighth\n"
+"                        of the cap, at least the library's 32 MiB and at\n"
+"                        most 2 GiB: random keys applied in batches of\n"
+"                        many to a leaf need a cache that grows with it)\n"
 "    --flush-delay MS    write cached nodes once this old (0 = no limit)\n"
 "    --compress none|lz4|zlib[:LEVEL]\n"
 "                        node compression (default none; zlib level 1..9)\n"
@@ -856,6 +860,9 @@ static void set_options(const struct args *a, bonsai_options *o)
         o->page_size = a->page_size;
     if (a->write_cache != WRITE_CACHE_DEFAULT)
         o->write_cache_bytes = a->write_cache;
+    else if (a->cap / 8 > o->write_cache_bytes)
+        o->write_cache_bytes = a->cap / 8 < FILL_CACHE_MAX ? a->cap / 8
+                                                           : FILL_CACHE_MAX;
     if (a->flush_delay != FLUSH_DELAY_DEFAULT)
         o->flush_delay_ms = a->flush_delay;
     o->compression = a->compress;
