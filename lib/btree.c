@@ -745,7 +745,7 @@ int bt_put_run(bonsai_db *db, bt_tree *t, const putbuf *b, uint32_t from,
     /* positions are found in the leaf as it is; new keys are merged in
      * together, overwrites change values in place */
     bn_new news[RUN_NEW];
-    uint32_t nnew = 0, first_new = from, i = from;
+    uint32_t nnew = 0, first_new = from, i = from, lo = 0;
     int at_end = 0;
     while (rc == 0 && i < b->n && i - from < max) {
         bn_key key = pb_key(b, i);
@@ -754,7 +754,8 @@ int bt_put_run(bonsai_db *db, bt_tree *t, const putbuf *b, uint32_t from,
         uint32_t vlen;
         const uint8_t *val = pb_value(b, i, &vlen);
         int found;
-        uint32_t idx = bn_search(leaf, key, &found);
+        uint32_t idx = bn_search_leaf_from(leaf, lo, key, &found);
+        lo = idx; /* the batch is sorted: the next key lands here or on */
         at_end = !found && idx == leaf->n;
         if (found) {
             if ((rc = release_value(db, leaf, idx)) == 0)
@@ -763,8 +764,10 @@ int bt_put_run(bonsai_db *db, bt_tree *t, const putbuf *b, uint32_t from,
             if (nnew == 0)
                 first_new = i;
             news[nnew++] = (bn_new){idx, vlen, key, val};
-            if (nnew == RUN_NEW)
+            if (nnew == RUN_NEW) {
                 rc = merge_news(t, leaf, news, &nnew, first_new, to);
+                lo = 0; /* the merge moved the leaf's entries */
+            }
         }
         if (rc == 0)
             *to = ++i;

@@ -1691,10 +1691,10 @@ static uint32_t lower_bound_u64(const uint64_t *k, uint32_t n, uint64_t key)
     return (uint32_t)(base - k) + (*base < key);
 }
 
-static uint32_t lower_bound_bytes(const bn_node *node, const uint8_t *key,
-                                  uint32_t klen)
+static uint32_t lower_bound_bytes(const bn_node *node, uint32_t lo,
+                                  const uint8_t *key, uint32_t klen)
 {
-    uint32_t lo = 0, hi = node->n;
+    uint32_t hi = node->n;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
         if (key_below(key_bytes(node, mid), node->kb[mid].len, key, klen))
@@ -1719,7 +1719,7 @@ uint32_t bn_search(const bn_node *node, bn_key key, int *found)
         i = lower_bound_u64(node->k64, n, key.u);
         eq = i < n && node->k64[i] == key.u;
     } else {
-        i = lower_bound_bytes(node, key.b, key.len);
+        i = lower_bound_bytes(node, 0, key.b, key.len);
         eq = i < n && key_cmp(key_bytes(node, i), node->kb[i].len, key.b,
                               key.len) == 0;
     }
@@ -1727,6 +1727,24 @@ uint32_t bn_search(const bn_node *node, bn_key key, int *found)
         i--; /* the child whose range holds key */
     if (found)
         *found = eq;
+    return i;
+}
+
+uint32_t bn_search_leaf_from(const bn_node *node, uint32_t from, bn_key key,
+                             int *found)
+{
+    assert(node->leaf && from <= node->n);
+    uint32_t n = node->n, i;
+    if (node->kind == BONSAI_KEY_U64)
+        i = from == n ? n
+                      : from + lower_bound_u64(node->k64 + from, n - from,
+                                               key.u);
+    else
+        i = lower_bound_bytes(node, from, key.b, key.len);
+    *found = i < n && (node->kind == BONSAI_KEY_U64
+                           ? node->k64[i] == key.u
+                           : key_cmp(key_bytes(node, i), node->kb[i].len,
+                                     key.b, key.len) == 0);
     return i;
 }
 

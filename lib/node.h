@@ -182,6 +182,11 @@ int bn_encode(const bn_node *node, uint8_t *out, size_t cap, size_t *len);
 /* Same contract as bn_img_search, on a decoded node. */
 uint32_t bn_search(const bn_node *node, bn_key key, int *found);
 
+/* bn_search in a leaf whose keys before index from are all below key:
+ * a sorted batch searches on from where the key before it landed. */
+uint32_t bn_search_leaf_from(const bn_node *node, uint32_t from, bn_key key,
+                             int *found);
+
 /* Key idx; byte keys point into the arena (valid until the next change). */
 bn_key bn_key_at(const bn_node *node, uint32_t idx);
 
