@@ -114,7 +114,7 @@ static int view_key(const nview *v, unsigned kind, uint32_t idx,
     return 0;
 }
 
-static int key_less(unsigned kind, bn_key a, bn_key b)
+int bt_key_less(unsigned kind, bn_key a, bn_key b)
 {
     if (kind == BONSAI_KEY_U64)
         return a.u < b.u;
@@ -625,14 +625,14 @@ int bt_appends_to_cached_leaf(const bt_tree *t, bn_key key)
         return n != NULL;
     if (t->kind == BONSAI_KEY_U64)
         return n->k64[n->n - 1] < key.u;
-    return key_less(t->kind, bn_key_at(n, n->n - 1), key);
+    return bt_key_less(t->kind, bn_key_at(n, n->n - 1), key);
 }
 
 int bt_goes_last(const bt_tree *t, bn_key key)
 {
     const bn_node *n = t->root.mem;
     for (; n && !n->leaf; n = n->child[n->n - 1].mem) {
-        if (n->n == 0 || key_less(t->kind, key, bn_key_at(n, n->n - 1)))
+        if (n->n == 0 || bt_key_less(t->kind, key, bn_key_at(n, n->n - 1)))
             return 0;
     }
     return 1;
@@ -647,7 +647,7 @@ bn_node *bt_tail_leaf(const bt_tree *t, bn_key key)
         return n && n == t->root.mem ? n : NULL;
     if (t->kind == BONSAI_KEY_U64)
         return n->k64[n->n - 1] < key.u ? n : NULL;
-    return key_less(t->kind, bn_key_at(n, n->n - 1), key) ? n : NULL;
+    return bt_key_less(t->kind, bn_key_at(n, n->n - 1), key) ? n : NULL;
 }
 
 /* Nodes a change removes from its tree wait in the graveyard; room for
@@ -749,7 +749,7 @@ int bt_put_run(bonsai_db *db, bt_tree *t, const putbuf *b, uint32_t from,
     int at_end = 0;
     while (rc == 0 && i < b->n && i - from < max) {
         bn_key key = pb_key(b, i);
-        if (i > from && has_bound && !key_less(t->kind, key, bound))
+        if (i > from && has_bound && !bt_key_less(t->kind, key, bound))
             break;
         uint32_t vlen;
         const uint8_t *val = pb_value(b, i, &vlen);
@@ -1310,8 +1310,8 @@ int bt_seek(bonsai_db *db, const bt_rd *rd, const bt_tree *t, int mode,
         bn_key bound = forward ? s->b.upper : s->b.lower;
         /* separators must move the search strictly onward */
         if (s->mode != BT_FIRST && s->mode != BT_LAST &&
-            (forward ? !key_less(t->kind, s->key, bound)
-                     : !key_less(t->kind, bound, s->key))) {
+            (forward ? !bt_key_less(t->kind, s->key, bound)
+                     : !bt_key_less(t->kind, bound, s->key))) {
             rc = BONSAI_CORRUPT;
             break;
         }

@@ -178,15 +178,6 @@ int bonsai_cursor_seek_u64(bonsai_cursor *c, uint64_t key)
     return seek(c, BT_GE, (bn_key){.u = key});
 }
 
-static int key_less(unsigned kind, bn_key a, bn_key b)
-{
-    if (kind == BONSAI_KEY_U64)
-        return a.u < b.u;
-    uint32_t m = a.len < b.len ? a.len : b.len;
-    int c = memcmp(a.b, b.b, m);
-    return c < 0 || (c == 0 && a.len < b.len);
-}
-
 /* From the first or last entry of the leaf copy to the leaf beside it,
  * by the separator between them (nothing lies between the entry and it).
  * Separators that do not lie beyond the entry (a damaged or hostile
@@ -205,8 +196,8 @@ static int cross(bonsai_cursor *c, int forward)
         bound.b = buf;
     }
     bn_key here = key_to_keep(c);
-    if (forward ? !key_less(c->map->kind, here, bound)
-                : key_less(c->map->kind, here, bound)) {
+    if (forward ? !bt_key_less(c->map->kind, here, bound)
+                : bt_key_less(c->map->kind, here, bound)) {
         c->state = AT_NOTHING;
         return BONSAI_CORRUPT;
     }

@@ -290,18 +290,25 @@ static void sync_after_full(fill *f, bonsai_db *db, const char *when)
               problems, first);
 }
 
+static void fill_start(fill *f, const char *name, unsigned kind,
+                       size_t vlen, unsigned flags, uint64_t max_size,
+                       uint64_t def_seed)
+{
+    memset(f, 0, sizeof *f);
+    f->name = name;
+    f->kind = kind;
+    f->vlen = vlen;
+    f->flags = flags;
+    f->max_size = max_size;
+    f->seed = tu_seed(name, def_seed);
+}
+
 static void direct_fill_test(const char *name, unsigned kind, size_t vlen,
                              unsigned flags, uint64_t def_seed,
                              const bonsai_options *o)
 {
     fill f;
-    memset(&f, 0, sizeof f);
-    f.name = name;
-    f.kind = kind;
-    f.vlen = vlen;
-    f.flags = flags;
-    f.max_size = o->max_size;
-    f.seed = tu_seed(name, def_seed);
+    fill_start(&f, name, kind, vlen, flags, o->max_size, def_seed);
     bonsai_db *db = tu_open(NULL, o);
     bonsai_map m = tu_map_create(db, NULL, "fill", kind);
 
@@ -417,12 +424,8 @@ static void split_every_leaf_test(const char *name, uint64_t def_seed,
                                   int even, const bonsai_options *o)
 {
     fill f;
-    memset(&f, 0, sizeof f);
+    fill_start(&f, name, BONSAI_KEY_U64, 0, 0, o->max_size, def_seed);
     f.seq_even = even;
-    f.name = name;
-    f.kind = BONSAI_KEY_U64;
-    f.max_size = o->max_size;
-    f.seed = tu_seed(name, def_seed);
     bonsai_db *db = tu_open(NULL, o);
     bonsai_map m = tu_map_create(db, NULL, "fill", f.kind);
     load_sequential(&f, db, m);
