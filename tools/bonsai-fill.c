@@ -186,10 +186,11 @@ static void usage(FILE *out)
 "    --txn, --no-txn     transactions on or off (default: the library's,\n"
 "                        on for a file, off in memory); with --txn it\n"
 "                        commits every %u inserts\n"
-"    --write-cache SIZE  write cache bytes, 0 = none (default: an eighth\n"
-"                        of the cap, at least the library's 32 MiB and at\n"
-"                        most 2 GiB: random keys applied in batches of\n"
-"                        many to a leaf need a cache that grows with it)\n"
+"    --write-cache SIZE  write cache bytes, 0 = none (default: the\n"
+"                        library's; with --keys random an eighth of the\n"
+"                        cap, at least that and at most 2 GiB: random keys\n"
+"                        applied in batches of many to a leaf need a cache\n"
+"                        that grows with the store)\n"
 "    --flush-delay MS    write cached nodes once this old (0 = no limit)\n"
 "    --compress none|lz4|zlib[:LEVEL]\n"
 "                        node compression (default none; zlib level 1..9)\n"
@@ -860,7 +861,7 @@ static void set_options(const struct args *a, bonsai_options *o)
         o->page_size = a->page_size;
     if (a->write_cache != WRITE_CACHE_DEFAULT)
         o->write_cache_bytes = a->write_cache;
-    else if (a->cap / 8 > o->write_cache_bytes)
+    else if (a->random && a->cap / 8 > o->write_cache_bytes)
         o->write_cache_bytes = a->cap / 8 < FILL_CACHE_MAX ? a->cap / 8
                                                            : FILL_CACHE_MAX;
     if (a->flush_delay != FLUSH_DELAY_DEFAULT)
