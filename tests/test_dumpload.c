@@ -125,40 +125,6 @@ static const char *tool(const char *name)
 #define DUMP tool("bonsai-dump")
 #define LOAD tool("bonsai-load")
 
-/* Runs cmd with /bin/sh, as user uid unless uid is -1; returns its exit
- * status.  A program killed by a signal fails the test. */
-static int run_as(int uid, const char *cmd)
-{
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert(pid >= 0, "fork: %s", strerror(errno));
-    if (pid == 0) {
-        if (uid >= 0 && (setgid((gid_t)uid) != 0 || setuid((uid_t)uid) != 0))
-            _exit(125);
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    int st;
-    pid_t r;
-    while ((r = waitpid(pid, &st, 0)) < 0 && errno == EINTR)
-        ;
-    cr_assert(r == pid, "waitpid: %s", strerror(errno));
-    cr_assert(!WIFSIGNALED(st), "killed by signal %d: %s", WTERMSIG(st),
-              cmd);
-    return WEXITSTATUS(st);
-}
-
-static int run(const char *fmt, ...)
-{
-    char cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    cr_assert(n > 0 && (size_t)n < sizeof cmd, "command too long");
-    return run_as(-1, cmd);
-}
-
 static char *slurp(const char *path, size_t *len);
 
 /* Runs a command that must succeed (exit 0); its stderr is shown when it
@@ -177,7 +143,7 @@ static void must(const char *fmt, ...)
         errf = tp("must.err");
     char full[8400];
     snprintf(full, sizeof full, "{ %s; } 2>%s", cmd, q(errf));
-    int st = run_as(-1, full);
+    int st = tu_sh_as(-1, full);
     if (st) {
         char *err = slurp(errf, NULL);
         cr_assert_fail("exit %d: %s\n%s", st, cmd, err ? err : "");
@@ -595,10 +561,10 @@ Test(dumpload, text_input)
     cr_assert(strstr(got, want_data), "got:\n%s", got);
     free(got);
     /* -T needs a map name */
-    cr_assert_eq(run("%s -T -f %s %s 2>/dev/null", LOAD, q(in), q(st)), 2);
+    cr_assert_eq(tu_sh("%s -T -f %s %s 2>/dev/null", LOAD, q(in), q(st)), 2);
     /* a key without its value line */
     write_file(in, "k1\nv1\nk2\n");
-    cr_assert_eq(run("%s -T -s t -f %s %s 2>%s", LOAD, q(in), q(st),
+    cr_assert_eq(tu_sh("%s -T -s t -f %s %s 2>%s", LOAD, q(in), q(st),
                      q(tp("err"))), 1);
     char *err = slurp(tp("err"), NULL);
     cr_assert(strstr(err, "line 3:") && strstr(err, "missing value line"),
@@ -805,7 +771,7 @@ Test(dumpload, options)
     write_file(in, "VERSION=3\nformat=bytevalue\ndatabase=w\ntype=btree\n"
                    "maxreaders=126\ndb_pagesize=4096\nfoo=bar\n"
                    "HEADER=END\n 61\n 62\nDATA=END\n");
-    cr_assert_eq(run("%s -f %s %s 2>%s", LOAD, q(in), q(dst),
+    cr_assert_eq(tu_sh("%s -f %s %s 2>%s", LOAD, q(in), q(dst),
                      q(tp("err"))), 0);
     got = slurp(tp("err"), NULL);
     cr_assert(strstr(got, "line 7: unrecognized keyword ignored: foo"),
@@ -882,7 +848,7 @@ Test(dumpload, malformed_input)
         char text[1024];
         snprintf(text, sizeof text, "%s%s", PREFIX, b->input);
         write_file(in, text);
-        int rc = run("%s -f %s %s 2>%s", LOAD, q(in), q(st), q(err));
+        int rc = tu_sh("%s -f %s %s 2>%s", LOAD, q(in), q(st), q(err));
         char *msg = slurp(err, NULL);
         cr_assert_eq(rc, 1, "case %zu: exit %d, stderr: %s", i, rc, msg);
         cr_assert(strstr(msg, b->line) && strstr(msg, b->why),
@@ -893,7 +859,7 @@ Test(dumpload, malformed_input)
         same_file(before, after, "the store after a failed load");
 
         /* into a store that did not exist: it still does not */
-        rc = run("%s -f %s %s 2>/dev/null", LOAD, q(in), q(absent));
+        rc = tu_sh("%s -f %s %s 2>/dev/null", LOAD, q(in), q(absent));
         cr_assert_eq(rc, 1, "case %zu (new store): exit %d", i, rc);
         cr_assert(access(absent, F_OK) != 0,
                   "case %zu: a failed load left %s behind", i, absent);
@@ -908,7 +874,7 @@ Test(dumpload, malformed_input)
     snprintf(text + off, 4096 - (size_t)off, "\n 62\nDATA=END\n");
     write_file(in, text);
     free(text);
-    cr_assert_eq(run("%s -f %s %s 2>%s", LOAD, q(in), q(st), q(err)), 1);
+    cr_assert_eq(tu_sh("%s -f %s %s 2>%s", LOAD, q(in), q(st), q(err)), 1);
     char *msg = slurp(err, NULL);
     cr_assert(strstr(msg, "line 14:"), "stderr: %s", msg);
     free(msg);
@@ -932,13 +898,13 @@ static int has_strerror(const char *path)
 Test(dumpload, usage)
 {
     const char *out = tp("out");
-    cr_assert_eq(run("%s --help >%s", DUMP, q(out)), 0);
+    cr_assert_eq(tu_sh("%s --help >%s", DUMP, q(out)), 0);
     char *s = slurp(out, NULL);
     cr_assert(strstr(s, "SYNOPSIS") && strstr(s, "EXIT STATUS") &&
                   strstr(s, "bonsai_keys=u64"),
               "%s", s);
     free(s);
-    cr_assert_eq(run("%s --help >%s", LOAD, q(out)), 0);
+    cr_assert_eq(tu_sh("%s --help >%s", LOAD, q(out)), 0);
     s = slurp(out, NULL);
     cr_assert(strstr(s, "SYNOPSIS") && strstr(s, "-T") && strstr(s, "-N"),
               "%s", s);
@@ -948,13 +914,13 @@ Test(dumpload, usage)
         "", "-x f", "a b", "-a -s m f", "-s", "--nope f", "-l -p f",
     };
     for (size_t i = 0; i < sizeof dump_bad / sizeof dump_bad[0]; i++)
-        cr_assert_eq(run("%s %s 2>/dev/null", DUMP, dump_bad[i]), 2,
+        cr_assert_eq(tu_sh("%s %s 2>/dev/null", DUMP, dump_bad[i]), 2,
                      "bonsai-dump %s", dump_bad[i]);
     static const char *load_bad[] = {
         "", "-x f", "a b", "-T f", "-f", "--nope f",
     };
     for (size_t i = 0; i < sizeof load_bad / sizeof load_bad[0]; i++)
-        cr_assert_eq(run("%s %s </dev/null 2>/dev/null", LOAD, load_bad[i]),
+        cr_assert_eq(tu_sh("%s %s </dev/null 2>/dev/null", LOAD, load_bad[i]),
                      2, "bonsai-load %s", load_bad[i]);
 }
 
@@ -982,23 +948,23 @@ Test(dumpload, failures)
         tp("missing"), tu_tmpdir(), garbage, empty,
     };
     for (size_t i = 0; i < 4; i++) {
-        cr_assert_eq(run("%s %s >/dev/null 2>%s", DUMP, q(dump_fail[i]),
+        cr_assert_eq(tu_sh("%s %s >/dev/null 2>%s", DUMP, q(dump_fail[i]),
                          q(err)), 1, "bonsai-dump %s", dump_fail[i]);
         cr_assert(has_strerror(err), "bonsai-dump %s: no bonsai_strerror "
                   "text in: %s", dump_fail[i], slurp(err, NULL));
     }
-    cr_assert_eq(run("%s -s nosuch %s >/dev/null 2>%s", DUMP, q(st),
+    cr_assert_eq(tu_sh("%s -s nosuch %s >/dev/null 2>%s", DUMP, q(st),
                      q(err)), 1);
     cr_assert(has_strerror(err));
     /* a write error */
     if (access("/dev/full", W_OK) == 0)
-        cr_assert_eq(run("%s %s >/dev/full 2>/dev/null", DUMP, q(st)), 1);
+        cr_assert_eq(tu_sh("%s %s >/dev/full 2>/dev/null", DUMP, q(st)), 1);
 
     /* load into a directory, a garbage file, from a missing input */
-    cr_assert_eq(run("%s -f %s %s 2>%s", LOAD, q(dump), q(tu_tmpdir()),
+    cr_assert_eq(tu_sh("%s -f %s %s 2>%s", LOAD, q(dump), q(tu_tmpdir()),
                      q(err)), 1);
     cr_assert(has_strerror(err));
-    cr_assert_eq(run("%s -f %s %s 2>%s", LOAD, q(dump), q(garbage), q(err)),
+    cr_assert_eq(tu_sh("%s -f %s %s 2>%s", LOAD, q(dump), q(garbage), q(err)),
                  1);
     cr_assert(has_strerror(err));
     size_t len;
@@ -1006,7 +972,7 @@ Test(dumpload, failures)
     cr_assert(len == sizeof junk && memcmp(now, junk, len) == 0,
               "bonsai-load changed a file it could not open as a store");
     free(now);
-    cr_assert_eq(run("%s -f %s %s 2>/dev/null", LOAD,
+    cr_assert_eq(tu_sh("%s -f %s %s 2>/dev/null", LOAD,
                      q(tp("missing")), q(st)), 1);
 
     /* a read-only store file: as root, run the load as nobody */
@@ -1025,7 +991,7 @@ Test(dumpload, failures)
         /* the error file must be writable by nobody */
         write_file(tp("ro.err"), "");
         cr_assert(chmod(tp("ro.err"), 0666) == 0);
-        rc = run_as(65534, full);
+        rc = tu_sh_as(65534, full);
         cr_assert(chmod(tu_tmpdir(), 0700) == 0);
         if (rc == 125 || rc == 126 || rc == 127) {
             cr_log_info("cannot run as nobody (exit %d): read-only load "
@@ -1040,7 +1006,7 @@ Test(dumpload, failures)
     } else {
         char full[4200];
         snprintf(full, sizeof full, "%s 2>%s", cmd, q(tp("ro.err")));
-        cr_assert_eq(run_as(-1, full), 1);
+        cr_assert_eq(tu_sh_as(-1, full), 1);
         char *msg = slurp(tp("ro.err"), NULL);
         cr_assert(strstr(msg, bonsai_strerror(BONSAI_READONLY)),
                   "stderr: %s", msg);

@@ -975,26 +975,12 @@ Test(verify, compact_anonymous)
  * directory; returns the exit status.  A signal fails the test. */
 static int run(const char *fmt, ...)
 {
-    char cmd[4096], full[5000];
+    char cmd[4096];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(cmd, sizeof cmd, fmt, ap);
     va_end(ap);
-    snprintf(full, sizeof full, "%s >'%s' 2>'%s'", cmd, tu_path("out"),
-             tu_path("err"));
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        execl("/bin/sh", "sh", "-c", full, (char *)NULL);
-        _exit(127);
-    }
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        cr_assert(errno == EINTR);
-    cr_assert(!WIFSIGNALED(st), "killed by signal %d: %s", WTERMSIG(st),
-              cmd);
-    return WEXITSTATUS(st);
+    return tu_sh("%s >'%s' 2>'%s'", cmd, tu_path("out"), tu_path("err"));
 }
 
 static char *out_text(const char *which)

@@ -578,33 +578,6 @@ static const char *tool(const char *name)
     return q(tu_program(name));
 }
 
-/* Runs a shell command; returns its exit status.  A program killed by a
- * signal fails the test. */
-static int run(const char *fmt, ...)
-{
-    char cmd[4 * PATH_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    cr_assert(n > 0 && (size_t)n < sizeof cmd, "command too long");
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert(pid >= 0, "fork: %s", strerror(errno));
-    if (pid == 0) {
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    int st;
-    pid_t r;
-    while ((r = waitpid(pid, &st, 0)) < 0 && errno == EINTR)
-        ;
-    cr_assert(r == pid, "waitpid: %s", strerror(errno));
-    cr_assert(!WIFSIGNALED(st), "killed by signal %d: %s", WTERMSIG(st),
-              cmd);
-    return WEXITSTATUS(st);
-}
-
 /* A copy holds exactly the state of some commit the writer made: keys
  * 0..k of "g" for one k >= first, each with the value of version 0. */
 static uint64_t assert_some_commit(const char *path, uint64_t first,
@@ -703,18 +676,18 @@ Test(xreaders, tools_read_a_store_being_written)
     uint64_t seen[4];
     for (int i = 0; i < 2; i++) {
         unlink(loaded);
-        cr_assert_eq(run("%s -f %s %s", tool("bonsai-dump"), q(dump),
+        cr_assert_eq(tu_sh("%s -f %s %s", tool("bonsai-dump"), q(dump),
                          q(path)), 0, "bonsai-dump of a store being written");
-        cr_assert_eq(run("%s -f %s %s", tool("bonsai-load"), q(dump),
+        cr_assert_eq(tu_sh("%s -f %s %s", tool("bonsai-load"), q(dump),
                          q(loaded)), 0, "bonsai-load of that dump");
         seen[2 * i] = assert_some_commit(loaded, first, "the dump");
-        cr_assert_eq(run("%s --quiet %s %s", tool("bonsai-compact"), q(path),
+        cr_assert_eq(tu_sh("%s --quiet %s %s", tool("bonsai-compact"), q(path),
                          q(compacted)), 0,
                      "bonsai-compact of a store being written");
         seen[2 * i + 1] = assert_some_commit(compacted, first, "the copy");
-        cr_assert_eq(run("%s %s >/dev/null", tool("bonsai-verify"), q(path)),
+        cr_assert_eq(tu_sh("%s %s >/dev/null", tool("bonsai-verify"), q(path)),
                      0, "bonsai-verify of a store being written");
-        cr_assert_eq(run("%s %s >/dev/null", tool("bonsai-stat"), q(path)),
+        cr_assert_eq(tu_sh("%s %s >/dev/null", tool("bonsai-stat"), q(path)),
                      0, "bonsai-stat of a store being written");
     }
     release(&w);

@@ -11,10 +11,12 @@
 #include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* ---- error names -------------------------------------------------------- */
@@ -132,6 +134,38 @@ const char *tu_quote(const char *s)
     char *b = buf[next++ % 16];
     snprintf(b, sizeof buf[0], "'%s'", s);
     return b;
+}
+
+int tu_sh_as(int uid, const char *cmd)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        if (uid >= 0 && (setgid((gid_t)uid) != 0 || setuid((uid_t)uid) != 0))
+            _exit(125);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    pid_t r;
+    while ((r = waitpid(pid, &st, 0)) < 0 && errno == EINTR)
+        ;
+    cr_assert(r == pid, "waitpid: %s", strerror(errno));
+    cr_assert(!WIFSIGNALED(st), "killed by signal %d: %s", WTERMSIG(st),
+              cmd);
+    return WEXITSTATUS(st);
+}
+
+int tu_sh(const char *fmt, ...)
+{
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    cr_assert(n > 0 && (size_t)n < sizeof cmd, "command too long");
+    return tu_sh_as(-1, cmd);
 }
 
 /* ---- seeds, scale, PRNG ------------------------------------------------- */

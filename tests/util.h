@@ -67,6 +67,11 @@ const char *tu_program(const char *name);
 /* s in single quotes for sh (asserted free of quotes); 16 rotating
  * static buffers. */
 const char *tu_quote(const char *s);
+/* Runs cmd with /bin/sh, as user uid unless uid is -1; returns its exit
+ * status.  A program killed by a signal fails the test. */
+int tu_sh_as(int uid, const char *cmd);
+/* tu_sh_as(-1, ...) of a printf-formatted command. */
+int tu_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- seeds, scale, PRNG ------------------------------------------------- */
 
