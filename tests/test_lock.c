@@ -45,18 +45,6 @@ enum child_mode {
     C_CRASH,      /* open, write KEY_CHILD, report, wait, _exit unclosed */
 };
 
-typedef struct child {
-    pid_t pid;
-    int to;   /* parent -> child */
-    int from; /* child -> parent */
-} child;
-
-static void put_int(int fd, int v)
-{
-    ssize_t n = write(fd, &v, sizeof v);
-    (void)n;
-}
-
 static int child_work(bonsai_db *db, enum child_mode mode)
 {
     bonsai_map m = NULL;
@@ -78,76 +66,43 @@ static int child_work(bonsai_db *db, enum child_mode mode)
     return 0;
 }
 
-static child spawn(const char *path, int read_only, enum child_mode mode)
+typedef struct child_args {
+    const char *path;
+    int read_only;
+    enum child_mode mode;
+} child_args;
+
+static void child_main(int up, int down, void *ctx)
 {
-    int up[2], down[2];
-    cr_assert(pipe(up) == 0 && pipe(down) == 0, "pipe: %s", strerror(errno));
-    pid_t pid = fork();
-    cr_assert(pid >= 0, "fork: %s", strerror(errno));
-    if (pid == 0) {
-        close(up[0]);
-        close(down[1]);
-        bonsai_options o;
-        bonsai_options_init(&o);
-        o.read_only = read_only;
-        o.create = 0;
-        bonsai_db *db = NULL;
-        int rc = bonsai_open(path, &o, &db);
-        put_int(up[1], rc);
-        int rc2 = rc ? rc : child_work(db, mode);
-        if (mode == C_READ || mode == C_WRITE || mode == C_CRASH)
-            put_int(up[1], rc2);
-        if (mode == C_HOLD || mode == C_CRASH) {
-            char c;
-            ssize_t n = read(down[0], &c, 1); /* a byte or EOF */
-            (void)n;
-        }
-        if (mode == C_CRASH)
-            _exit(0); /* no close: as if the process died */
-        int rc3 = rc ? 0 : bonsai_close(db);
-        put_int(up[1], rc3);
-        _exit(0);
-    }
-    close(up[1]);
-    close(down[0]);
-    child c = {pid, down[1], up[0]};
-    return c;
+    const child_args *a = ctx;
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.read_only = a->read_only;
+    o.create = 0;
+    bonsai_db *db = NULL;
+    int rc = bonsai_open(a->path, &o, &db);
+    tu_put_int(up, rc);
+    int rc2 = rc ? rc : child_work(db, a->mode);
+    if (a->mode == C_READ || a->mode == C_WRITE || a->mode == C_CRASH)
+        tu_put_int(up, rc2);
+    if (a->mode == C_HOLD || a->mode == C_CRASH)
+        tu_wait_parent(down); /* a byte or EOF */
+    if (a->mode == C_CRASH)
+        _exit(0); /* no close: as if the process died */
+    int rc3 = rc ? 0 : bonsai_close(db);
+    tu_put_int(up, rc3);
+}
+
+static tu_child spawn(const char *path, int read_only, enum child_mode mode)
+{
+    child_args a = {path, read_only, mode};
+    return tu_spawn(child_main, &a);
 }
 
 /* The next result the child reports. */
-static int child_report(child *c, const char *what)
+static int child_report(tu_child *c, const char *what)
 {
-    int v = 0;
-    size_t got = 0;
-    while (got < sizeof v) {
-        ssize_t n = read(c->from, (char *)&v + got, sizeof v - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        cr_assert(n > 0, "the child died before reporting %s", what);
-        got += (size_t)n;
-    }
-    return v;
-}
-
-static void child_release(child *c)
-{
-    char b = 'x';
-    cr_assert(write(c->to, &b, 1) == 1);
-}
-
-/* Waits for the child; it must have exited normally. */
-static void child_reap(child *c)
-{
-    int st;
-    close(c->to);
-    pid_t r;
-    do
-        r = waitpid(c->pid, &st, 0);
-    while (r < 0 && errno == EINTR);
-    close(c->from);
-    cr_assert(r == c->pid, "waitpid: %s", strerror(errno));
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-              "the child did not exit cleanly (status %d)", st);
+    return (int)tu_report(c, what);
 }
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -208,14 +163,14 @@ Test(lock, second_writer_in_another_process_is_busy)
 {
     const char *path = make_store();
     bonsai_db *db = open_rw(path);
-    child c = spawn(path, 0, C_OPEN_CLOSE);
+    tu_child c = spawn(path, 0, C_OPEN_CLOSE);
     int rc = child_report(&c, "its open");
     cr_assert(rc == BONSAI_BUSY,
               "a second read-write open in another process -> %s, expected "
               "BONSAI_BUSY",
               tu_err(rc));
     child_report(&c, "its close");
-    child_reap(&c);
+    tu_reap(&c);
     /* the first writer is unharmed */
     store_works(db, 1);
     TU_OK(bonsai_close(db));
@@ -228,7 +183,7 @@ Test(lock, second_writer_in_another_process_is_busy)
     cr_assert(rc == 0, "the child's write -> %s", tu_err(rc));
     rc = child_report(&c, "its close");
     cr_assert(rc == 0, "the child's close -> %s", tu_err(rc));
-    child_reap(&c);
+    tu_reap(&c);
     db = open_rw(path);
     cr_assert(has_key(db, KEY_CHILD), "the child's commit is missing");
     cr_assert(has_key(db, KEY_PARENT));
@@ -254,17 +209,17 @@ Test(lock, second_writer_in_this_process_is_busy)
     db = open_rw(path);
     store_works(db, 1);
     TU_OK(bonsai_close(db));
-    child c = spawn(path, 0, C_OPEN_CLOSE);
+    tu_child c = spawn(path, 0, C_OPEN_CLOSE);
     rc = child_report(&c, "its open");
     cr_assert(rc == 0, "open in a child after close -> %s", tu_err(rc));
     child_report(&c, "its close");
-    child_reap(&c);
+    tu_reap(&c);
 }
 
 Test(lock, writer_in_another_process_blocks_this_one)
 {
     const char *path = make_store();
-    child c = spawn(path, 0, C_HOLD);
+    tu_child c = spawn(path, 0, C_HOLD);
     int rc = child_report(&c, "its open");
     cr_assert(rc == 0, "the child's open -> %s", tu_err(rc));
     bonsai_db *db = NULL;
@@ -272,10 +227,10 @@ Test(lock, writer_in_another_process_blocks_this_one)
     cr_assert(rc == BONSAI_BUSY,
               "open while another process writes -> %s, expected BONSAI_BUSY",
               tu_err(rc));
-    child_release(&c);
+    tu_release(&c);
     rc = child_report(&c, "its close");
     cr_assert(rc == 0, "the child's close -> %s", tu_err(rc));
-    child_reap(&c);
+    tu_reap(&c);
     db = open_rw(path);
     store_works(db, 1);
     TU_OK(bonsai_close(db));
@@ -284,7 +239,7 @@ Test(lock, writer_in_another_process_blocks_this_one)
 Test(lock, a_dead_writer_lets_go)
 {
     const char *path = make_store();
-    child c = spawn(path, 0, C_CRASH);
+    tu_child c = spawn(path, 0, C_CRASH);
     int rc = child_report(&c, "its open");
     cr_assert(rc == 0, "the child's open -> %s", tu_err(rc));
     rc = child_report(&c, "its write");
@@ -293,8 +248,8 @@ Test(lock, a_dead_writer_lets_go)
     rc = try_open(path, 0, &db);
     cr_assert(rc == BONSAI_BUSY, "open while the child holds it -> %s",
               tu_err(rc));
-    child_release(&c); /* it exits without closing */
-    child_reap(&c);
+    tu_release(&c); /* it exits without closing */
+    tu_reap(&c);
     db = open_rw(path);
     /* its commit was durable when it returned */
     cr_assert(has_key(db, KEY_CHILD), "a commit of the dead writer is lost");
@@ -326,14 +281,14 @@ Test(lock, read_only_open_while_a_writer_holds_the_file)
                              "opened");
     TU_OK(bonsai_close(r));
     /* another process */
-    child c = spawn(path, 1, C_READ);
+    tu_child c = spawn(path, 1, C_READ);
     rc = child_report(&c, "its open");
     cr_assert(rc == 0, "read-only open beside a writer (other process) -> %s",
               tu_err(rc));
     rc = child_report(&c, "its read");
     cr_assert(rc == 0, "the child's read -> %s", tu_err(rc));
     child_report(&c, "its close");
-    child_reap(&c);
+    tu_reap(&c);
 
     /* the writer was not disturbed */
     store_works(w, 1);
@@ -346,7 +301,7 @@ Test(lock, read_only_open_while_a_writer_holds_the_file)
     rc = child_report(&c, "its read");
     cr_assert(rc == 0, "the child's read -> %s", tu_err(rc));
     child_report(&c, "its close");
-    child_reap(&c);
+    tu_reap(&c);
 }
 
 Test(lock, readers_do_not_block_readers)
@@ -357,14 +312,14 @@ Test(lock, readers_do_not_block_readers)
     int rc = try_open(path, 1, &r2);
     cr_assert(rc == 0, "a second read-only open in this process -> %s",
               tu_err(rc));
-    child c = spawn(path, 1, C_READ);
+    tu_child c = spawn(path, 1, C_READ);
     rc = child_report(&c, "its open");
     cr_assert(rc == 0, "a read-only open in another process beside two "
                        "readers -> %s", tu_err(rc));
     rc = child_report(&c, "its read");
     cr_assert(rc == 0, "the child's read -> %s", tu_err(rc));
     child_report(&c, "its close");
-    child_reap(&c);
+    tu_reap(&c);
     store_works(r1, 0);
     store_works(r2, 0);
     TU_OK(bonsai_close(r1));

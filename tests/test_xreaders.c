@@ -28,7 +28,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -177,89 +176,24 @@ static uint64_t size_of(const char *path)
 
 /* ---- children ------------------------------------------------------------ */
 
-typedef struct child {
-    pid_t pid;
-    int to;   /* parent -> child */
-    int from; /* child -> parent */
-} child;
-
 typedef void (*child_fn)(const char *path, int up, int down, uint64_t arg);
 
-static void put_int(int fd, int64_t v)
+typedef struct child_call {
+    child_fn fn;
+    const char *path;
+    uint64_t arg;
+} child_call;
+
+static void call_child(int up, int down, void *ctx)
 {
-    ssize_t n = write(fd, &v, sizeof v);
-    (void)n;
+    const child_call *c = ctx;
+    c->fn(c->path, up, down, c->arg);
 }
 
-/* A byte from the parent, or EOF: 1 if a byte came. */
-static int wait_parent(int down)
+static tu_child spawn(child_fn fn, const char *path, uint64_t arg)
 {
-    char c;
-    ssize_t n;
-    do
-        n = read(down, &c, 1);
-    while (n < 0 && errno == EINTR);
-    return n == 1;
-}
-
-static child spawn(child_fn fn, const char *path, uint64_t arg)
-{
-    int up[2], down[2];
-    cr_assert(pipe(up) == 0 && pipe(down) == 0, "pipe: %s", strerror(errno));
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert(pid >= 0, "fork: %s", strerror(errno));
-    if (pid == 0) {
-        close(up[0]);
-        close(down[1]);
-        fn(path, up[1], down[0], arg);
-        _exit(0);
-    }
-    close(up[1]);
-    close(down[0]);
-    return (child){pid, down[1], up[0]};
-}
-
-static int64_t report(child *c, const char *what)
-{
-    int64_t v = 0;
-    size_t got = 0;
-    while (got < sizeof v) {
-        ssize_t n = read(c->from, (char *)&v + got, sizeof v - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        cr_assert(n > 0, "the child died before reporting %s", what);
-        got += (size_t)n;
-    }
-    return v;
-}
-
-/* Has the child written something the parent has not read? */
-static int has_report(child *c)
-{
-    struct pollfd p = {.fd = c->from, .events = POLLIN};
-    return poll(&p, 1, 0) == 1;
-}
-
-static void release(child *c)
-{
-    char b = 'x';
-    cr_assert(write(c->to, &b, 1) == 1);
-}
-
-/* Waits for the child; it must have exited normally. */
-static void reap(child *c)
-{
-    int st;
-    close(c->to);
-    pid_t r;
-    do
-        r = waitpid(c->pid, &st, 0);
-    while (r < 0 && errno == EINTR);
-    close(c->from);
-    cr_assert(r == c->pid, "waitpid: %s", strerror(errno));
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-              "the child did not exit cleanly (status %d)", st);
+    child_call c = {fn, path, arg};
+    return tu_spawn(call_child, &c);
 }
 
 /* Writer: opens read-write, reports; then, for every byte from the
@@ -270,16 +204,16 @@ static void writer_child(const char *path, int up, int down, uint64_t arg)
     bonsai_options o = writer_options();
     bonsai_db *db = NULL;
     int rc = bonsai_open(path, &o, &db);
-    put_int(up, rc);
+    tu_put_int(up, rc);
     if (rc)
         return;
     uint64_t next = 1;
-    while (wait_parent(down)) {
+    while (tu_wait_parent(down)) {
         rc = run_rounds(db, next, next + arg - 1);
         next += arg;
-        put_int(up, rc);
+        tu_put_int(up, rc);
     }
-    put_int(up, bonsai_close(db));
+    tu_put_int(up, bonsai_close(db));
 }
 
 /* Writer: runs rounds 1..arg without waiting, reports their result and
@@ -290,12 +224,12 @@ static void churn_child(const char *path, int up, int down, uint64_t arg)
     bonsai_options o = writer_options();
     bonsai_db *db = NULL;
     int rc = bonsai_open(path, &o, &db);
-    put_int(up, rc);
+    tu_put_int(up, rc);
     if (rc)
         return;
-    put_int(up, run_rounds(db, 1, arg));
-    put_int(up, (int64_t)problems_of(db));
-    put_int(up, bonsai_close(db));
+    tu_put_int(up, run_rounds(db, 1, arg));
+    tu_put_int(up, (int64_t)problems_of(db));
+    tu_put_int(up, bonsai_close(db));
 }
 
 /* Reader: opens read-only, begins a snapshot, reports the open and the
@@ -306,7 +240,7 @@ static void snapshot_child(const char *path, int up, int down, uint64_t arg)
     bonsai_options o = reader_options();
     bonsai_db *db = NULL;
     int rc = bonsai_open(path, &o, &db);
-    put_int(up, rc);
+    tu_put_int(up, rc);
     if (rc)
         return;
     bonsai_txn *t = NULL;
@@ -314,12 +248,12 @@ static void snapshot_child(const char *path, int up, int down, uint64_t arg)
     rc = bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &t);
     if (rc == 0)
         rc = bonsai_map_open(db, t, "m", &m, NULL);
-    put_int(up, rc ? rc : (int64_t)bonsai_txn_id(t));
-    wait_parent(down);
+    tu_put_int(up, rc ? rc : (int64_t)bonsai_txn_id(t));
+    tu_wait_parent(down);
     char why[256];
-    put_int(up, rc ? 1 : snapshot_is_round(t, m, arg, why, sizeof why));
+    tu_put_int(up, rc ? 1 : snapshot_is_round(t, m, arg, why, sizeof why));
     bonsai_txn_abort(t);
-    put_int(up, bonsai_close(db));
+    tu_put_int(up, bonsai_close(db));
 }
 
 /* ---- (a) a read-only open beside a writer ------------------------------- */
@@ -328,11 +262,11 @@ Test(xreaders, read_only_open_beside_a_writer_sees_its_commits)
 {
     const char *path = tu_path("a.db");
     uint64_t t0 = make_store(path);
-    child w = spawn(writer_child, path, 1);
-    int64_t rc = report(&w, "its open");
+    tu_child w = spawn(writer_child, path, 1);
+    int64_t rc = tu_report(&w, "its open");
     cr_assert(rc == 0, "the writer's open -> %s", tu_err((int)rc));
-    release(&w); /* round 1 */
-    cr_assert(report(&w, "round 1") == 0);
+    tu_release(&w); /* round 1 */
+    cr_assert(tu_report(&w, "round 1") == 0);
 
     bonsai_options o = reader_options();
     bonsai_db *r = NULL;
@@ -352,8 +286,8 @@ Test(xreaders, read_only_open_beside_a_writer_sees_its_commits)
         cr_assert(snapshot_is_round(t, m, round, why, sizeof why) == 0,
                   "round %llu: %s", (unsigned long long)round, why);
         bonsai_txn_abort(t);
-        release(&w); /* the next round */
-        cr_assert(report(&w, "a round") == 0);
+        tu_release(&w); /* the next round */
+        cr_assert(tu_report(&w, "a round") == 0);
     }
     /* a value read without a transaction comes from the last commit */
     bonsai_val v;
@@ -370,8 +304,8 @@ Test(xreaders, read_only_open_beside_a_writer_sees_its_commits)
                                     "found problems");
     TU_OK(bonsai_close(r));
     close(w.to);
-    cr_assert(report(&w, "its close") == 0);
-    reap(&w);
+    cr_assert(tu_report(&w, "its close") == 0);
+    tu_reap(&w);
 }
 
 /* ---- (b) a long snapshot stays intact ------------------------------------ */
@@ -391,13 +325,13 @@ Test(xreaders, long_snapshot_survives_hundreds_of_commits)
     char why[256];
     cr_assert(snapshot_is_round(old, m, 0, why, sizeof why) == 0, "%s", why);
 
-    child w = spawn(churn_child, path, rounds);
-    cr_assert(report(&w, "its open") == 0);
+    tu_child w = spawn(churn_child, path, rounds);
+    cr_assert(tu_report(&w, "its open") == 0);
     /* while it commits: the old snapshot holds, a second one taken on
      * the way holds, and every fresh snapshot is some whole commit */
     bonsai_txn *mid = NULL;
     uint64_t mid_round = 0, checks = 0;
-    while (!has_report(&w) || checks < 3) {
+    while (!tu_has_report(&w) || checks < 3) {
         cr_assert(snapshot_is_round(old, m, 0, why, sizeof why) == 0,
                   "the first snapshot changed under the writer: %s", why);
         bonsai_txn *t;
@@ -415,12 +349,12 @@ Test(xreaders, long_snapshot_survives_hundreds_of_commits)
         }
         checks++;
     }
-    int64_t rc = report(&w, "its rounds");
+    int64_t rc = tu_report(&w, "its rounds");
     cr_assert(rc == 0, "the writer's rounds -> %s", tu_err((int)rc));
-    cr_assert(report(&w, "its verify") == 0, "the writer's store has "
+    cr_assert(tu_report(&w, "its verify") == 0, "the writer's store has "
                                              "problems");
-    cr_assert(report(&w, "its close") == 0);
-    reap(&w);
+    cr_assert(tu_report(&w, "its close") == 0);
+    tu_reap(&w);
 
     cr_assert(snapshot_is_round(old, m, 0, why, sizeof why) == 0,
               "the first snapshot, after the writer: %s", why);
@@ -450,9 +384,9 @@ Test(xreaders, killed_reader_does_not_hold_space_forever)
 {
     const char *path = tu_path("c.db");
     make_store(path);
-    child rd = spawn(snapshot_child, path, 0);
-    cr_assert(report(&rd, "its open") == 0);
-    cr_assert(report(&rd, "its snapshot") > 0);
+    tu_child rd = spawn(snapshot_child, path, 0);
+    cr_assert(tu_report(&rd, "its open") == 0);
+    cr_assert(tu_report(&rd, "its snapshot") > 0);
 
     bonsai_options o = writer_options();
     bonsai_db *db = tu_open(path, &o);
@@ -505,9 +439,9 @@ Test(xreaders, writer_opening_later_keeps_an_old_snapshot)
 {
     const char *path = tu_path("e.db");
     uint64_t t0 = make_store(path);
-    child rd = spawn(snapshot_child, path, 0);
-    cr_assert(report(&rd, "its open") == 0);
-    cr_assert_eq(report(&rd, "its snapshot"), (int64_t)t0);
+    tu_child rd = spawn(snapshot_child, path, 0);
+    cr_assert(tu_report(&rd, "its open") == 0);
+    cr_assert_eq(tu_report(&rd, "its snapshot"), (int64_t)t0);
 
     /* three writers one after another: each opens with the reader's
      * snapshot older than the last commit, and must find it in the lock
@@ -519,12 +453,12 @@ Test(xreaders, writer_opening_later_keeps_an_old_snapshot)
         cr_assert(problems_of(db) == 0);
         TU_OK(bonsai_close(db));
     }
-    release(&rd);
-    cr_assert(report(&rd, "its check") == 0,
+    tu_release(&rd);
+    cr_assert(tu_report(&rd, "its check") == 0,
               "the reader's snapshot of round 0 changed while writers that "
               "opened after it committed");
-    cr_assert(report(&rd, "its close") == 0);
-    reap(&rd);
+    cr_assert(tu_report(&rd, "its close") == 0);
+    tu_reap(&rd);
 
     /* once it is gone, a writer reuses those pages */
     bonsai_db *db = tu_open(path, &o);
@@ -616,7 +550,7 @@ static void growing_child(const char *path, int up, int down, uint64_t first)
     bonsai_options o = writer_options();
     bonsai_db *db = NULL;
     int rc = bonsai_open(path, &o, &db);
-    put_int(up, rc);
+    tu_put_int(up, rc);
     if (rc)
         return;
     bonsai_map g;
@@ -644,8 +578,8 @@ static void growing_child(const char *path, int up, int down, uint64_t first)
         rc = rc ? (bonsai_txn_abort(t), rc) : bonsai_txn_commit(t);
         commits++;
     }
-    put_int(up, rc ? rc : commits);
-    put_int(up, bonsai_close(db));
+    tu_put_int(up, rc ? rc : commits);
+    tu_put_int(up, bonsai_close(db));
 }
 
 Test(xreaders, tools_read_a_store_being_written)
@@ -668,8 +602,8 @@ Test(xreaders, tools_read_a_store_being_written)
         TU_OK(bonsai_txn_commit(t));
         TU_OK(bonsai_close(db));
     }
-    child w = spawn(growing_child, path, first);
-    cr_assert(report(&w, "its open") == 0);
+    tu_child w = spawn(growing_child, path, first);
+    cr_assert(tu_report(&w, "its open") == 0);
 
     const char *dump = tu_path("d.dump"), *loaded = tu_path("loaded.db");
     const char *compacted = tu_path("compacted.db");
@@ -690,11 +624,11 @@ Test(xreaders, tools_read_a_store_being_written)
         cr_assert_eq(tu_sh("%s %s >/dev/null", tool("bonsai-stat"), q(path)),
                      0, "bonsai-stat of a store being written");
     }
-    release(&w);
-    int64_t commits = report(&w, "its commits");
+    tu_release(&w);
+    int64_t commits = tu_report(&w, "its commits");
     cr_assert(commits > 0, "the writer -> %s", tu_err((int)commits));
-    cr_assert(report(&w, "its close") == 0);
-    reap(&w);
+    cr_assert(tu_report(&w, "its close") == 0);
+    tu_reap(&w);
     cr_log_info("the writer made %lld commits; the tools saw %llu, %llu, "
                 "%llu and %llu keys",
                 (long long)commits, (unsigned long long)seen[0],
@@ -942,8 +876,8 @@ Test(xreaders, reader_threads_beside_a_writer_process)
     bonsai_options o = reader_options();
     bonsai_db *r = tu_open(path, &o);
     bonsai_map m = tu_map_open(r, NULL, "m", BONSAI_KEY_U64);
-    child w = spawn(churn_child, path, rounds);
-    cr_assert(report(&w, "its open") == 0);
+    tu_child w = spawn(churn_child, path, rounds);
+    cr_assert(tu_report(&w, "its open") == 0);
     volatile int stop = 0;
     enum { THREADS = 3 };
     reader_thread rt[THREADS];
@@ -953,14 +887,14 @@ Test(xreaders, reader_threads_beside_a_writer_process)
                                 .stop = &stop};
         cr_assert(pthread_create(&th[i], NULL, read_snapshots, &rt[i]) == 0);
     }
-    int64_t rc = report(&w, "its rounds");
+    int64_t rc = tu_report(&w, "its rounds");
     stop = 1;
     for (int i = 0; i < THREADS; i++)
         pthread_join(th[i], NULL);
     cr_assert(rc == 0, "the writer's rounds -> %s", tu_err((int)rc));
-    cr_assert(report(&w, "its verify") == 0);
-    cr_assert(report(&w, "its close") == 0);
-    reap(&w);
+    cr_assert(tu_report(&w, "its verify") == 0);
+    cr_assert(tu_report(&w, "its close") == 0);
+    tu_reap(&w);
     for (int i = 0; i < THREADS; i++)
         cr_assert(!rt[i].failed, "reader thread %d, check %llu: %s", i,
                   (unsigned long long)rt[i].checks, rt[i].why);
@@ -976,20 +910,20 @@ Test(xreaders, reader_through_a_symbolic_link_is_kept)
     snprintf(link, sizeof link, "%s", tu_path("link.db"));
     make_store(path);
     cr_assert(symlink(path, link) == 0, "symlink: %s", strerror(errno));
-    child rd = spawn(snapshot_child, link, 0);
-    cr_assert(report(&rd, "its open") == 0);
-    cr_assert(report(&rd, "its snapshot") > 0);
+    tu_child rd = spawn(snapshot_child, link, 0);
+    cr_assert(tu_report(&rd, "its open") == 0);
+    cr_assert(tu_report(&rd, "its snapshot") > 0);
     bonsai_options o = writer_options();
     for (uint64_t w = 0; w < 2; w++) {
         bonsai_db *db = tu_open(path, &o);
         TU_OK(run_rounds(db, 1 + w * 50, 50 + w * 50));
         TU_OK(bonsai_close(db));
     }
-    release(&rd);
-    cr_assert(report(&rd, "its check") == 0,
+    tu_release(&rd);
+    cr_assert(tu_report(&rd, "its check") == 0,
               "a snapshot read through a link changed under the writer");
-    cr_assert(report(&rd, "its close") == 0);
-    reap(&rd);
+    cr_assert(tu_report(&rd, "its close") == 0);
+    tu_reap(&rd);
     cr_assert(access(lock_path(link), F_OK) != 0,
               "a second lock file was made beside the link");
 }

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -134,6 +135,80 @@ const char *tu_quote(const char *s)
     char *b = buf[next++ % 16];
     snprintf(b, sizeof buf[0], "'%s'", s);
     return b;
+}
+
+tu_child tu_spawn(void (*fn)(int up, int down, void *ctx), void *ctx)
+{
+    int up[2], down[2];
+    cr_assert(pipe(up) == 0 && pipe(down) == 0, "pipe: %s", strerror(errno));
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        close(up[0]);
+        close(down[1]);
+        fn(up[1], down[0], ctx);
+        _exit(0);
+    }
+    close(up[1]);
+    close(down[0]);
+    return (tu_child){pid, down[1], up[0]};
+}
+
+void tu_put_int(int fd, int64_t v)
+{
+    ssize_t n = write(fd, &v, sizeof v);
+    (void)n;
+}
+
+int tu_wait_parent(int down)
+{
+    char c;
+    ssize_t n;
+    do
+        n = read(down, &c, 1);
+    while (n < 0 && errno == EINTR);
+    return n == 1;
+}
+
+int64_t tu_report(tu_child *c, const char *what)
+{
+    int64_t v = 0;
+    size_t got = 0;
+    while (got < sizeof v) {
+        ssize_t n = read(c->from, (char *)&v + got, sizeof v - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        cr_assert(n > 0, "the child died before reporting %s", what);
+        got += (size_t)n;
+    }
+    return v;
+}
+
+int tu_has_report(tu_child *c)
+{
+    struct pollfd p = {.fd = c->from, .events = POLLIN};
+    return poll(&p, 1, 0) == 1;
+}
+
+void tu_release(tu_child *c)
+{
+    char b = 'x';
+    cr_assert(write(c->to, &b, 1) == 1);
+}
+
+void tu_reap(tu_child *c)
+{
+    int st;
+    close(c->to);
+    pid_t r;
+    do
+        r = waitpid(c->pid, &st, 0);
+    while (r < 0 && errno == EINTR);
+    close(c->from);
+    cr_assert(r == c->pid, "waitpid: %s", strerror(errno));
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+              "the child did not exit cleanly (status %d)", st);
 }
 
 int tu_sh_as(int uid, const char *cmd)

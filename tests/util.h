@@ -67,6 +67,27 @@ const char *tu_program(const char *name);
 /* s in single quotes for sh (asserted free of quotes); 16 rotating
  * static buffers. */
 const char *tu_quote(const char *s);
+/* A child process and the pipes to it: the parent writes `to` (a byte
+ * releases the child, EOF too) and reads `from` (int64 reports). */
+typedef struct tu_child {
+    int pid;
+    int to;
+    int from;
+} tu_child;
+/* Forks a child that runs fn(up, down, ctx) and exits 0; up is its end of
+ * `from`, down of `to`. */
+tu_child tu_spawn(void (*fn)(int up, int down, void *ctx), void *ctx);
+/* The child's side: a report, and waiting for a byte (1) or EOF (0). */
+void tu_put_int(int fd, int64_t v);
+int tu_wait_parent(int down);
+/* The parent's side: the next report (the child must send it), whether
+ * one is waiting, a byte to release the child, and its reaping (it must
+ * have exited 0). */
+int64_t tu_report(tu_child *c, const char *what);
+int tu_has_report(tu_child *c);
+void tu_release(tu_child *c);
+void tu_reap(tu_child *c);
+
 /* Runs cmd with /bin/sh, as user uid unless uid is -1; returns its exit
  * status.  A program killed by a signal fails the test. */
 int tu_sh_as(int uid, const char *cmd);
