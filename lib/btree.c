@@ -917,14 +917,10 @@ static int point_parent_at(bonsai_db *db, bn_node *n, bn_ext e)
     }
     if (c->pgno == e.pgno && c->npages == e.npages)
         return 0;
-    if (db->nundo == db->cap_undo) {
-        size_t cap = db->cap_undo ? db->cap_undo * 2 : 64;
-        ext_undo *u = realloc(db->undo, cap * sizeof *u);
-        if (!u)
-            return BONSAI_NOMEM;
-        db->undo = u;
-        db->cap_undo = cap;
-    }
+    ext_undo *u = vec_room(db->undo, db->nundo, &db->cap_undo, sizeof *u, 64);
+    if (!u)
+        return BONSAI_NOMEM;
+    db->undo = u;
     db->undo[db->nundo++] = (ext_undo){n, t, *c};
     *c = e;
     if (!n->parent) {

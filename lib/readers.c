@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "bonsai.h"
+#include "vec.h"
 
 enum { W_TXN, W_END, W_ROOT, W_SHAPE, W_COUNT };
 
@@ -254,14 +255,10 @@ void rt_close(rt_table *t)
 
 static int claim(rt_table *t, rt_own **out)
 {
-    if (t->nown == t->cap_own) {
-        size_t cap = t->cap_own ? t->cap_own * 2 : 4;
-        rt_own *o = realloc(t->own, cap * sizeof *o);
-        if (!o)
-            return BONSAI_NOMEM;
-        t->own = o;
-        t->cap_own = cap;
-    }
+    rt_own *o = vec_room(t->own, t->nown, &t->cap_own, sizeof *o, 4);
+    if (!o)
+        return BONSAI_NOMEM;
+    t->own = o;
     for (uint32_t s = 0; s < t->nslots; s++) {
         int mine = 0;
         for (size_t i = 0; i < t->nown && !mine; i++)

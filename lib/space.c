@@ -105,14 +105,10 @@ static int collect(void *ctx, const bx_meta *m)
     if (m->txn_id >= db->meta.txn_id || m->end < db->first_pgno ||
         m->end > db->rg.mapped / db->page_size)
         return 0;
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 8;
-        bx_meta *v = realloc(h->v, cap * sizeof *v);
-        if (!v)
-            return BONSAI_NOMEM;
-        h->v = v;
-        h->cap = cap;
-    }
+    bx_meta *v = vec_room(h->v, h->n, &h->cap, sizeof *v, 8);
+    if (!v)
+        return BONSAI_NOMEM;
+    h->v = v;
     h->v[h->n++] = *m;
     return 0;
 }
@@ -130,14 +126,10 @@ typedef struct hold_list {
 
 static int hold(hold_list *l, uint64_t tag, uint64_t pgno, uint64_t npages)
 {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 64;
-        pending_free *v = realloc(l->v, cap * sizeof *v);
-        if (!v)
-            return BONSAI_NOMEM;
-        l->v = v;
-        l->cap = cap;
-    }
+    pending_free *v = vec_room(l->v, l->n, &l->cap, sizeof *v, 64);
+    if (!v)
+        return BONSAI_NOMEM;
+    l->v = v;
     l->v[l->n++] = (pending_free){tag, {pgno, (uint32_t)npages}};
     return 0;
 }

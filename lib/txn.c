@@ -45,14 +45,11 @@ int txn_check_write(const bonsai_txn *txn)
 
 static int add_reader(bonsai_db *db, uint64_t id)
 {
-    if (db->nreaders == db->cap_readers) {
-        size_t cap = db->cap_readers ? db->cap_readers * 2 : 8;
-        uint64_t *r = realloc(db->readers, cap * sizeof *r);
-        if (!r)
-            return BONSAI_NOMEM;
-        db->readers = r;
-        db->cap_readers = cap;
-    }
+    uint64_t *r = vec_room(db->readers, db->nreaders, &db->cap_readers,
+                           sizeof *r, 8);
+    if (!r)
+        return BONSAI_NOMEM;
+    db->readers = r;
     db->readers[db->nreaders++] = id;
     return 0;
 }

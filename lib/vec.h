@@ -11,6 +11,21 @@
 #include "bonsai.h"
 #include "node.h"
 
+/* Room for one more item in an array of n items of elem bytes with room
+ * for *cap, doubling from first: the array (moved, perhaps), or NULL
+ * when memory ran out (the old one is kept). */
+static inline void *vec_room(void *v, size_t n, size_t *cap, size_t elem,
+                             size_t first)
+{
+    if (n < *cap)
+        return v;
+    size_t c = *cap ? *cap * 2 : first;
+    void *w = realloc(v, c * elem);
+    if (w)
+        *cap = c;
+    return w;
+}
+
 typedef struct extvec {
     bn_ext *v;
     size_t n, cap;
