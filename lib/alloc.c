@@ -15,6 +15,10 @@ void alloc_init(alloc *a, region *rg, uint32_t page_size, uint64_t first,
     a->rg = rg;
     a->page_size = page_size;
     a->slot_pages = slot_pages ? slot_pages : 1;
+    a->slot_shift = -1;
+    for (int s = 0; s < 32; s++)
+        if (a->slot_pages == 1u << s)
+            a->slot_shift = s;
     a->first = first;
     a->end = end;
     a->limit = rg->cap / page_size;
@@ -122,7 +126,9 @@ static int run_is_current(const alloc *a, bn_ext e)
 
 static uint64_t slots_in(const alloc *a, uint64_t npages)
 {
-    return npages / a->slot_pages;
+    /* every put asks: a shift, not a division, where it can */
+    return a->slot_shift >= 0 ? npages >> a->slot_shift
+                              : npages / a->slot_pages;
 }
 
 /* Free pages next to p going down (dir -1) or up (dir +1). */

@@ -52,6 +52,7 @@ typedef struct alloc {
     uint64_t limit;     /* pages the cap allows */
     uint64_t free_pages;
     uint32_t slot_pages; /* pages of the longest node image */
+    int slot_shift;      /* log2 slot_pages when a power of two, else -1 */
     uint64_t free_slots; /* slots in the free runs below end */
     uint64_t *bits;     /* bit p - first set: page p is free */
     uint64_t *fresh;    /* bit set: handed out by the open transaction */

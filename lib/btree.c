@@ -384,8 +384,9 @@ static int too_big(const bonsai_db *db, bn_node *n)
     /* the estimate drifts a little with each change: measure exactly when
      * near the limit, or after more changes the farther from it */
     int64_t gap = guess < limit ? limit - guess : guess - limit;
+    /* (multiplied out: a division a change costs a sequential put 15 %) */
     if (gap > near && (++n->fix_changes < 64 ||
-                       n->fix_changes < 64 * (gap / near)))
+                       (int64_t)n->fix_changes * near < 64 * gap))
         return guess > limit;
     size_t exact = bn_encoded_size(n);
     n->est_fix = (int64_t)exact - (int64_t)n->est;
@@ -435,6 +436,13 @@ static uint32_t split_point(const bonsai_db *db, const bn_node *n, int append)
 {
     if (!append)
         return n->n / 2;
+    /* too many entries, bytes far from the limit: the left node keeps the
+     * most it may, without a pass over every key to size it exactly */
+    int64_t guess = (int64_t)n->est + n->est_fix;
+    if (n->n > db->opt.node_entries &&
+        guess + db->opt.node_bytes / 32 < db->opt.node_bytes)
+        return db->opt.node_entries >= n->n / 2 ? db->opt.node_entries
+                                                : n->n / 2;
     uint64_t exact = bn_encoded_size(n);
     uint64_t keep = (uint64_t)n->n * db->opt.node_bytes / (exact ? exact : 1);
     if (keep > db->opt.node_entries)
@@ -648,6 +656,32 @@ bn_node *bt_tail_leaf(const bt_tree *t, bn_key key)
     if (t->kind == BONSAI_KEY_U64)
         return n->k64[n->n - 1] < key.u ? n : NULL;
     return bt_key_less(t->kind, bn_key_at(n, n->n - 1), key) ? n : NULL;
+}
+
+bn_node *bt_tail_leaf_hinted(bonsai_db *db, const bt_tree *t, bn_key key)
+{
+    bn_node *n = db->tail_hint.leaf;
+    if (!n || db->tail_hint.tree != t || db->tail_hint.gen != db->write_gen)
+        return bt_tail_leaf(t, key);
+    if (n->n == 0)
+        return NULL;
+    if (t->kind == BONSAI_KEY_U64)
+        return n->k64[n->n - 1] < key.u ? n : NULL;
+    return bt_key_less(t->kind, bn_key_at(n, n->n - 1), key) ? n : NULL;
+}
+
+void bt_note_tail(bonsai_db *db, const bt_tree *t, bn_node *tail,
+                  uint32_t n_before)
+{
+    int split = tail->n != n_before + 1; /* the new key moved right */
+    db->tail_hint.tree = t;
+    db->tail_hint.leaf = split ? NULL : tail;
+    db->tail_hint.gen = db->write_gen;
+}
+
+static void forget_tail(bonsai_db *db)
+{
+    db->tail_hint.leaf = NULL;
 }
 
 /* Nodes a change removes from its tree wait in the graveyard; room for
@@ -1074,6 +1108,7 @@ static void write_node(bonsai_db *db, bn_node *n)
 
 int bt_flush(bonsai_db *db)
 {
+    forget_tail(db); /* a write-back may split what outgrew its estimate */
     size_t alloc0 = db->op_alloc.n, release0 = db->op_release.n;
     db->nundo = 0;
     int rc = plan_all(db);
@@ -1097,6 +1132,7 @@ void bt_evict_leaves(bonsai_db *db, size_t keep)
 {
     if (db->leaves.n <= keep)
         return;
+    forget_tail(db);
     size_t kept = 0;
     for (size_t i = 0; i < db->leaves.n; i++) {
         bn_node *n = db->leaves.v[i];
@@ -1118,6 +1154,7 @@ static void free_graveyard(bonsai_db *db)
 {
     if (db->graveyard.n == 0)
         return;
+    forget_tail(db);
     size_t kept = 0;
     for (size_t i = 0; i < db->leaves.n; i++)
         if (!((bn_node *)db->leaves.v[i])->dead)
@@ -1130,6 +1167,8 @@ static void free_graveyard(bonsai_db *db)
 
 void bt_release_now(bonsai_db *db)
 {
+    if (db->op_release.n == 0)
+        return; /* most changes: return before saving registers */
     for (size_t i = 0; i < db->op_release.n; i++)
         alloc_release(&db->al, db->op_release.v[i]);
     db->op_release.n = 0;
@@ -1168,7 +1207,7 @@ static void discard_node(bn_node *n)
 
 void bt_discard(bonsai_db *db, bt_tree *t)
 {
-    (void)db;
+    forget_tail(db);
     if (t->root.mem)
         discard_node(t->root.mem);
     t->root.mem = NULL;

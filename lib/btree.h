@@ -67,6 +67,15 @@ int bt_goes_last(const bt_tree *t, bn_key key);
  * key goes after every key of the tree; else NULL. */
 bn_node *bt_tail_leaf(const bt_tree *t, bn_key key);
 
+/* bt_tail_leaf without the walk down the right edge when the last
+ * append (bt_note_tail) went to t and nothing has changed since. */
+bn_node *bt_tail_leaf_hinted(bonsai_db *db, const bt_tree *t, bn_key key);
+
+/* After a successful append of a new key to tail: remembers tail if it
+ * still is t's last leaf (the append did not split it). */
+void bt_note_tail(bonsai_db *db, const bt_tree *t, bn_node *tail,
+                  uint32_t n_before);
+
 /* bt_put of a new key (an inline value) at the end of tail, the leaf
  * bt_tail_leaf gave: no descent, no search.  Room made by the caller. */
 int bt_append(bonsai_db *db, bt_tree *t, bn_node *tail, bn_key key,

@@ -125,6 +125,13 @@ struct bonsai_db {
     size_t scratch_cap;
     pk_cache uc;         /* the writer's unpacked images */
     pk_cache auto_uc;    /* those of the last read without a txn */
+    struct {             /* the leaf the last append went to, and ... */
+        const bt_tree *tree;
+        bn_node *leaf;
+        uint64_t gen;    /* ... write_gen then: trusted as tree's tail
+                            while no change, write-back or freeing of
+                            decoded nodes came after (bt_tail_leaf_hinted) */
+    } tail_hint;
     bt_tree *op_tree;    /* no-txn: the tree the change touches ... */
     bt_tree op_saved;    /* ... and its state before, for rollback */
 };

@@ -137,7 +137,7 @@ int pending_append_direct(bonsai_db *db, map_slot *s, bn_key key,
         s->dropped || vlen > db->inline_max)
         return 0;
     bt_tree *t = &s->w;
-    bn_node *tail = bt_tail_leaf(t, key);
+    bn_node *tail = bt_tail_leaf_hinted(db, t, key);
     if (!tail ||
         !cache_has_room(db, with_extras(db, t, bt_leaf_put_slots(db, t, tail,
                                                                  key, vlen)),
@@ -145,7 +145,10 @@ int pending_append_direct(bonsai_db *db, map_slot *s, bn_key key,
         return 0;
     *done = 1;
     uint64_t gen0 = db->write_gen;
+    uint32_t n0 = tail->n;
     int rc = bt_append(db, t, tail, key, val, vlen);
+    if (rc == 0)
+        bt_note_tail(db, t, tail, n0);
     return txn_settle_cached(db, rc, gen0);
 }
 

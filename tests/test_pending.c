@@ -147,6 +147,77 @@ Test(pending, abort_forgets_waiting_puts_and_commit_keeps_them)
     TU_OK(bonsai_close(db));
 }
 
+/* One step of a sequential load into `seq` with, now and then, a change
+ * that moves or rewrites its last leaf behind the load's back. */
+static void seq_step(bonsai_db *db, bonsai_map seq, bonsai_map other,
+                     tm_model *ms, tm_model *mo, tu_rng *r, uint64_t *next)
+{
+    uint64_t k = *next, v = tu_rand(r);
+    unsigned what = (unsigned)tu_below(r, 1000);
+    if (what < 900) { /* the append itself */
+        *next += 1 + tu_below(r, 3);
+        put_u64(NULL, seq, ms, k, 0, 0);
+    } else if (what < 920 && ms->n) { /* the last key goes */
+        uint64_t last;
+        memcpy(&last, ms->e[ms->n - 1].key, 8);
+        TU_OK(bonsai_del_u64(NULL, seq, last));
+        tm_del(ms, &last, 8);
+    } else if (what < 940) { /* a key before the end */
+        put_u64(NULL, seq, ms, tu_below(r, k + 1), v, 8);
+    } else if (what < 960) { /* another map */
+        put_u64(NULL, other, mo, tu_rand(r), v, tu_below(r, 9));
+    } else if (what < 970) { /* any key goes */
+        uint64_t at = tu_below(r, k + 1);
+        TU_RC(bonsai_del_u64(NULL, seq, at), tm_del(ms, &at, 8) ?
+                                                 0 : BONSAI_NOTFOUND);
+    } else if (what < 980) { /* the load jumps ahead */
+        *next += 1 + tu_below(r, UINT64_C(1) << 40);
+    } else if (what < 990) {
+        TU_OK(bonsai_sync(db));
+    } else { /* a read that decodes other leaves */
+        bonsai_val got;
+        uint64_t at = tu_below(r, k + 1);
+        size_t i;
+        TU_RC(bonsai_get_u64(NULL, seq, at, &got),
+              tm_find(ms, &at, 8, &i) ? 0 : BONSAI_NOTFOUND);
+    }
+}
+
+/* A sequential load goes straight to its last leaf while nothing else
+ * changed since the last append; deletes, puts elsewhere, write-backs
+ * and reads in between must all be seen. */
+Test(pending, sequential_load_among_other_changes_matches_the_model)
+{
+    bonsai_options o = small_cache();
+    o.transactions = 0; /* where loads take the direct path */
+    bonsai_db *db = tu_open(tu_path("s.db"), &o);
+    bonsai_map seq = tu_map_create(db, NULL, "seq", BONSAI_KEY_U64);
+    bonsai_map other = tu_map_create(db, NULL, "other", BONSAI_KEY_U64);
+    tm_model ms, mo;
+    tm_init(&ms, BONSAI_KEY_U64);
+    tm_init(&mo, BONSAI_KEY_U64);
+    uint64_t seed = tu_seed("pending-seq", 17);
+    tu_rng r = {seed};
+    uint64_t next = 1;
+    for (int phase = 0; phase < 4; phase++) {
+        uint64_t n = tu_scaled(20000, 3000);
+        for (uint64_t i = 0; i < n; i++)
+            seq_step(db, seq, other, &ms, &mo, &r, &next);
+        char ctx[64];
+        snprintf(ctx, sizeof ctx, "seed=%llu phase %d",
+                 (unsigned long long)seed, phase);
+        TU_ASSERT_SAME(NULL, seq, &ms, ctx);
+        TU_ASSERT_SAME(NULL, other, &mo, ctx);
+    }
+    TU_OK(bonsai_close(db));
+    db = tu_open(tu_path("s.db"), &o);
+    seq = tu_map_open(db, NULL, "seq", BONSAI_KEY_U64);
+    TU_ASSERT_SAME(NULL, seq, &ms, "after reopen");
+    tm_free(&ms);
+    tm_free(&mo);
+    TU_OK(bonsai_close(db));
+}
+
 /* Puts that wait count their room ahead: filling to the cap, every put
  * acknowledged is there after BONSAI_FULL, and nothing is left waiting. */
 Test(pending, full_keeps_every_acknowledged_put)
