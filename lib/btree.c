@@ -118,9 +118,7 @@ int bt_key_less(unsigned kind, bn_key a, bn_key b)
 {
     if (kind == BONSAI_KEY_U64)
         return a.u < b.u;
-    uint32_t m = a.len < b.len ? a.len : b.len;
-    int c = memcmp(a.b, b.b, m);
-    return c < 0 || (c == 0 && a.len < b.len);
+    return key_below(a.b, a.len, b.b, b.len);
 }
 
 /* ---- overflow values --------------------------------------------------- */
@@ -748,6 +746,7 @@ int bt_append(bonsai_db *db, bt_tree *t, bn_node *leaf, bn_key key,
 }
 
 #define RUN_NEW 256u /* new entries merged into a leaf at a time */
+#define PREFETCH_AHEAD 8u /* batch keys asked for ahead of their use */
 
 /* Merges the gathered new entries into leaf; on failure *to is the first
  * of them, so that they stay waiting. */
@@ -782,6 +781,7 @@ int bt_put_run(bonsai_db *db, bt_tree *t, const putbuf *b, uint32_t from,
     uint32_t nnew = 0, first_new = from, i = from, lo = 0;
     int at_end = 0;
     while (rc == 0 && i < b->n && i - from < max) {
+        pb_prefetch(b, i + PREFETCH_AHEAD);
         bn_key key = pb_key(b, i);
         if (i > from && has_bound && !bt_key_less(t->kind, key, bound))
             break;

@@ -189,23 +189,6 @@ static inline int key_cmp(const uint8_t *a, uint32_t alen, const uint8_t *b,
     return (alen > blen) - (alen < blen);
 }
 
-/* Is a below b?  Eight bytes a step, as big-endian words: keys of a few
- * dozen bytes compare in a few steps, without a call per compare. */
-static inline int key_below(const uint8_t *a, uint32_t alen,
-                            const uint8_t *b, uint32_t blen)
-{
-    uint32_t m = min_u32(alen, blen), i = 0;
-    for (; i + 8 <= m; i += 8) {
-        uint64_t x = get_le64(a + i), y = get_le64(b + i);
-        if (x != y)
-            return __builtin_bswap64(x) < __builtin_bswap64(y);
-    }
-    for (; i < m; i++)
-        if (a[i] != b[i])
-            return a[i] < b[i];
-    return alen < blen;
-}
-
 static uint32_t common_prefix(const uint8_t *a, uint32_t alen,
                               const uint8_t *b, uint32_t blen)
 {

@@ -71,6 +71,12 @@ bn_key pb_key(const putbuf *b, uint32_t i)
     return (bn_key){.b = b->arena + e->k, .len = e->klen};
 }
 
+void pb_prefetch(const putbuf *b, uint32_t i)
+{
+    if (i < b->n && b->kind != BONSAI_KEY_U64)
+        __builtin_prefetch(b->arena + b->e[i].k);
+}
+
 const uint8_t *pb_value(const putbuf *b, uint32_t i, uint32_t *vlen)
 {
     static const uint8_t no_bytes[1];
@@ -311,6 +317,8 @@ static void sort_u64(pb_entry *e, uint32_t n, pb_entry *tmp)
 static uint64_t chunk_at(const putbuf *b, const pb_entry *e, uint32_t off)
 {
     const uint8_t *k = b->arena + e->k;
+    if (off + 8 <= e->klen)
+        return __builtin_bswap64(get_le64(k + off));
     uint64_t v = 0;
     for (uint32_t j = off; j < off + 8; j++)
         v = v << 8 | (j < e->klen ? k[j] : 0);
