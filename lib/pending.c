@@ -165,6 +165,15 @@ static void note_bytes(bonsai_db *db, size_t before, const putbuf *b)
 
 enum { GO_NOW, GO_WAIT, GO_APPLY_FIRST };
 
+/* The cache's share for waiting puts: fifteen sixteenths.  A batch decodes
+ * each leaf once, for its run only, so decoded leaves need little of the
+ * budget, and every put more a batch holds spreads a leaf's decode and
+ * encode wider (3/4 -> 15/16: 10 M string puts 1501 -> 1217 ns a put). */
+static size_t waiting_budget(const bonsai_db *db)
+{
+    return db->opt.write_cache_bytes / 16 * 15;
+}
+
 /* Does this put wait, go to the tree now, or wait once the waiting puts
  * are applied (the budget or the room is short)?  Appends to a decoded
  * leaf and puts into the last leaf (a sequential load, whose leaf a
@@ -181,7 +190,7 @@ static int choose(bonsai_db *db, const bt_tree *t, bn_key key, uint32_t vlen)
         (!db->waiting && bt_appends_to_cached_leaf(t, key)))
         return GO_NOW;
     if (db->waiting_bytes + entry_bytes(t, key, vlen) >
-            db->opt.write_cache_bytes / 4 * 3 ||
+            waiting_budget(db) ||
         !cache_room_waiting(db, put_slots(db, t), db->waiting + 1))
         return db->waiting ? GO_APPLY_FIRST : GO_NOW;
     return GO_WAIT;

@@ -5,7 +5,7 @@
  * A put waits when the write cache is on, its value is stored inline, and
  * it does not append to a decoded leaf: applying it at once would decode
  * (or miss the CPU's caches on) a whole leaf for one entry.  Waiting puts
- * are part of the write cache: they use at most three quarters of its
+ * are part of the write cache: they use at most fifteen sixteenths of its
  * budget, and each is counted as needing node runs when applied, so that
  * applying them can never run out of room (a put that cannot wait under
  * that rule is applied at once, and may get BONSAI_FULL there as before).
