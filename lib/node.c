@@ -230,9 +230,11 @@ static inline uint64_t get_bits(const uint8_t *s, const uint8_t *end,
 typedef struct bitw {
     uint8_t *p;
     uint64_t acc; /* bits not yet written, the oldest lowest */
-    unsigned n;   /* how many; < 8 between calls */
+    unsigned n;   /* how many; < 64 between calls */
 } bitw;
 
+/* Appends v's low width bits; whole 64-bit words are written as they
+ * fill (a byte at a time cost a random fill's encode a third more). */
 static void bitw_put(bitw *w, uint64_t v, unsigned width)
 {
     if (width == 0)
@@ -247,17 +249,15 @@ static void bitw_put(bitw *w, uint64_t v, unsigned width)
     } else {
         w->n += width;
     }
-    while (w->n >= 8) {
-        *w->p++ = (uint8_t)w->acc;
-        w->acc >>= 8;
-        w->n -= 8;
-    }
 }
 
 static uint8_t *bitw_end(bitw *w)
 {
-    if (w->n > 0) /* the last partial byte, high bits zero */
+    /* the last bytes, the high bits of the last one zero */
+    for (; w->n > 0; w->n = w->n > 8 ? w->n - 8 : 0) {
         *w->p++ = (uint8_t)w->acc;
+        w->acc >>= 8;
+    }
     return w->p;
 }
 
