@@ -989,7 +989,8 @@ static void undo_plan(bonsai_db *db, size_t alloc0, size_t release0)
  * and packing saves bytes (the packed form then waits in n->packed). */
 static int image_bytes(bonsai_db *db, bn_node *n, size_t *bytes)
 {
-    size_t raw = bn_encoded_size(n);
+    bn_layout_of(n, &n->plan_lay); /* write_node encodes by it */
+    size_t raw = n->plan_lay.size;
     free(n->packed);
     n->packed = NULL;
     *bytes = raw;
@@ -1003,7 +1004,7 @@ static int image_bytes(bonsai_db *db, bn_node *n, size_t *bytes)
         db->scratch_cap = raw;
     }
     size_t len;
-    int rc = bn_encode(n, db->scratch, raw, &len);
+    int rc = bn_encode_laid(n, &n->plan_lay, db->scratch, raw, &len);
     uint8_t *out = rc ? NULL : malloc(raw);
     if (!out)
         return rc ? rc : BONSAI_NOMEM;
@@ -1097,7 +1098,8 @@ static void write_node(bonsai_db *db, bn_node *n)
         free(n->packed);
         n->packed = NULL;
     } else {
-        bn_encode(n, p, cap, &len); /* cannot fail: sized in plan_node */
+        /* cannot fail: laid out and sized in plan_node */
+        bn_encode_laid(n, &n->plan_lay, p, cap, &len);
     }
     memset(p + len, 0, cap - len);
     n->home = n->plan;

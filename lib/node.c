@@ -1143,14 +1143,6 @@ static void est_take_tail(bn_node *node, uint32_t from)
 
 /* ---- encoding ----------------------------------------------------------- */
 
-/* Section sizes and the value form of the image bn_encode writes. */
-typedef struct layout {
-    uint64_t keys_len;
-    uint64_t ents_len; /* byte keys: the entries before the restarts */
-    unsigned vform;    /* leaf: BN_F_VALS_EMPTY, _FIXED, BN_F_OVERFLOW or 0 */
-    uint64_t tail_len; /* the value or child section */
-} layout;
-
 /* base and width of the group of cnt keys at k. */
 static void group_shape(const uint64_t *k, uint32_t cnt, uint64_t *base,
                         unsigned *width)
@@ -1208,7 +1200,7 @@ static uint64_t byte_ents_len(const bn_node *node)
     return len;
 }
 
-static void value_layout(const bn_node *node, layout *lay)
+static void value_layout(const bn_node *node, bn_layout *lay)
 {
     uint64_t total = 0, hdr = 0;
     uint32_t len0 = node->val && node->n ? node->val[0].len : 0;
@@ -1235,7 +1227,7 @@ static void value_layout(const bn_node *node, layout *lay)
 }
 
 /* Fills *lay and returns the image size. */
-static uint64_t get_layout(const bn_node *node, layout *lay)
+static uint64_t get_layout(const bn_node *node, bn_layout *lay)
 {
     memset(lay, 0, sizeof *lay);
     if (node->kind == BONSAI_KEY_U64) {
@@ -1249,13 +1241,19 @@ static uint64_t get_layout(const bn_node *node, layout *lay)
         value_layout(node, lay);
     else
         lay->tail_len = (uint64_t)CHILD_BYTES * node->n;
-    return BN_HEADER_SIZE + lay->keys_len + lay->tail_len;
+    lay->size = BN_HEADER_SIZE + lay->keys_len + lay->tail_len;
+    return lay->size;
 }
 
 size_t bn_encoded_size(const bn_node *node)
 {
-    layout lay;
+    bn_layout lay;
     return (size_t)get_layout(node, &lay);
+}
+
+void bn_layout_of(const bn_node *node, bn_layout *lay)
+{
+    get_layout(node, lay);
 }
 
 static int keys_encodable(const bn_node *node)
@@ -1361,10 +1359,18 @@ static uint8_t *put_children(const bn_node *node, uint8_t *p)
 
 int bn_encode(const bn_node *node, uint8_t *out, size_t cap, size_t *len)
 {
-    layout lay;
+    bn_layout lay;
+    get_layout(node, &lay);
+    return bn_encode_laid(node, &lay, out, cap, len);
+}
+
+int bn_encode_laid(const bn_node *node, const bn_layout *laid, uint8_t *out,
+                   size_t cap, size_t *len)
+{
+    bn_layout lay = *laid;
     if (!encodable(node))
         return BONSAI_INVALID;
-    uint64_t size = get_layout(node, &lay);
+    uint64_t size = lay.size;
     if (size > UINT32_MAX || size > cap || out == NULL)
         return BONSAI_INVALID;
 

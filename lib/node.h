@@ -71,6 +71,17 @@ typedef struct bn_span {
 /* A decoded node.  The codec owns the arrays and the arena; the fields
  * after "owner" belong to the caller (the btree) and the codec leaves them
  * alone (bn_init zeroes them). */
+/* A node's image before it is written: its size, section lengths and
+ * value form (bn_layout_of), so that writing it needs no second pass over
+ * the keys to measure them (bn_encode_laid). */
+typedef struct bn_layout {
+    uint64_t size;     /* the whole image */
+    uint64_t keys_len;
+    uint64_t ents_len; /* byte keys: the entries before the restarts */
+    unsigned vform;    /* leaf: BN_F_VALS_EMPTY, _FIXED, BN_F_OVERFLOW or 0 */
+    uint64_t tail_len; /* the value or child section */
+} bn_layout;
+
 typedef struct bn_node {
     uint8_t leaf;         /* 1 leaf, 0 branch */
     uint8_t kind;         /* BONSAI_KEY_U64 or BONSAI_KEY_BYTES */
@@ -101,6 +112,7 @@ typedef struct bn_node {
     struct bn_node *parent; /* decoded parent, NULL for a root */
     void *tree;           /* the tree this node belongs to */
     bn_ext plan;          /* where the next write goes (during a flush) */
+    bn_layout plan_lay;   /* its image then, measured when planned */
     uint8_t *packed;      /* its compressed image, between plan and write */
     uint32_t packed_len;
     int64_t est_fix;      /* exact size minus est when last measured */
@@ -173,11 +185,18 @@ int bn_decode_frozen(const uint8_t *img, size_t avail, unsigned kind,
 /* Exact size in bytes of the image bn_encode would write. */
 size_t bn_encoded_size(const bn_node *node);
 
+/* The layout of node's image as node is now; lay->size = the size. */
+void bn_layout_of(const bn_node *node, bn_layout *lay);
+
 /* Writes the image (header, sections, checksum) into out, which has room
  * for cap bytes.  *len = bytes written.  Returns 0, or BONSAI_INVALID if
  * cap is too small or the node cannot be encoded (count over 65535, a
  * branch child past BN_MAX_PGNO / BN_MAX_NPAGES). */
 int bn_encode(const bn_node *node, uint8_t *out, size_t cap, size_t *len);
+
+/* bn_encode with lay from bn_layout_of, node unchanged since. */
+int bn_encode_laid(const bn_node *node, const bn_layout *lay, uint8_t *out,
+                   size_t cap, size_t *len);
 
 /* Same contract as bn_img_search, on a decoded node. */
 uint32_t bn_search(const bn_node *node, bn_key key, int *found);
