@@ -17,6 +17,7 @@
  */
 #include "btree.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -382,9 +383,10 @@ static int too_big(const bonsai_db *db, bn_node *n)
     /* the estimate drifts a little with each change: measure exactly when
      * near the limit, or after more changes the farther from it */
     int64_t gap = guess < limit ? limit - guess : guess - limit;
-    /* (multiplied out: a division a change costs a sequential put 15 %) */
+    /* fix_changes < 64 * (gap / near), without a division (one a change
+     * cost a sequential put 15 %) */
     if (gap > near && (++n->fix_changes < 64 ||
-                       (int64_t)n->fix_changes * near < 64 * gap))
+                       ((int64_t)(n->fix_changes >> 6) + 1) * near <= gap))
         return guess > limit;
     size_t exact = bn_encoded_size(n);
     n->est_fix = (int64_t)exact - (int64_t)n->est;
@@ -644,11 +646,18 @@ int bt_goes_last(const bt_tree *t, bn_key key)
     return 1;
 }
 
-bn_node *bt_tail_leaf(const bt_tree *t, bn_key key)
+/* The decoded last leaf, or NULL where the right edge is not decoded. */
+static bn_node *last_leaf(const bt_tree *t)
 {
     bn_node *n = t->root.mem;
     while (n && !n->leaf)
         n = n->n ? n->child[n->n - 1].mem : NULL;
+    return n;
+}
+
+bn_node *bt_tail_leaf(const bt_tree *t, bn_key key)
+{
+    bn_node *n = last_leaf(t);
     if (!n || n->n == 0) /* an emptied last leaf says nothing of key */
         return n && n == t->root.mem ? n : NULL;
     if (t->kind == BONSAI_KEY_U64)
@@ -661,6 +670,9 @@ bn_node *bt_tail_leaf_hinted(bonsai_db *db, const bt_tree *t, bn_key key)
     bn_node *n = db->tail_hint.leaf;
     if (!n || db->tail_hint.tree != t || db->tail_hint.gen != db->write_gen)
         return bt_tail_leaf(t, key);
+#ifdef BONSAI_CHECK_HINTS
+    assert(n == last_leaf(t)); /* a change that kept write_gen moved it */
+#endif
     if (n->n == 0)
         return NULL;
     if (t->kind == BONSAI_KEY_U64)

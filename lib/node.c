@@ -1242,6 +1242,7 @@ static uint64_t get_layout(const bn_node *node, bn_layout *lay)
     else
         lay->tail_len = (uint64_t)CHILD_BYTES * node->n;
     lay->size = BN_HEADER_SIZE + lay->keys_len + lay->tail_len;
+    lay->count = node->n;
     return lay->size;
 }
 
@@ -1368,6 +1369,8 @@ int bn_encode_laid(const bn_node *node, const bn_layout *laid, uint8_t *out,
                    size_t cap, size_t *len)
 {
     bn_layout lay = *laid;
+    if (lay.count != node->n) /* changed since: never write past cap */
+        get_layout(node, &lay);
     if (!encodable(node))
         return BONSAI_INVALID;
     uint64_t size = lay.size;

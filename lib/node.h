@@ -68,9 +68,6 @@ typedef struct bn_span {
     uint32_t len;
 } bn_span;
 
-/* A decoded node.  The codec owns the arrays and the arena; the fields
- * after "owner" belong to the caller (the btree) and the codec leaves them
- * alone (bn_init zeroes them). */
 /* A node's image before it is written: its size, section lengths and
  * value form (bn_layout_of), so that writing it needs no second pass over
  * the keys to measure them (bn_encode_laid). */
@@ -80,7 +77,12 @@ typedef struct bn_layout {
     uint64_t ents_len; /* byte keys: the entries before the restarts */
     unsigned vform;    /* leaf: BN_F_VALS_EMPTY, _FIXED, BN_F_OVERFLOW or 0 */
     uint64_t tail_len; /* the value or child section */
+    uint32_t count;    /* entries when measured */
 } bn_layout;
+
+/* A decoded node.  The codec owns the arrays and the arena; the fields
+ * after "owner" belong to the caller (the btree) and the codec leaves them
+ * alone (bn_init zeroes them). */
 
 typedef struct bn_node {
     uint8_t leaf;         /* 1 leaf, 0 branch */
@@ -194,7 +196,8 @@ void bn_layout_of(const bn_node *node, bn_layout *lay);
  * branch child past BN_MAX_PGNO / BN_MAX_NPAGES). */
 int bn_encode(const bn_node *node, uint8_t *out, size_t cap, size_t *len);
 
-/* bn_encode with lay from bn_layout_of, node unchanged since. */
+/* bn_encode with lay from bn_layout_of, node unchanged since (a node
+ * whose count has changed is measured again). */
 int bn_encode_laid(const bn_node *node, const bn_layout *lay, uint8_t *out,
                    size_t cap, size_t *len);
 

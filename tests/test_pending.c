@@ -147,54 +147,102 @@ Test(pending, abort_forgets_waiting_puts_and_commit_keeps_them)
     TU_OK(bonsai_close(db));
 }
 
+/* Key k of a sequential load: the u64 itself, or "key:" and k
+ * big-endian (byte keys in the same order). */
+typedef struct seq_key {
+    uint8_t b[12];
+    bonsai_val v;
+} seq_key;
+
+static const bonsai_val *seq_key_of(unsigned kind, uint64_t k, seq_key *s)
+{
+    if (kind == BONSAI_KEY_U64) {
+        memcpy(s->b, &k, 8);
+        s->v = (bonsai_val){8, s->b};
+    } else {
+        memcpy(s->b, "key:", 4);
+        for (int i = 0; i < 8; i++)
+            s->b[4 + i] = (uint8_t)(k >> (56 - 8 * i));
+        s->v = (bonsai_val){12, s->b};
+    }
+    return &s->v;
+}
+
+static uint64_t seq_key_value(unsigned kind, const uint8_t *key)
+{
+    uint64_t k = 0;
+    if (kind == BONSAI_KEY_U64)
+        memcpy(&k, key, 8);
+    else
+        for (int i = 0; i < 8; i++)
+            k = k << 8 | key[4 + i];
+    return k;
+}
+
+static void seq_put(bonsai_map m, unsigned kind, tm_model *model, uint64_t k,
+                    uint64_t v, size_t vlen)
+{
+    seq_key s;
+    const bonsai_val *key = seq_key_of(kind, k, &s);
+    bonsai_val val = tu_val(&v, vlen);
+    TU_OK(bonsai_put(NULL, m, key, &val, 0));
+    tm_put(model, key->data, key->size, &v, vlen);
+}
+
+static void seq_del(bonsai_map m, unsigned kind, tm_model *model, uint64_t k)
+{
+    seq_key s;
+    const bonsai_val *key = seq_key_of(kind, k, &s);
+    TU_RC(bonsai_del(NULL, m, key),
+          tm_del(model, key->data, key->size) ? 0 : BONSAI_NOTFOUND);
+}
+
 /* One step of a sequential load into `seq` with, now and then, a change
  * that moves or rewrites its last leaf behind the load's back. */
-static void seq_step(bonsai_db *db, bonsai_map seq, bonsai_map other,
-                     tm_model *ms, tm_model *mo, tu_rng *r, uint64_t *next)
+static void seq_step(bonsai_db *db, bonsai_map seq, unsigned kind,
+                     bonsai_map other, tm_model *ms, tm_model *mo, tu_rng *r,
+                     uint64_t *next)
 {
     uint64_t k = *next, v = tu_rand(r);
     unsigned what = (unsigned)tu_below(r, 1000);
     if (what < 900) { /* the append itself */
         *next += 1 + tu_below(r, 3);
-        put_u64(NULL, seq, ms, k, 0, 0);
+        seq_put(seq, kind, ms, k, 0, 0);
     } else if (what < 920 && ms->n) { /* the last key goes */
-        uint64_t last;
-        memcpy(&last, ms->e[ms->n - 1].key, 8);
-        TU_OK(bonsai_del_u64(NULL, seq, last));
-        tm_del(ms, &last, 8);
+        seq_del(seq, kind, ms, seq_key_value(kind, ms->e[ms->n - 1].key));
     } else if (what < 940) { /* a key before the end */
-        put_u64(NULL, seq, ms, tu_below(r, k + 1), v, 8);
+        seq_put(seq, kind, ms, tu_below(r, k + 1), v, 8);
     } else if (what < 960) { /* another map */
         put_u64(NULL, other, mo, tu_rand(r), v, tu_below(r, 9));
     } else if (what < 970) { /* any key goes */
-        uint64_t at = tu_below(r, k + 1);
-        TU_RC(bonsai_del_u64(NULL, seq, at), tm_del(ms, &at, 8) ?
-                                                 0 : BONSAI_NOTFOUND);
+        seq_del(seq, kind, ms, tu_below(r, k + 1));
     } else if (what < 980) { /* the load jumps ahead */
         *next += 1 + tu_below(r, UINT64_C(1) << 40);
     } else if (what < 990) {
         TU_OK(bonsai_sync(db));
     } else { /* a read that decodes other leaves */
+        seq_key s;
+        const bonsai_val *key = seq_key_of(kind, tu_below(r, k + 1), &s);
         bonsai_val got;
-        uint64_t at = tu_below(r, k + 1);
         size_t i;
-        TU_RC(bonsai_get_u64(NULL, seq, at, &got),
-              tm_find(ms, &at, 8, &i) ? 0 : BONSAI_NOTFOUND);
+        TU_RC(bonsai_get(NULL, seq, key, &got),
+              tm_find(ms, key->data, key->size, &i) ? 0 : BONSAI_NOTFOUND);
     }
 }
 
 /* A sequential load goes straight to its last leaf while nothing else
  * changed since the last append; deletes, puts elsewhere, write-backs
- * and reads in between must all be seen. */
-Test(pending, sequential_load_among_other_changes_matches_the_model)
+ * and reads in between must all be seen.  (The sanitizer build also
+ * checks every such shortcut against a walk down the tree.) */
+static void sequential_load_among_other_changes(unsigned kind)
 {
     bonsai_options o = small_cache();
     o.transactions = 0; /* where loads take the direct path */
     bonsai_db *db = tu_open(tu_path("s.db"), &o);
-    bonsai_map seq = tu_map_create(db, NULL, "seq", BONSAI_KEY_U64);
+    bonsai_map seq = tu_map_create(db, NULL, "seq", kind);
     bonsai_map other = tu_map_create(db, NULL, "other", BONSAI_KEY_U64);
     tm_model ms, mo;
-    tm_init(&ms, BONSAI_KEY_U64);
+    tm_init(&ms, kind);
     tm_init(&mo, BONSAI_KEY_U64);
     uint64_t seed = tu_seed("pending-seq", 17);
     tu_rng r = {seed};
@@ -202,7 +250,7 @@ Test(pending, sequential_load_among_other_changes_matches_the_model)
     for (int phase = 0; phase < 4; phase++) {
         uint64_t n = tu_scaled(20000, 3000);
         for (uint64_t i = 0; i < n; i++)
-            seq_step(db, seq, other, &ms, &mo, &r, &next);
+            seq_step(db, seq, kind, other, &ms, &mo, &r, &next);
         char ctx[64];
         snprintf(ctx, sizeof ctx, "seed=%llu phase %d",
                  (unsigned long long)seed, phase);
@@ -211,11 +259,23 @@ Test(pending, sequential_load_among_other_changes_matches_the_model)
     }
     TU_OK(bonsai_close(db));
     db = tu_open(tu_path("s.db"), &o);
-    seq = tu_map_open(db, NULL, "seq", BONSAI_KEY_U64);
+    seq = tu_map_open(db, NULL, "seq", kind);
+    other = tu_map_open(db, NULL, "other", BONSAI_KEY_U64);
     TU_ASSERT_SAME(NULL, seq, &ms, "after reopen");
+    TU_ASSERT_SAME(NULL, other, &mo, "after reopen");
     tm_free(&ms);
     tm_free(&mo);
     TU_OK(bonsai_close(db));
+}
+
+Test(pending, sequential_u64_load_among_other_changes_matches_the_model)
+{
+    sequential_load_among_other_changes(BONSAI_KEY_U64);
+}
+
+Test(pending, sequential_byte_key_load_among_other_changes_matches_the_model)
+{
+    sequential_load_among_other_changes(BONSAI_KEY_BYTES);
 }
 
 /* Puts that wait count their room ahead: filling to the cap, every put
