@@ -622,6 +622,14 @@ uint32_t bt_leaf_put_slots(const bonsai_db *db, const bt_tree *t,
     return !splits && fits ? 0 : bt_put_worst_slots(t);
 }
 
+/* Does key go after the last entry of leaf n, which has one? */
+static int after_last(const bt_tree *t, const bn_node *n, bn_key key)
+{
+    if (t->kind == BONSAI_KEY_U64)
+        return n->k64[n->n - 1] < key.u;
+    return bt_key_less(t->kind, bn_key_at(n, n->n - 1), key);
+}
+
 int bt_appends_to_cached_leaf(const bt_tree *t, bn_key key)
 {
     const bn_node *n = t->root.mem;
@@ -631,9 +639,7 @@ int bt_appends_to_cached_leaf(const bt_tree *t, bn_key key)
     }
     if (!n || n->n == 0)
         return n != NULL;
-    if (t->kind == BONSAI_KEY_U64)
-        return n->k64[n->n - 1] < key.u;
-    return bt_key_less(t->kind, bn_key_at(n, n->n - 1), key);
+    return after_last(t, n, key);
 }
 
 int bt_goes_last(const bt_tree *t, bn_key key)
@@ -660,9 +666,7 @@ bn_node *bt_tail_leaf(const bt_tree *t, bn_key key)
     bn_node *n = last_leaf(t);
     if (!n || n->n == 0) /* an emptied last leaf says nothing of key */
         return n && n == t->root.mem ? n : NULL;
-    if (t->kind == BONSAI_KEY_U64)
-        return n->k64[n->n - 1] < key.u ? n : NULL;
-    return bt_key_less(t->kind, bn_key_at(n, n->n - 1), key) ? n : NULL;
+    return after_last(t, n, key) ? n : NULL;
 }
 
 bn_node *bt_tail_leaf_hinted(bonsai_db *db, const bt_tree *t, bn_key key)
@@ -673,11 +677,7 @@ bn_node *bt_tail_leaf_hinted(bonsai_db *db, const bt_tree *t, bn_key key)
 #ifdef BONSAI_CHECK_HINTS
     assert(n == last_leaf(t)); /* a change that kept write_gen moved it */
 #endif
-    if (n->n == 0)
-        return NULL;
-    if (t->kind == BONSAI_KEY_U64)
-        return n->k64[n->n - 1] < key.u ? n : NULL;
-    return bt_key_less(t->kind, bn_key_at(n, n->n - 1), key) ? n : NULL;
+    return n->n && after_last(t, n, key) ? n : NULL;
 }
 
 void bt_note_tail(bonsai_db *db, const bt_tree *t, bn_node *tail,

@@ -486,11 +486,10 @@ static int bsec_restart(const bsec *b, uint32_t r, const uint8_t **p)
     return 0;
 }
 
-/* Reads the entry at *p on top of the previous key in buf (*len bytes; 0
- * at a restart, which forces shared == 0).  Returns 0 or -1. */
 /* Steps over the next entry of a restart block, whose key shares *shares
- * bytes with the one before (*len bytes; its own length on return) and
- * stores the rest, *sfx, in place. */
+ * bytes with the one before (*len bytes, 0 at a restart, which forces
+ * shared == 0; its own length on return) and stores the rest, *sfx, in
+ * place.  Returns 0 or -1. */
 __attribute__((always_inline)) static inline int
 bsec_next(const uint8_t **p, const uint8_t *end, const uint8_t **sfx,
           uint32_t *len, uint32_t *shares)
@@ -508,23 +507,17 @@ bsec_next(const uint8_t **p, const uint8_t *end, const uint8_t **sfx,
     return 0;
 }
 
-static int bsec_entry_shared(const uint8_t **p, const uint8_t *end,
-                             uint8_t *buf, uint32_t *len, uint32_t *shares)
-{
-    const uint8_t *sfx;
-    if (bsec_next(p, end, &sfx, len, shares))
-        return -1;
-    memcpy(buf + *shares, sfx, *len - *shares);
-    return 0;
-}
-
 /* Reads the next entry of a restart block into buf (holding the one
  * before, *len bytes): its shared prefix stays, its suffix is copied. */
 static int bsec_entry(const uint8_t **p, const uint8_t *end, uint8_t *buf,
                       uint32_t *len)
 {
+    const uint8_t *sfx;
     uint32_t shares;
-    return bsec_entry_shared(p, end, buf, len, &shares);
+    if (bsec_next(p, end, &sfx, len, &shares))
+        return -1;
+    memcpy(buf + shares, sfx, *len - shares);
+    return 0;
 }
 
 /* The whole key stored at restart r, pointing into the image. */

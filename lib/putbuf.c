@@ -238,16 +238,24 @@ static void insertion_sort_u64(pb_entry *e, uint32_t n)
 
 #define FEW 32u /* at most so many entries are insertion sorted */
 
-/* Sorts by k with a pass of 256 buckets for each byte in which keys
- * differ, lowest first (stable), through tmp. */
-static void radix_sort_u64(pb_entry *e, uint32_t n, pb_entry *tmp)
+/* The smallest k xor the largest: its top set bit is the highest bit in
+ * which any two entries differ (0: all equal). */
+static uint64_t differing_bits(const pb_entry *e, uint32_t n)
 {
     uint64_t lo = e[0].k, hi = e[0].k;
     for (uint32_t i = 1; i < n; i++) {
         lo = e[i].k < lo ? e[i].k : lo;
         hi = e[i].k > hi ? e[i].k : hi;
     }
-    unsigned top = lo == hi ? 0 : 64 - (unsigned)__builtin_clzll(lo ^ hi);
+    return lo ^ hi;
+}
+
+/* Sorts by k with a pass of 256 buckets for each byte in which keys
+ * differ, lowest first (stable), through tmp. */
+static void radix_sort_u64(pb_entry *e, uint32_t n, pb_entry *tmp)
+{
+    uint64_t differ = differing_bits(e, n);
+    unsigned top = differ ? 64 - (unsigned)__builtin_clzll(differ) : 0;
     for (unsigned shift = 0; shift < top; shift += 8) {
         uint32_t start[257] = {0};
         for (uint32_t i = 0; i < n; i++)
@@ -279,14 +287,10 @@ static void sort_bucket(pb_entry *e, uint32_t n, pb_entry *tmp)
 static void sort_u64(pb_entry *e, uint32_t n, pb_entry *tmp)
 {
     enum { BITS = 16, BUCKETS = 1u << BITS };
-    uint64_t lo = e[0].k, hi = e[0].k;
-    for (uint32_t i = 1; i < n; i++) {
-        lo = e[i].k < lo ? e[i].k : lo;
-        hi = e[i].k > hi ? e[i].k : hi;
-    }
-    if (lo == hi)
+    uint64_t differ = differing_bits(e, n);
+    if (!differ)
         return; /* all equal: sorted */
-    unsigned shared = (unsigned)__builtin_clzll(lo ^ hi);
+    unsigned shared = (unsigned)__builtin_clzll(differ);
     uint32_t *start = calloc(BUCKETS + 1u, sizeof *start);
     if (!start) {
         qsort(e, n, sizeof *e, cmp_u64);
