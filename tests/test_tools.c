@@ -1053,3 +1053,87 @@ Test(tools, dump_matches_mdb_dump_and_db_dump)
         }
     }
 }
+
+/* ---- bonsai-fill in parts ------------------------------------------------ */
+
+/* A part of a fill of path: exit 0, the report's entries and where it
+ * stopped. */
+static void fill_part(const char *mode, const char *path, const char *count,
+                      int resume, const char *entries, const char *stopped)
+{
+    result r = resume ? RUN("bonsai-fill", "--keys", "random", "--cap", "64M",
+                            mode, "--file", path, "--count", count,
+                            "--resume", "--quiet", "--json")
+                      : RUN("bonsai-fill", "--keys", "random", "--cap", "64M",
+                            mode, "--file", path, "--count", count,
+                            "--quiet", "--json");
+    expect(&r, 0);
+    char want[64];
+    snprintf(want, sizeof want, "{\"entries\":%s,", entries);
+    expect_in(r.out, want, r.cmd);
+    snprintf(want, sizeof want, "\"stopped\":\"%s\"", stopped);
+    expect_in(r.out, want, r.cmd);
+    expect_in(r.out, "\"consistent\":true", r.cmd);
+    result_free(&r);
+}
+
+/* A fill stopped by --count goes on with --resume, with and without
+ * transactions: the store holds the stream's first keys and no other
+ * (the tool's own check walks them all), and --count counts them all. */
+Test(tools, fill_resumes_where_it_stopped)
+{
+    static const char *const modes[] = {"--no-txn", "--txn"};
+    for (int m = 0; m < 2; m++) {
+        const char *f = tp(m ? "txn.bonsai" : "notxn.bonsai");
+        fill_part(modes[m], f, "150000", 0, "150000", "count");
+        fill_part(modes[m], f, "250000", 1, "250000", "count");
+        /* asked for fewer than it holds: nothing to add */
+        fill_part(modes[m], f, "100", 1, "250000", "count");
+        cr_assert_eq(map_count(f, "test"), 250000);
+    }
+}
+
+/* --resume refuses a store it cannot go on with, and needs --file. */
+Test(tools, fill_resume_refuses_other_stores)
+{
+    const char *f = tp("r.bonsai");
+    result r = RUN("bonsai-fill", "--keys", "random", "--cap", "64M",
+                   "--no-txn", "--file", f, "--count", "1000", "--quiet");
+    expect(&r, 0);
+    result_free(&r);
+    snap s = snap_take(f);
+    r = RUN("bonsai-fill", "--keys", "random", "--seed", "2", "--cap", "64M",
+            "--no-txn", "--file", f, "--resume", "--quiet");
+    expect(&r, 1);
+    expect_in(r.err, "does not hold the first 1000 keys", r.cmd);
+    result_free(&r);
+    r = RUN("bonsai-fill", "--keys", "seq", "--cap", "64M", "--no-txn",
+            "--file", f, "--resume", "--quiet");
+    expect(&r, 1);
+    result_free(&r);
+    snap_same(&s, "refused resumes");
+    r = RUN("bonsai-fill", "--keys", "random", "--resume", "--quiet");
+    expect(&r, 2);
+    expect_in(r.err, "--resume needs --file", r.cmd);
+    result_free(&r);
+    r = RUN("bonsai-fill", "--keys", "random", "--cap", "64M", "--file",
+            tp("missing.bonsai"), "--resume", "--quiet");
+    expect(&r, 1);
+    result_free(&r);
+}
+
+/* --seconds ends a fill early and cleanly: the store is whole. */
+Test(tools, fill_stops_after_its_seconds)
+{
+    const char *f = tp("t.bonsai");
+    result r = RUN("bonsai-fill", "--keys", "random", "--cap", "1G",
+                   "--no-txn", "--file", f, "--seconds", "1", "--quiet",
+                   "--json");
+    expect(&r, 0);
+    expect_in(r.out, "\"stopped\":\"time\"", r.cmd);
+    expect_in(r.out, "\"consistent\":true", r.cmd);
+    result_free(&r);
+    r = RUN("bonsai-verify", f);
+    expect(&r, 0);
+    result_free(&r);
+}

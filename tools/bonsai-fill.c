@@ -3,7 +3,9 @@
  *
  * Opens a store (anonymous memory, or --file PATH created anew), creates
  * the u64 map "test" and inserts keys with empty values until the store
- * answers BONSAI_FULL or --count entries are in.  Keys are 0, 1, 2, ...
+ * answers BONSAI_FULL, --count entries are in or --seconds have passed.
+ * --resume goes on with the store a run with --file left: a fill longer
+ * than one sitting runs in parts, each ending cleanly at its --seconds.  Keys are 0, 1, 2, ...
  * (--keys seq) or a seeded splitmix64 stream (--keys random; it never
  * repeats a key: its output is a bijection of a counter).  With transactions it commits every
  * 100,000 inserts; when FULL arrives the open transaction is aborted and
@@ -43,6 +45,7 @@
 #define TXN_BATCH 100000u
 #define REPORT_EVERY 1000000u
 #define SAMPLE_MAX 1024u
+#define TIME_EVERY 65536u   /* inserts between looks for --seconds */
 #define DEFAULT_FILE "/tmp/bonsai-fill.db"
 /* The original ran in "15 GB"; we read that as 15 GiB. */
 #define ORIG_BYTES (15.0 * 1024 * 1024 * 1024)
@@ -155,6 +158,8 @@ struct args {
     int level;             /* zlib level, 0 default */
     int json;
     int quiet;
+    int resume;            /* go on with the store in --file */
+    uint64_t seconds;      /* stop after this long; 0 = no limit */
 };
 
 static void usage(FILE *out)
@@ -183,6 +188,12 @@ static void usage(FILE *out)
 "    --seed N            PRNG seed for random keys and latency sampling\n"
 "                        (default 1); same seed, same figures but time\n"
 "    --count N           stop after N entries (default: until full)\n"
+"    --seconds N         stop after N seconds of filling (stopped: time)\n"
+"    --resume            go on with the store in --file, which a run with\n"
+"                        the same --keys, --seed and --cap left: the\n"
+"                        keys it holds must be the stream's first ones.\n"
+"                        A fill longer than one sitting runs in parts\n"
+"                        (--seconds each); --count counts every entry\n"
 "    --txn, --no-txn     transactions on or off (default: the library's,\n"
 "                        on for a file, off in memory); with --txn it\n"
 "                        commits every %u inserts\n"
@@ -222,7 +233,8 @@ static void usage(FILE *out)
 "    took during the fill.\n"
 "\n"
 "EXIT STATUS\n"
-"    0 stopped as asked (full or --count) and consistent, 1 error,\n"
+"    0 stopped as asked (full, --count or --seconds) and consistent,\n"
+"    1 error,\n"
 "    2 bad usage, 3 consistency check failed.\n",
         TXN_BATCH);
 }
@@ -325,6 +337,8 @@ static const struct option LONGOPTS[] = {
     {"keys", required_argument, NULL, 'k'},
     {"seed", required_argument, NULL, 's'},
     {"count", required_argument, NULL, 'n'},
+    {"seconds", required_argument, NULL, 'S'},
+    {"resume", no_argument, NULL, 'R'},
     {"txn", no_argument, NULL, 'T'},
     {"no-txn", no_argument, NULL, 'N'},
     {"write-cache", required_argument, NULL, 'W'},
@@ -353,6 +367,8 @@ static int apply_opt(int c, const char *v, struct args *a)
         return strcmp(v, "seq") && !a->random ? -1 : 0;
     case 's': return parse_count(v, &a->seed);
     case 'n': return parse_count(v, &a->count);
+    case 'S': return parse_count(v, &a->seconds);
+    case 'R': a->resume = 1; return 0;
     case 'T': a->transactions = 1; return 0;
     case 'N': a->transactions = 0; return 0;
     case 'W': return parse_size(v, &a->write_cache);
@@ -424,6 +440,10 @@ static int parse_opts(int argc, char **argv, struct args *a)
                 argv[optind]);
         return bad_usage();
     }
+    if (a->resume && !a->file) {
+        fprintf(stderr, "bonsai-fill: --resume needs --file\n");
+        return bad_usage();
+    }
     return 0;
 }
 
@@ -468,9 +488,11 @@ struct sample {
     uint64_t stride;
 };
 
+#define SPLITMIX_STEP UINT64_C(0x9E3779B97F4A7C15)
+
 static uint64_t splitmix64(uint64_t *state)
 {
-    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
+    uint64_t z = (*state += SPLITMIX_STEP);
     z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
     z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
     return z ^ (z >> 31);
@@ -622,7 +644,8 @@ struct fill {
     int transactions;      /* as the store reports it */
     uint64_t gen;          /* next seq key, or the PRNG state */
     uint64_t entries;      /* committed entries */
-    const char *stopped;   /* "full" or "count" */
+    uint64_t resumed;      /* entries the store held before this run */
+    const char *stopped;   /* "full", "count" or "time" */
     double seconds;
     double stat_seconds;   /* of them in bonsai_map_stat */
     uint64_t rss_peak;
@@ -818,8 +841,9 @@ static int probe_start(struct fill *f, const struct args *a)
         csv_header(pr->csv);
     }
     pr->t0 = pr->live_time = pr->row_time = now_seconds();
-    pr->next_row = REPORT_EVERY;
-    pr->next_look = TICK_INSERTS;
+    pr->live_entries = pr->row_entries = f->resumed;
+    pr->next_row = (f->resumed / REPORT_EVERY + 1) * REPORT_EVERY;
+    pr->next_look = f->resumed + TICK_INSERTS;
     set_next_event(pr, f->transactions);
     return 0;
 }
@@ -870,26 +894,101 @@ static void set_options(const struct args *a, bonsai_options *o)
     o->compression_level = a->level;
 }
 
-static int open_store(const struct args *a, struct fill *f)
+/* Key number idx of the stream (0-based): splitmix64 adds its constant
+ * to the state once a key, so any key is found without the ones before. */
+static uint64_t stream_key(const struct args *a, uint64_t idx)
+{
+    if (!a->random)
+        return idx;
+    uint64_t state = a->seed + idx * SPLITMIX_STEP;
+    return splitmix64(&state);
+}
+
+/* Is key in the map?  1 yes, 0 no, or the library's error. */
+static int holds(const struct fill *f, uint64_t key)
+{
+    bonsai_txn *txn = NULL;
+    int rc = 0;
+    if (f->transactions &&
+        (rc = bonsai_txn_begin(f->db, BONSAI_TXN_RDONLY, &txn)))
+        return rc;
+    bonsai_val v;
+    rc = bonsai_get_u64(txn, f->map, key, &v);
+    bonsai_txn_abort(txn);
+    return rc == 0 ? 1 : rc == BONSAI_NOTFOUND ? 0 : rc;
+}
+
+/* The map of an earlier part: it must hold the stream's first keys, as
+ * many as it counts, and not the next one. */
+static int open_resumed(const struct args *a, struct fill *f)
+{
+    unsigned kind;
+    int rc = bonsai_map_open(f->db, NULL, "test", &f->map, &kind);
+    if (rc)
+        return fail("bonsai_map_open \"test\"", rc);
+    if (kind != BONSAI_KEY_U64) {
+        fprintf(stderr, "bonsai-fill: %s: map \"test\" has no u64 keys\n",
+                a->file);
+        return EXIT_ERROR;
+    }
+    if ((rc = bonsai_count(NULL, f->map, &f->resumed)))
+        return fail("bonsai_count", rc);
+    f->entries = f->resumed;
+    int first = f->resumed ? holds(f, stream_key(a, 0)) : 1;
+    int last = f->resumed ? holds(f, stream_key(a, f->resumed - 1)) : 1;
+    int next = holds(f, stream_key(a, f->resumed));
+    if (first < 0 || last < 0 || next < 0)
+        return fail("bonsai_get_u64", first < 0 ? first
+                                      : last < 0 ? last : next);
+    if (!first || !last || next) {
+        fprintf(stderr, "bonsai-fill: %s does not hold the first %" PRIu64
+                " keys of this --keys/--seed stream\n", a->file, f->resumed);
+        return EXIT_ERROR;
+    }
+    return 0;
+}
+
+static int open_db(const struct args *a, struct fill *f, int read_only)
 {
     bonsai_options o;
     set_options(a, &o);
+    o.read_only = read_only;
+    int rc = bonsai_open(a->file, &o, &f->db);
+    if (rc) {
+        f->db = NULL;
+        return fail("bonsai_open", rc);
+    }
+    rc = bonsai_db_stat(f->db, &f->st);
+    if (rc)
+        return fail("bonsai_db_stat", rc);
+    f->transactions = f->st.transactions;
+    return 0;
+}
+
+/* A resumed store is looked at read-only first, so that one it cannot go
+ * on with is left as it was. */
+static int open_store(const struct args *a, struct fill *f)
+{
+    if (a->resume) {
+        int rc = open_db(a, f, 1);
+        if (rc == 0)
+            rc = open_resumed(a, f);
+        bonsai_close(f->db);
+        f->db = NULL;
+        if (rc == 0)
+            rc = open_db(a, f, 0);
+        return rc ? rc : open_resumed(a, f);
+    }
     if (a->file && unlink(a->file) != 0 && errno != ENOENT) {
         fprintf(stderr, "bonsai-fill: cannot replace %s: %s\n", a->file,
                 strerror(errno));
         return EXIT_ERROR;
     }
-    int rc = bonsai_open(a->file, &o, &f->db);
+    int rc = open_db(a, f, 0);
     if (rc)
-        return fail("bonsai_open", rc);
-    rc = bonsai_db_stat(f->db, &f->st);
-    if (rc)
-        return fail("bonsai_db_stat", rc);
-    f->transactions = f->st.transactions;
+        return rc;
     rc = bonsai_map_create(f->db, NULL, "test", BONSAI_KEY_U64, &f->map);
-    if (rc)
-        return fail("bonsai_map_create", rc);
-    return 0;
+    return rc ? fail("bonsai_map_create", rc) : 0;
 }
 
 /* ---- filling ------------------------------------------------------------ */
@@ -914,22 +1013,35 @@ static int insert_one(struct fill *f, const struct args *a, bonsai_txn *txn,
         lat_next_gap(&f->lat);
     }
     if (rc == 0)
-        sample_add(&f->sample, idx, key);
+        sample_add(&f->sample, idx - f->resumed, key);
     return rc;
+}
+
+/* Has the run had its --seconds?  Looks at the clock once in a while. */
+static int out_of_time(const struct fill *f, const struct args *a)
+{
+    return a->seconds && (f->entries & (TIME_EVERY - 1)) == 0 &&
+           now_seconds() - f->pr.t0 >= (double)a->seconds;
 }
 
 static int fill_direct(struct fill *f, const struct args *a)
 {
+    f->stopped = "count";
     while (f->entries < a->count) {
-        int rc = insert_one(f, a, NULL, f->entries);
-        if (rc == BONSAI_FULL)
+        if (out_of_time(f, a)) {
+            f->stopped = "time";
             break;
+        }
+        int rc = insert_one(f, a, NULL, f->entries);
+        if (rc == BONSAI_FULL) {
+            f->stopped = "full";
+            break;
+        }
         if (rc)
             return fail("bonsai_put_u64", rc);
         f->entries++;
         after_insert(f, a, f->entries);
     }
-    f->stopped = f->entries < a->count ? "full" : "count";
     /* Write the write cache back so bytes_used counts every node. */
     int rc = bonsai_sync(f->db);
     return rc ? fail("bonsai_sync", rc) : 0;
@@ -940,7 +1052,7 @@ static int batch_failed(struct fill *f, bonsai_txn *txn, int rc)
 {
     if (txn)
         bonsai_txn_abort(txn);
-    sample_truncate(&f->sample, f->entries);
+    sample_truncate(&f->sample, f->entries - f->resumed);
     if (rc != BONSAI_FULL)
         return fail(txn ? "bonsai_put_u64" : "bonsai_txn_commit", rc);
     f->stopped = "full";
@@ -974,7 +1086,13 @@ static int fill_batch(struct fill *f, const struct args *a)
 
 static int fill_txn(struct fill *f, const struct args *a)
 {
+    if (f->entries >= a->count)
+        f->stopped = "count";
     while (!f->stopped) {
+        if (a->seconds && now_seconds() - f->pr.t0 >= (double)a->seconds) {
+            f->stopped = "time";
+            break;
+        }
         int rc = fill_batch(f, a);
         if (rc)
             return rc;
@@ -984,7 +1102,7 @@ static int fill_txn(struct fill *f, const struct args *a)
 
 static int fill(struct fill *f, const struct args *a)
 {
-    f->gen = a->random ? a->seed : 0;
+    f->gen = a->random ? a->seed + f->resumed * SPLITMIX_STEP : f->resumed;
     f->sample.stride = 1;
     f->lat.rng = a->seed ^ UINT64_C(0x6C6174656E6379); /* "latency" */
     lat_next_gap(&f->lat);
@@ -1127,7 +1245,7 @@ static double per_entry(const struct fill *f)
 static double rate(const struct fill *f)
 {
     double s = f->seconds - f->stat_seconds;
-    return s > 0 ? (double)f->entries / s : 0.0;
+    return s > 0 ? (double)(f->entries - f->resumed) / s : 0.0;
 }
 
 /* The original's figure for the preset, scaled to the cap. */
@@ -1178,6 +1296,9 @@ static void report_text(const struct fill *f, const struct args *a)
     const struct latency *l = &f->lat;
     report_config(f, a);
     printf("entries:         %" PRIu64 "\n", f->entries);
+    if (a->resume)
+        printf("resumed from:    %" PRIu64 " (the rate counts this part "
+               "only)\n", f->resumed);
     printf("bytes used:      %" PRIu64 "\n", f->st.bytes_used);
     printf("bytes mapped:    %" PRIu64 "\n", f->st.bytes_mapped);
     printf("peak RSS:        %" PRIu64 "\n", f->rss_peak);
@@ -1222,10 +1343,11 @@ static void json_fill(const struct fill *f, const struct args *a,
            f->entries, f->st.bytes_used, f->rss_peak, per_entry(f),
            f->seconds, rate(f), f->stopped);
     printf(",\"keys\":\"%s\",\"seed\":%" PRIu64 ",\"cap\":%" PRIu64
-           ",\"mode\":\"%s\",\"consistent\":%s,\"file\":",
+           ",\"mode\":\"%s\",\"consistent\":%s,\"resumed_from\":%" PRIu64
+           ",\"file\":",
            a->random ? "random" : "seq", a->seed, a->cap,
            f->transactions ? "txn" : "no-txn",
-           consistent ? "true" : "false");
+           consistent ? "true" : "false", f->resumed);
     json_string(a->file);
     printf(",\"page_size\":%" PRIu32 ",\"node_bytes\":%" PRIu32
            ",\"node_entries\":%" PRIu32 ",\"bytes_mapped\":%" PRIu64
@@ -1278,7 +1400,7 @@ int main(int argc, char **argv)
         json_fill(&f, &a, consistent);
         json_new(&f, &a);
     }
-    int crc = bonsai_close(f.db);
+    int crc = f.db ? bonsai_close(f.db) : 0;
     if (crc && !rc)
         rc = fail("bonsai_close", crc);
     if (!rc && !consistent)
