@@ -5,7 +5,8 @@
  * the u64 map "test" and inserts keys with empty values until the store
  * answers BONSAI_FULL, --count entries are in or --seconds have passed.
  * --resume goes on with the store a run with --file left: a fill longer
- * than one sitting runs in parts, each ending cleanly at its --seconds.  Keys are 0, 1, 2, ...
+ * than one sitting runs in parts, each ending cleanly at its --seconds.
+ * Keys are 0, 1, 2, ...
  * (--keys seq) or a seeded splitmix64 stream (--keys random; it never
  * repeats a key: its output is a bijection of a counter).  With transactions it commits every
  * 100,000 inserts; when FULL arrives the open transaction is aborted and
@@ -642,7 +643,6 @@ struct fill {
     bonsai_db *db;
     bonsai_map map;
     int transactions;      /* as the store reports it */
-    uint64_t gen;          /* next seq key, or the PRNG state */
     uint64_t entries;      /* committed entries */
     uint64_t resumed;      /* entries the store held before this run */
     const char *stopped;   /* "full", "count" or "time" */
@@ -993,17 +993,12 @@ static int open_store(const struct args *a, struct fill *f)
 
 /* ---- filling ------------------------------------------------------------ */
 
-static uint64_t next_key(struct fill *f, const struct args *a)
-{
-    return a->random ? splitmix64(&f->gen) : f->gen++;
-}
-
 /* Inserts one new key in txn (NULL without transactions), timing one in
  * about 64.  Returns 0 when an entry was added, or the error. */
 static int insert_one(struct fill *f, const struct args *a, bonsai_txn *txn,
                       uint64_t idx)
 {
-    uint64_t key = next_key(f, a);
+    uint64_t key = stream_key(a, idx);
     int timed = --f->lat.gap == 0;
     uint64_t t = timed ? now_ns() : 0;
     int rc = bonsai_put_u64(txn, f->map, key, NULL, 0);
@@ -1017,11 +1012,16 @@ static int insert_one(struct fill *f, const struct args *a, bonsai_txn *txn,
     return rc;
 }
 
-/* Has the run had its --seconds?  Looks at the clock once in a while. */
+/* Has the run had its --seconds? */
+static int past_seconds(const struct fill *f, const struct args *a)
+{
+    return a->seconds && now_seconds() - f->pr.t0 >= (double)a->seconds;
+}
+
+/* past_seconds, looking at the clock once in a while. */
 static int out_of_time(const struct fill *f, const struct args *a)
 {
-    return a->seconds && (f->entries & (TIME_EVERY - 1)) == 0 &&
-           now_seconds() - f->pr.t0 >= (double)a->seconds;
+    return (f->entries & (TIME_EVERY - 1)) == 0 && past_seconds(f, a);
 }
 
 static int fill_direct(struct fill *f, const struct args *a)
@@ -1089,7 +1089,7 @@ static int fill_txn(struct fill *f, const struct args *a)
     if (f->entries >= a->count)
         f->stopped = "count";
     while (!f->stopped) {
-        if (a->seconds && now_seconds() - f->pr.t0 >= (double)a->seconds) {
+        if (past_seconds(f, a)) {
             f->stopped = "time";
             break;
         }
@@ -1102,7 +1102,6 @@ static int fill_txn(struct fill *f, const struct args *a)
 
 static int fill(struct fill *f, const struct args *a)
 {
-    f->gen = a->random ? a->seed + f->resumed * SPLITMIX_STEP : f->resumed;
     f->sample.stride = 1;
     f->lat.rng = a->seed ^ UINT64_C(0x6C6174656E6379); /* "latency" */
     lat_next_gap(&f->lat);
