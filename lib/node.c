@@ -1402,24 +1402,45 @@ int bn_encode_laid(const bn_node *node, const bn_layout *laid, uint8_t *out,
 
 /* ---- decoding ----------------------------------------------------------- */
 
+/* The packed deltas 1..cnt-1 of a group into d[1..].  Most groups have
+ * deltas of at most 56 bits and 7 image bytes after them: each is then
+ * one unaligned load, without get_bits' care for the image's end. */
+static void unpack_deltas(const grp *gr, const uint8_t *end, uint64_t *d)
+{
+    unsigned width = gr->width;
+    size_t len = packed_bytes(gr->cnt, width);
+    if (width == 0 || width > 56 || (size_t)(end - gr->packed) < len + 7) {
+        for (uint32_t j = 1; j < gr->cnt; j++)
+            d[j] = grp_delta(gr, end, j);
+        return;
+    }
+    uint64_t mask = (UINT64_C(1) << width) - 1, pos = 0;
+    for (uint32_t j = 1; j < gr->cnt; j++, pos += width)
+        d[j] = get_le64(gr->packed + (pos >> 3)) >> (pos & 7) & mask;
+}
+
 /* Unpacks one group into k[gr->start ..] checking that the keys strictly
  * increase and that base, width and padding are the encoder's. */
 static int decode_group(const grp *gr, const uint8_t *end, uint64_t *k)
 {
+    uint64_t d[GROUP];
+    unpack_deltas(gr, end, d);
     uint64_t lo = UINT64_MAX, hi = 0, key = gr->first;
-    for (uint32_t j = 1; j < gr->cnt; j++) {
-        uint64_t d = grp_delta(gr, end, j), diff = gr->base + d;
-        if (diff < d || diff == 0 || key > UINT64_MAX - diff)
-            return -1; /* overflow, or not increasing */
-        key += diff;
-        k[gr->start + j] = key;
-        lo = d < lo ? d : lo;
-        hi = d > hi ? d : hi;
-    }
+    int wrapped = 0;
     k[gr->start] = gr->first;
+    for (uint32_t j = 1; j < gr->cnt; j++) {
+        /* base + d wraps for no d unless for the largest: checked below */
+        wrapped |= __builtin_add_overflow(key, gr->base + d[j], &key);
+        k[gr->start + j] = key;
+        lo = d[j] < lo ? d[j] : lo;
+        hi = d[j] > hi ? d[j] : hi;
+    }
     if (gr->cnt == 1)
         return gr->base == 0 && gr->width == 0 ? 0 : -1;
-    if (lo != 0 || bit_len(hi) != gr->width)
+    /* the least delta is 0 (the encoder's base), so the keys increase
+     * when base > 0 and no sum wraps */
+    if (lo != 0 || bit_len(hi) != gr->width || gr->base == 0 ||
+        gr->base > UINT64_MAX - hi || wrapped)
         return -1;
     uint64_t bits = (uint64_t)(gr->cnt - 1) * gr->width;
     size_t nbytes = packed_bytes(gr->cnt, gr->width);
