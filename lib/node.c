@@ -1269,27 +1269,30 @@ static int byte_keys_encodable(const bn_node *node)
     return 1;
 }
 
-/* Whether the image would decode: the count fits, byte keys increase,
- * and lengths and child extents fit their fields (values laid out as
- * vform: all empty needs no look). */
+/* Whether the image would decode: the count fits, byte keys increase
+ * (put_u64_keys checks u64 keys), and value lengths and child extents fit
+ * their fields.  vform is the layout's: values laid out as all empty are
+ * all of length 0, and a random fill's leaves need no pass over them. */
 static int encodable(const bn_node *node, unsigned vform)
 {
     if (node->n > MAX_COUNT || (!node->leaf && node->n == 0))
         return 0;
     if (node->kind != BONSAI_KEY_U64 && !byte_keys_encodable(node))
         return 0;
-    int look_at_values = node->leaf && node->val && vform != BN_F_VALS_EMPTY;
-    for (uint32_t i = 0; (look_at_values || !node->leaf) && i < node->n;
-         i++) {
-        if (node->leaf && node->val[i].len > MAX_VLEN)
-            return 0;
-        if (!node->leaf) {
+    if (!node->leaf) {
+        for (uint32_t i = 0; i < node->n; i++) {
             bn_ext e = node->child[i].ext;
             if (e.pgno > BN_MAX_PGNO || e.npages == 0 ||
                 e.npages > BN_MAX_NPAGES)
                 return 0;
         }
+        return 1;
     }
+    if (!node->val || vform == BN_F_VALS_EMPTY)
+        return 1;
+    for (uint32_t i = 0; i < node->n; i++)
+        if (node->val[i].len > MAX_VLEN)
+            return 0;
     return 1;
 }
 
@@ -1381,8 +1384,9 @@ int bn_encode_laid(const bn_node *node, const bn_layout *laid, uint8_t *out,
         p = put_u64_keys(node, p);
         if (!p) /* out's bytes so far mean nothing */
             return BONSAI_INVALID;
-    } else
+    } else {
         p = put_byte_keys(node, p, lay.ents_len);
+    }
     assert((uint64_t)(p - out) == BN_HEADER_SIZE + lay.keys_len);
     p = node->leaf ? put_values(node, p, lay.vform) : put_children(node, p);
     assert((uint64_t)(p - out) == size);
@@ -1403,8 +1407,9 @@ int bn_encode_laid(const bn_node *node, const bn_layout *laid, uint8_t *out,
 /* ---- decoding ----------------------------------------------------------- */
 
 /* The packed deltas 1..cnt-1 of a group into d[1..].  Most groups have
- * deltas of at most 56 bits and 7 image bytes after them: each is then
- * one unaligned load, without get_bits' care for the image's end. */
+ * deltas of at most 56 bits and 7 bytes of the key section after them:
+ * each is then one unaligned load, without get_bits' care for the
+ * section's end (a node's last group takes get_bits). */
 static void unpack_deltas(const grp *gr, const uint8_t *end, uint64_t *d)
 {
     unsigned width = gr->width;
@@ -1429,7 +1434,8 @@ static int decode_group(const grp *gr, const uint8_t *end, uint64_t *k)
     int wrapped = 0;
     k[gr->start] = gr->first;
     for (uint32_t j = 1; j < gr->cnt; j++) {
-        /* base + d wraps for no d unless for the largest: checked below */
+        /* if base + d wraps for any d, it does for the largest, which
+         * is refused below: the keys written meanwhile are thrown away */
         wrapped |= __builtin_add_overflow(key, gr->base + d[j], &key);
         k[gr->start + j] = key;
         lo = d[j] < lo ? d[j] : lo;

@@ -192,8 +192,9 @@ void bn_layout_of(const bn_node *node, bn_layout *lay);
 
 /* Writes the image (header, sections, checksum) into out, which has room
  * for cap bytes.  *len = bytes written.  Returns 0, or BONSAI_INVALID if
- * cap is too small or the node cannot be encoded (count over 65535, a
- * branch child past BN_MAX_PGNO / BN_MAX_NPAGES). */
+ * cap is too small or the node cannot be encoded (count over 65535, keys
+ * not strictly increasing, a value over its limit, a branch child past
+ * BN_MAX_PGNO / BN_MAX_NPAGES); out's bytes are then unspecified. */
 int bn_encode(const bn_node *node, uint8_t *out, size_t cap, size_t *len);
 
 /* bn_encode with lay from bn_layout_of, node unchanged since (a node

@@ -1465,6 +1465,12 @@ Test(node, hand_made_images)
     cr_assert_eq(decode_rc(top, sizeof top, U), BONSAI_CORRUPT);
     top[16] = 0xfe; /* first key UINT64_MAX - 1, successor UINT64_MAX */
     cr_assert_eq(decode_rc(top, sizeof top, U), 0);
+    /* u64: base UINT64_MAX, deltas 0 and 1: base + the largest delta
+     * wraps (keys 0, UINT64_MAX, then UINT64_MAX again) */
+    uint8_t wrap[] = {1, 3, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 13, 0, 0, 0,
+                      0, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                      0xff, 0x01, 0x02};
+    cr_assert_eq(decode_rc(wrap, sizeof wrap, U), BONSAI_CORRUPT);
     /* bytes leaf "a", "ab": shared 1 unshared 1; restart at 0 */
     uint8_t bk[] = {1, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10, 0, 0, 0,
                     0, 1, 'a', 1, 1, 'b', 0, 0, 0, 0};
@@ -1537,6 +1543,22 @@ Test(node, encode_invalid)
     cr_assert_eq(bn_insert(&node, 0, k, NULL, 0, 0), 0);
     cr_assert_eq(bn_insert(&node, 1, k, NULL, 0, 0), 0);
     cr_assert_eq(bn_encode(&node, buf, sizeof buf, &len), BONSAI_INVALID);
+    bn_clear(&node);
+    /* and where one group of 64 keys meets the next */
+    bn_init(&node, BONSAI_KEY_U64, 1);
+    for (uint32_t i = 0; i < 65; i++) {
+        k.u = 10 + i;
+        cr_assert_eq(bn_insert(&node, i, k, NULL, 0, 0), 0);
+    }
+    size = bn_encoded_size(&node);
+    big = malloc(size);
+    cr_assert(big);
+    cr_assert_eq(bn_encode(&node, big, size, &len), 0);
+    node.k64[64] = node.k64[63];
+    cr_assert_eq(bn_encode(&node, big, size, &len), BONSAI_INVALID);
+    node.k64[64] = node.k64[63] - 1;
+    cr_assert_eq(bn_encode(&node, big, size, &len), BONSAI_INVALID);
+    free(big);
     bn_clear(&node);
 }
 
