@@ -1139,8 +1139,8 @@ static void est_take_tail(bn_node *node, uint32_t from)
 /* base and width of the group of cnt keys at k; whether its keys
  * strictly increase (checked here, where the encoder passes over them
  * anyway: a pass of its own cost a random fill a tenth of its time). */
-static int group_shape(const uint64_t *k, uint32_t cnt, uint64_t *base,
-                       unsigned *width)
+static inline int group_shape(const uint64_t *k, uint32_t cnt,
+                              uint64_t *base, unsigned *width)
 {
     uint64_t lo = UINT64_MAX, hi = 0;
     int increasing = 1;
