@@ -22,8 +22,10 @@
 # `make check` does in build/asan/).
 #
 
-VERSION    := 0.1.0
-SOMAJOR    := 0
+# The version is that of lib/bonsai.h's BONSAI_VERSION_* macros.
+version_part = $(shell sed -n 's/^\#define BONSAI_VERSION_$(1) //p' lib/bonsai.h)
+VERSION    := $(call version_part,MAJOR).$(call version_part,MINOR).$(call version_part,PATCH)
+SOMAJOR    := $(call version_part,MAJOR)
 CC         ?= cc
 AR         ?= ar
 
@@ -86,22 +88,28 @@ TEST_OBJS  := $(TEST_SRCS:%.c=$(BUILD)/obj/%.o)
 HELP_OBJS  := $(HELP_SRCS:%.c=$(BUILD)/obj/%.o)
 
 STATIC     := $(BUILD)/libbonsai.a
+# The library's objects as they are, internal symbols included: only for
+# the tests and fuzz seeds that test layers below the public API.
+INTERNAL   := $(BUILD)/libbonsai-internal.a
+# libbonsai.a holds one object whose only global symbols are bonsai.h's.
+COMBINED   := $(BUILD)/obj/libbonsai.o
 SHARED     := $(BUILD)/libbonsai.so.$(VERSION)
 SONAME     := libbonsai.so.$(SOMAJOR)
 SOLINKS    := $(BUILD)/$(SONAME) $(BUILD)/libbonsai.so
 TOOLS      := $(TOOL_SRCS:tools/%.c=$(BUILD)/%)
 TESTS      := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all check check-tree install uninstall clean
+.PHONY: all check check-tree check-abi install uninstall clean
 .DEFAULT_GOAL := all
 
 all: $(STATIC) $(SHARED) $(SOLINKS) $(TOOLS)
 
 # ---- compiling -------------------------------------------------------------
 
+# Hidden by default: only what bonsai.h marks BONSAI_API is exported.
 $(LIB_OBJS): $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -fPIC -c -o $@ $<
+	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -fPIC -fvisibility=hidden -c -o $@ $<
 
 $(TOOL_OBJS) $(TCOM_OBJS) $(TEST_OBJS) $(HELP_OBJS): $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
@@ -109,7 +117,22 @@ $(TOOL_OBJS) $(TCOM_OBJS) $(TEST_OBJS) $(HELP_OBJS): $(BUILD)/obj/%.o: %.c
 
 # ---- linking ---------------------------------------------------------------
 
-$(STATIC): $(LIB_OBJS)
+# The static library: the objects linked into one relocatable object
+# (with LTO across them, as the shared library has), whose hidden symbols
+# are then made local, so that no internal name can clash with a
+# program's own (a program may well have its own cache_flush).
+$(COMBINED): $(LIB_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(if $(LTO_FLAGS),-flinker-output=nolto-rel) \
+	    -r -nostdlib -o $@ $^
+	objcopy --localize-hidden $@
+
+$(STATIC): $(COMBINED)
+	@mkdir -p $(@D)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+$(INTERNAL): $(LIB_OBJS)
 	@mkdir -p $(@D)
 	rm -f $@
 	$(AR) rcs $@ $^
@@ -130,7 +153,7 @@ $(BUILD)/libbonsai.so: $(BUILD)/$(SONAME)
 $(TOOLS): $(BUILD)/%: $(BUILD)/obj/tools/%.o $(TCOM_OBJS) $(STATIC)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
-$(TESTS): $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(HELP_OBJS) $(STATIC)
+$(TESTS): $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(HELP_OBJS) $(INTERNAL)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $^ -lcriterion $(LIBS)
 
@@ -142,7 +165,7 @@ $(TESTS): $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(HELP_OBJS) $(STATIC)
 # Criterion worker exits does not fail the test by itself.
 SANLOG := $(abspath $(BUILD))/sanitizer-logs
 
-check-tree: all $(TESTS)
+check-tree: all $(TESTS) check-abi
 	@rm -rf '$(SANLOG)' && mkdir -p '$(SANLOG)' && n=0 && \
 	for t in $(TESTS); do \
 	    echo "== $$t"; \
@@ -158,6 +181,13 @@ check-tree: all $(TESTS)
 	    n=$$((n + 1)); \
 	done; \
 	echo "check: $$n test binaries passed in $(BUILD)/"
+
+# Only bonsai.h's functions leave the libraries, and a program's own
+# functions named like internal ones do not clash (tests/abi/check.sh).
+check-abi: all
+	@sh tests/abi/check.sh '$(BUILD)' '$(CC)' \
+	    '$(ALL_CPPFLAGS) $(filter-out -MMD -MP,$(ALL_CFLAGS)) $(ALL_LDFLAGS)' \
+	    '$(LIBS)'
 
 # The plain tree, then the sanitizer tree; a failure in either stops here.
 check: check-tree

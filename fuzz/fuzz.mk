@@ -92,7 +92,7 @@ $(FUZZ_MKC_OBJ): fuzz/make_corpus.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
 
-$(FUZZ_MKCORPUS): $(FUZZ_MKC_OBJ) $(STATIC)
+$(FUZZ_MKCORPUS): $(FUZZ_MKC_OBJ) $(INTERNAL)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
 fuzz-corpus: $(FUZZ_MKCORPUS)

@@ -57,6 +57,14 @@
 extern "C" {
 #endif
 
+/* Marks the functions of the library's ABI: the shared library exports
+ * these and nothing else (it is built with -fvisibility=hidden). */
+#if defined(__GNUC__) || defined(__clang__)
+#define BONSAI_API __attribute__((visibility("default")))
+#else
+#define BONSAI_API
+#endif
+
 #define BONSAI_VERSION_MAJOR 0
 #define BONSAI_VERSION_MINOR 1
 #define BONSAI_VERSION_PATCH 0
@@ -67,7 +75,8 @@ extern "C" {
 #define BONSAI_EXISTS (-30702)    /* key (NOOVERWRITE) or map already exists */
 #define BONSAI_FULL (-30703)      /* the store reached max_size */
 #define BONSAI_CORRUPT (-30704)   /* the file or a node failed a check */
-#define BONSAI_VERSION (-30705)   /* unknown file format version */
+#define BONSAI_FORMAT_UNSUPPORTED (-30705) /* file format this library cannot
+                                             read (a newer version) */
 #define BONSAI_INVALID (-30706)   /* bad argument (NULL handle, bad option) */
 #define BONSAI_KEYSIZE (-30707)   /* key empty, too long, or wrong size */
 #define BONSAI_VALSIZE (-30708)   /* value longer than BONSAI_MAX_VALUE */
@@ -86,7 +95,12 @@ extern "C" {
                                         owned */
 
 /* Returns a static, human-readable description of an error code. */
-const char *bonsai_strerror(int err);
+BONSAI_API const char *bonsai_strerror(int err);
+
+/* The version of the library linked in, as "MAJOR.MINOR.PATCH"; each of
+ * major, minor, patch may be NULL.  The BONSAI_VERSION_* macros give the
+ * version of this header. */
+BONSAI_API const char *bonsai_version(int *major, int *minor, int *patch);
 
 /* ---- limits ------------------------------------------------------------ */
 #define BONSAI_MAX_KEY 1024u             /* bytes; byte-string keys */
@@ -116,6 +130,12 @@ typedef struct bonsai_val {
 
 /* ---- options ----------------------------------------------------------- */
 typedef struct bonsai_options {
+    /* sizeof(bonsai_options) as the program was compiled; set by
+     * bonsai_options_init.  It lets the struct grow: a library newer than
+     * the program's header gives the fields the program does not know
+     * their defaults, and bonsai_open refuses (BONSAI_INVALID) a size it
+     * does not know.  Always start from bonsai_options_init. */
+    uint32_t struct_size;
     /* The cap: the store never uses more than this many bytes of file or
      * memory; an insert that would need more fails with BONSAI_FULL.
      * Default 1 GiB.  Reopening a file may raise or lower it (never below
@@ -181,8 +201,11 @@ typedef struct bonsai_options {
 #define BONSAI_COMPRESS_LZ4 1u
 #define BONSAI_COMPRESS_ZLIB 2u
 
-/* Fills *opts with the defaults documented above. */
-void bonsai_options_init(bonsai_options *opts);
+/* Fills *opts with the defaults documented above, struct_size included.
+ * A macro, so that the size is that of the program's own header. */
+#define bonsai_options_init(opts) \
+    bonsai_options_init_sized((opts), sizeof *(opts))
+BONSAI_API void bonsai_options_init_sized(bonsai_options *opts, size_t size);
 
 /* ---- store ------------------------------------------------------------- */
 
@@ -190,24 +213,24 @@ void bonsai_options_init(bonsai_options *opts);
  * means defaults.  Errors: BONSAI_INVALID (bad option), BONSAI_IO (open,
  * read or map failed, path is a directory), BONSAI_NOTFOUND (file missing
  * and create is 0), BONSAI_CORRUPT (no valid meta slot, bad header),
- * BONSAI_VERSION, BONSAI_BUSY (another writer holds the file; or, without
+ * BONSAI_FORMAT_UNSUPPORTED, BONSAI_BUSY (another writer holds the file; or, without
  * a lock file, a reader when opening to write and a writer when opening to
  * read), BONSAI_READONLY (file not writable and read_only is 0),
  * BONSAI_LOCKFILE (PATH-lock exists but is not a valid lock file: remove
  * it when no process has the store open), BONSAI_NOMEM. */
-int bonsai_open(const char *path, const bonsai_options *opts, bonsai_db **db);
+BONSAI_API int bonsai_open(const char *path, const bonsai_options *opts, bonsai_db **db);
 
 /* Closes the store.  In no-transaction mode on a file it first writes
  * everything back and syncs (its result is returned).  An open write
  * transaction is aborted.  Read transactions and cursors must be finished
  * before.  db NULL is a no-op returning 0.  The handle is freed even when
  * an error is returned. */
-int bonsai_close(bonsai_db *db);
+BONSAI_API int bonsai_close(bonsai_db *db);
 
 /* No-transaction mode: writes the write cache back and, on a file, syncs
  * data and writes the meta slot.  Transaction mode: syncs (useful when sync
  * is off).  Errors: BONSAI_IO, BONSAI_FAILED. */
-int bonsai_sync(bonsai_db *db);
+BONSAI_API int bonsai_sync(bonsai_db *db);
 
 /* Facts about the whole store. */
 typedef struct bonsai_stat {
@@ -226,7 +249,7 @@ typedef struct bonsai_stat {
     int anonymous;
 } bonsai_stat;
 
-int bonsai_db_stat(bonsai_db *db, bonsai_stat *st);
+BONSAI_API int bonsai_db_stat(bonsai_db *db, bonsai_stat *st);
 
 /* ---- inspection: verify and compact ----------------------------------- */
 
@@ -250,7 +273,7 @@ typedef void (*bonsai_progress_fn)(void *ctx, uint64_t done, uint64_t total);
  * (may be NULL) and keeps going; *problems (may be NULL) gets their
  * number.  Returns 0 when the walk completed (problems or not),
  * BONSAI_NOMEM / BONSAI_IO if it could not. */
-int bonsai_verify(bonsai_db *db, unsigned flags, bonsai_problem_fn fn,
+BONSAI_API int bonsai_verify(bonsai_db *db, unsigned flags, bonsai_problem_fn fn,
                   bonsai_progress_fn progress, void *ctx, uint64_t *problems);
 
 /* Where the store's space goes, from a walk of the last commit (like
@@ -278,7 +301,7 @@ typedef struct bonsai_space {
     uint64_t problems;       /* met by the walk: figures are partial */
 } bonsai_space;
 
-int bonsai_space_stat(bonsai_db *db, bonsai_space *sp);
+BONSAI_API int bonsai_space_stat(bonsai_db *db, bonsai_space *sp);
 
 /* Writes a copy of the store's last commit to dst_path with every node
  * full and no free space, under opts (NULL: the source's settings;
@@ -289,7 +312,7 @@ int bonsai_space_stat(bonsai_db *db, bonsai_space *sp);
  * BONSAI_FULL (with the source's settings the copy came out larger: dst
  * is left alone), BONSAI_INVALID (dst is the source), BONSAI_IO (dst is a
  * directory, a device or anything else but a regular file). */
-int bonsai_compact(bonsai_db *src, const char *dst_path,
+BONSAI_API int bonsai_compact(bonsai_db *src, const char *dst_path,
                    const bonsai_options *opts);
 
 /* ---- transactions ------------------------------------------------------ */
@@ -305,19 +328,19 @@ int bonsai_compact(bonsai_db *src, const char *dst_path,
  * slot of PATH-lock in use: snapshots at 127 distinct commits are open
  * across processes), BONSAI_FULL (the store grew beyond this handle's
  * max_size), BONSAI_CORRUPT. */
-int bonsai_txn_begin(bonsai_db *db, unsigned flags, bonsai_txn **txn);
+BONSAI_API int bonsai_txn_begin(bonsai_db *db, unsigned flags, bonsai_txn **txn);
 
 /* Commits and frees the transaction, whatever the result.  On error the
  * transaction is rolled back.  A read transaction just ends.  Errors:
  * BONSAI_FULL, BONSAI_IO, BONSAI_ENOSPC, BONSAI_FAILED (sync failed: the
  * handle refuses further writes), BONSAI_NOMEM. */
-int bonsai_txn_commit(bonsai_txn *txn);
+BONSAI_API int bonsai_txn_commit(bonsai_txn *txn);
 
 /* Rolls back and frees the transaction.  NULL is a no-op. */
-void bonsai_txn_abort(bonsai_txn *txn);
+BONSAI_API void bonsai_txn_abort(bonsai_txn *txn);
 
 /* The id of the snapshot a transaction reads (read) or will write. */
-uint64_t bonsai_txn_id(const bonsai_txn *txn);
+BONSAI_API uint64_t bonsai_txn_id(const bonsai_txn *txn);
 
 /* ---- maps -------------------------------------------------------------- */
 /* Everywhere below, txn may be NULL: in no-transaction mode the call then
@@ -330,12 +353,12 @@ uint64_t bonsai_txn_id(const bonsai_txn *txn);
  * exists; *map is still set when the kinds agree), BONSAI_INVALID (name
  * empty or longer than BONSAI_MAX_NAME, bad kind), BONSAI_READONLY,
  * BONSAI_FULL, BONSAI_MAPS_FULL. */
-int bonsai_map_create(bonsai_db *db, bonsai_txn *txn, const char *name,
+BONSAI_API int bonsai_map_create(bonsai_db *db, bonsai_txn *txn, const char *name,
                       unsigned kind, bonsai_map *map);
 
 /* Opens an existing map; *kind (may be NULL) receives its key kind.
  * Errors: BONSAI_NOTFOUND, BONSAI_INVALID, BONSAI_MAPS_FULL. */
-int bonsai_map_open(bonsai_db *db, bonsai_txn *txn, const char *name,
+BONSAI_API int bonsai_map_open(bonsai_db *db, bonsai_txn *txn, const char *name,
                     bonsai_map *map, unsigned *kind);
 
 /* Deletes a map and all its entries.  Its handles stay safe to pass but
@@ -343,17 +366,17 @@ int bonsai_map_open(bonsai_db *db, bonsai_txn *txn, const char *name,
  * in a read snapshot begun before the drop, which still sees the map.  A
  * map created again under the name is reached through them again.
  * Errors: BONSAI_NOTFOUND, BONSAI_READONLY, BONSAI_FULL. */
-int bonsai_map_drop(bonsai_db *db, bonsai_txn *txn, const char *name);
+BONSAI_API int bonsai_map_drop(bonsai_db *db, bonsai_txn *txn, const char *name);
 
 /* Calls fn for every map in name order; a non-zero return from fn stops
  * the walk and is returned. */
 typedef int (*bonsai_map_fn)(void *ctx, const char *name, unsigned kind,
                              uint64_t entries);
-int bonsai_map_list(bonsai_db *db, bonsai_txn *txn, bonsai_map_fn fn,
+BONSAI_API int bonsai_map_list(bonsai_db *db, bonsai_txn *txn, bonsai_map_fn fn,
                     void *ctx);
 
 /* Number of entries in the map, O(1). */
-int bonsai_count(bonsai_txn *txn, bonsai_map map, uint64_t *count);
+BONSAI_API int bonsai_count(bonsai_txn *txn, bonsai_map map, uint64_t *count);
 
 /* The shape of one map: walks every node (reading each leaf's header), so
  * it costs O(nodes); not for every call.  Changes still in the write cache
@@ -371,7 +394,7 @@ typedef struct bonsai_map_info {
     double leaf_fill;       /* mean leaf raw size / node_bytes, 0..1+ */
 } bonsai_map_info;
 
-int bonsai_map_stat(bonsai_txn *txn, bonsai_map map, bonsai_map_info *st);
+BONSAI_API int bonsai_map_stat(bonsai_txn *txn, bonsai_map map, bonsai_map_info *st);
 
 /* ---- data -------------------------------------------------------------- */
 #define BONSAI_NOOVERWRITE 1u /* put fails with BONSAI_EXISTS if present */
@@ -382,24 +405,24 @@ int bonsai_map_stat(bonsai_txn *txn, bonsai_map map, bonsai_map_info *st);
  * consistent), BONSAI_READONLY, BONSAI_MAPKIND, BONSAI_INVALID,
  * BONSAI_NOTFOUND (the map was dropped), BONSAI_NOMEM, BONSAI_IO,
  * BONSAI_ENOSPC, BONSAI_CORRUPT. */
-int bonsai_put(bonsai_txn *txn, bonsai_map map, const bonsai_val *key,
+BONSAI_API int bonsai_put(bonsai_txn *txn, bonsai_map map, const bonsai_val *key,
                const bonsai_val *val, unsigned flags);
 
 /* Looks a key up.  *val receives the value (see "Memory" above).  Errors:
  * BONSAI_NOTFOUND, BONSAI_KEYSIZE, BONSAI_CORRUPT. */
-int bonsai_get(bonsai_txn *txn, bonsai_map map, const bonsai_val *key,
+BONSAI_API int bonsai_get(bonsai_txn *txn, bonsai_map map, const bonsai_val *key,
                bonsai_val *val);
 
 /* Deletes a key.  Errors: BONSAI_NOTFOUND, BONSAI_READONLY, BONSAI_FULL
  * (a copy-on-write delete needs space), BONSAI_CORRUPT. */
-int bonsai_del(bonsai_txn *txn, bonsai_map map, const bonsai_val *key);
+BONSAI_API int bonsai_del(bonsai_txn *txn, bonsai_map map, const bonsai_val *key);
 
 /* u64-key conveniences; val may be NULL for an empty value. */
-int bonsai_put_u64(bonsai_txn *txn, bonsai_map map, uint64_t key,
+BONSAI_API int bonsai_put_u64(bonsai_txn *txn, bonsai_map map, uint64_t key,
                    const bonsai_val *val, unsigned flags);
-int bonsai_get_u64(bonsai_txn *txn, bonsai_map map, uint64_t key,
+BONSAI_API int bonsai_get_u64(bonsai_txn *txn, bonsai_map map, uint64_t key,
                    bonsai_val *val);
-int bonsai_del_u64(bonsai_txn *txn, bonsai_map map, uint64_t key);
+BONSAI_API int bonsai_del_u64(bonsai_txn *txn, bonsai_map map, uint64_t key);
 
 /* ---- cursors ----------------------------------------------------------- */
 /* A cursor walks one map in key order.  It stays usable across writes in
@@ -410,19 +433,19 @@ int bonsai_del_u64(bonsai_txn *txn, bonsai_map map, uint64_t key);
  * txn in transaction mode reads a snapshot of its own until it closes.
  * Moves return BONSAI_NOTFOUND at either end or in an empty map; the
  * cursor then has no current entry. */
-int bonsai_cursor_open(bonsai_txn *txn, bonsai_map map, bonsai_cursor **cur);
-void bonsai_cursor_close(bonsai_cursor *cur);
-int bonsai_cursor_first(bonsai_cursor *cur);
-int bonsai_cursor_last(bonsai_cursor *cur);
+BONSAI_API int bonsai_cursor_open(bonsai_txn *txn, bonsai_map map, bonsai_cursor **cur);
+BONSAI_API void bonsai_cursor_close(bonsai_cursor *cur);
+BONSAI_API int bonsai_cursor_first(bonsai_cursor *cur);
+BONSAI_API int bonsai_cursor_last(bonsai_cursor *cur);
 /* Positions at the first key >= key. */
-int bonsai_cursor_seek(bonsai_cursor *cur, const bonsai_val *key);
-int bonsai_cursor_seek_u64(bonsai_cursor *cur, uint64_t key);
-int bonsai_cursor_next(bonsai_cursor *cur);
-int bonsai_cursor_prev(bonsai_cursor *cur);
+BONSAI_API int bonsai_cursor_seek(bonsai_cursor *cur, const bonsai_val *key);
+BONSAI_API int bonsai_cursor_seek_u64(bonsai_cursor *cur, uint64_t key);
+BONSAI_API int bonsai_cursor_next(bonsai_cursor *cur);
+BONSAI_API int bonsai_cursor_prev(bonsai_cursor *cur);
 /* Reads the current entry; key or val may be NULL.  For u64 maps key
  * points at 8 bytes holding the native uint64_t. */
-int bonsai_cursor_get(bonsai_cursor *cur, bonsai_val *key, bonsai_val *val);
-int bonsai_cursor_get_u64(bonsai_cursor *cur, uint64_t *key, bonsai_val *val);
+BONSAI_API int bonsai_cursor_get(bonsai_cursor *cur, bonsai_val *key, bonsai_val *val);
+BONSAI_API int bonsai_cursor_get_u64(bonsai_cursor *cur, uint64_t *key, bonsai_val *val);
 
 #ifdef __cplusplus
 }

@@ -231,13 +231,13 @@ static int dst_ok(bonsai_db *src, const char *dst)
 
 /* ---- the copy's options ------------------------------------------------- */
 
-static void copy_options(const bonsai_db *src, const bonsai_options *opts,
-                         bonsai_options *o)
+static int copy_options(const bonsai_db *src, const bonsai_options *opts,
+                        bonsai_options *o)
 {
-    if (opts) {
-        *o = *opts;
-    } else {
-        bonsai_options_init(o);
+    int rc = bx_options_take(opts, o);
+    if (rc)
+        return rc;
+    if (!opts) {
         o->page_size = src->page_size;
         o->node_bytes = src->opt.node_bytes;
         o->node_entries = src->opt.node_entries;
@@ -255,6 +255,7 @@ static void copy_options(const bonsai_db *src, const bonsai_options *opts,
     o->sync = 1;
     o->read_only = 0;
     o->create = 0;
+    return 0;
 }
 
 static int same_settings(const bonsai_db *src, const bonsai_options *o)
@@ -365,7 +366,8 @@ int bonsai_compact(bonsai_db *src, const char *dst_path,
     if (rc)
         return rc;
     bonsai_options o;
-    copy_options(src, opts, &o);
+    if ((rc = copy_options(src, opts, &o)))
+        return rc;
     char *tmp;
     if ((rc = temp_create(dst_path, o.file_mode, &tmp)))
         return rc;

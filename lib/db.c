@@ -26,11 +26,15 @@
 
 #define DEFAULT_MAX_SIZE (UINT64_C(1) << 30)
 
-void bonsai_options_init(bonsai_options *o)
+/* The smallest bonsai_options a program may hand in: the struct of the
+ * first header that had struct_size.  Fields added later go after it. */
+#define OPTIONS_MIN_SIZE (offsetof(bonsai_options, compression_level) + \
+                          sizeof(int))
+
+static void options_defaults(bonsai_options *o)
 {
-    if (!o)
-        return;
     memset(o, 0, sizeof *o);
+    o->struct_size = (uint32_t)sizeof *o;
     o->max_size = DEFAULT_MAX_SIZE;
     o->page_size = 512;
     o->node_bytes = 4096;
@@ -40,6 +44,40 @@ void bonsai_options_init(bonsai_options *o)
     o->create = 1;
     o->file_mode = 0644;
     o->write_cache_bytes = UINT64_C(32) << 20;
+}
+
+/* Writes the defaults into the caller's size bytes: a program built
+ * against an older header has a smaller struct, one built against a newer
+ * header a larger one, whose fields this library does not know (zeroed
+ * here; bonsai_open refuses that size rather than ignore them). */
+void bonsai_options_init_sized(bonsai_options *o, size_t size)
+{
+    if (!o || size < OPTIONS_MIN_SIZE || size > UINT32_MAX)
+        return;
+    bonsai_options d;
+    options_defaults(&d);
+    d.struct_size = (uint32_t)size;
+    if (size > sizeof d) {
+        memset((char *)o + sizeof d, 0, size - sizeof d);
+        size = sizeof d;
+    }
+    memcpy(o, &d, size);
+}
+
+/* The caller's options over the defaults, or BONSAI_INVALID for a size
+ * this library does not know (a newer header's fields it cannot honour,
+ * or a struct not set up by bonsai_options_init). */
+int bx_options_take(const bonsai_options *in, bonsai_options *out)
+{
+    options_defaults(out);
+    if (!in)
+        return 0;
+    size_t size = in->struct_size;
+    if (size < OPTIONS_MIN_SIZE || size > sizeof *out)
+        return BONSAI_INVALID;
+    memcpy(out, in, size);
+    out->struct_size = (uint32_t)sizeof *out;
+    return 0;
 }
 
 static int options_valid(const bonsai_options *o)
@@ -381,15 +419,11 @@ int bonsai_open_io(const char *path, const bonsai_options *opts,
     bonsai_db *db = calloc(1, sizeof *db);
     if (!db)
         return BONSAI_NOMEM;
-    if (opts)
-        db->opt = *opts;
-    else
-        bonsai_options_init(&db->opt);
     db->io = *io;
     db->fd = -1;
     rt_init(&db->rt);
     db->anonymous = path == NULL;
-    if (!options_valid(&db->opt)) {
+    if (bx_options_take(opts, &db->opt) != 0 || !options_valid(&db->opt)) {
         free(db);
         return BONSAI_INVALID;
     }

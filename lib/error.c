@@ -11,7 +11,7 @@ const char *bonsai_strerror(int err)
     case BONSAI_EXISTS: return "already exists";
     case BONSAI_FULL: return "store full: max_size reached";
     case BONSAI_CORRUPT: return "store corrupt: a check failed";
-    case BONSAI_VERSION: return "unknown file format version";
+    case BONSAI_FORMAT_UNSUPPORTED: return "unknown file format version";
     case BONSAI_INVALID: return "invalid argument";
     case BONSAI_KEYSIZE: return "key empty, too long or of the wrong size";
     case BONSAI_VALSIZE: return "value too long";

@@ -161,4 +161,8 @@ struct bonsai_txn {
     int autocommit;
 };
 
+/* opts over the defaults (db.c): BONSAI_INVALID for a struct_size this
+ * library does not know.  opts NULL gives the defaults. */
+int bx_options_take(const bonsai_options *opts, bonsai_options *out);
+
 #endif

@@ -50,7 +50,7 @@ int bx_header_decode(const uint8_t *in, bx_header *h)
     h->node_entries = get_le32(in + 20);
     h->flags = get_le32(in + 24);
     if (h->version > BX_FORMAT_VERSION)
-        return BONSAI_VERSION;
+        return BONSAI_FORMAT_UNSUPPORTED;
     if (h->version == 0 || (h->flags & ~0xFFu) || (h->flags & 0xF) > 2 ||
         (h->flags >> 4 & 0xF) > 9)
         return BONSAI_CORRUPT;

@@ -38,7 +38,7 @@ typedef struct bx_meta {
 
 void bx_header_encode(const bx_header *h, uint8_t out[BX_HEADER_SIZE]);
 /* Returns 0, BONSAI_CORRUPT (magic, checksum, bad field) or
- * BONSAI_VERSION (a newer format). */
+ * BONSAI_FORMAT_UNSUPPORTED (a newer format). */
 int bx_header_decode(const uint8_t *in, bx_header *h);
 
 void bx_meta_encode(const bx_meta *m, uint8_t out[BX_META_SIZE]);

@@ -217,6 +217,60 @@ Test(api, bad_options_rejected)
     }
 }
 
+/* bonsai_options can grow: the struct's size travels in it, a program
+ * that did not start from bonsai_options_init or was built against a
+ * newer header (a larger struct) is refused, and init writes no byte
+ * beyond the size it is given. */
+Test(api, options_struct_size_checked)
+{
+    bonsai_options o;
+    bonsai_options_init(&o);
+    cr_assert_eq(o.struct_size, sizeof o);
+    bonsai_db *db = NULL;
+    cr_assert_eq(bonsai_open(NULL, &o, &db), 0);
+    TU_OK(bonsai_close(db));
+
+    bonsai_options hand;
+    memset(&hand, 0, sizeof hand); /* not from bonsai_options_init */
+    hand.max_size = 1u << 20;
+    hand.page_size = 512;
+    hand.node_bytes = 4096;
+    hand.node_entries = 4096;
+    TU_RC(bonsai_open(NULL, &hand, &db), BONSAI_INVALID);
+    cr_assert_null(db);
+
+    /* a struct from a newer header: more bytes than this library knows */
+    unsigned char big[sizeof(bonsai_options) + 32];
+    memset(big, 0xA5, sizeof big);
+    bonsai_options_init_sized((bonsai_options *)big, sizeof big - 8);
+    cr_assert_eq(((bonsai_options *)big)->struct_size, sizeof big - 8);
+    for (size_t i = sizeof(bonsai_options); i < sizeof big - 8; i++)
+        cr_assert_eq(big[i], 0, "unknown field byte %zu not zeroed", i);
+    for (size_t i = sizeof big - 8; i < sizeof big; i++)
+        cr_assert_eq(big[i], 0xA5, "byte %zu beyond the struct written", i);
+    TU_RC(bonsai_open(NULL, (bonsai_options *)big, &db), BONSAI_INVALID);
+
+    /* too small to be any bonsai_options: nothing written */
+    memset(big, 0xA5, sizeof big);
+    bonsai_options_init_sized((bonsai_options *)big, 8);
+    for (size_t i = 0; i < sizeof big; i++)
+        cr_assert_eq(big[i], 0xA5);
+}
+
+/* The version the library reports is the header's. */
+Test(api, version_matches_header)
+{
+    int major = -1, minor = -1, patch = -1;
+    const char *v = bonsai_version(&major, &minor, &patch);
+    cr_assert_eq(major, BONSAI_VERSION_MAJOR);
+    cr_assert_eq(minor, BONSAI_VERSION_MINOR);
+    cr_assert_eq(patch, BONSAI_VERSION_PATCH);
+    char want[48];
+    snprintf(want, sizeof want, "%d.%d.%d", major, minor, patch);
+    cr_assert_str_eq(v, want);
+    cr_assert_str_eq(bonsai_version(NULL, NULL, NULL), want);
+}
+
 /* The extreme legal options still give a working store. */
 Test(api, extreme_options_work)
 {
@@ -1535,7 +1589,7 @@ Test(api, snapshot_stable_while_writer_commits)
 Test(api, strerror_distinct)
 {
     int codes[] = {BONSAI_OK,       BONSAI_NOTFOUND, BONSAI_EXISTS,
-                   BONSAI_FULL,     BONSAI_CORRUPT,  BONSAI_VERSION,
+                   BONSAI_FULL,     BONSAI_CORRUPT,  BONSAI_FORMAT_UNSUPPORTED,
                    BONSAI_INVALID,  BONSAI_KEYSIZE,  BONSAI_VALSIZE,
                    BONSAI_NOMEM,    BONSAI_IO,       BONSAI_BUSY,
                    BONSAI_READONLY, BONSAI_BADTXN,   BONSAI_MAPKIND,
