@@ -195,7 +195,19 @@ typedef struct bonsai_options {
     unsigned compression;
     /* zlib level 1..9 (0 = default, 6); ignored for other codecs. */
     int compression_level;
+    /* How long a writer waits for another, in milliseconds, before
+     * BONSAI_BUSY: bonsai_txn_begin (and a call with a NULL txn in a store
+     * with transactions) for the write transaction of another thread, and
+     * bonsai_open for another process that has the file open read-write
+     * (or, where there is no lock file, read-only when this open wants to
+     * write, and the other way round).  0 (default) = fail at once;
+     * BONSAI_WAIT_FOREVER = wait as long as it takes.  A thread that
+     * holds the write transaction and asks for another gets BONSAI_BUSY
+     * at once: it would wait for itself. */
+    uint32_t busy_timeout_ms;
 } bonsai_options;
+
+#define BONSAI_WAIT_FOREVER UINT32_MAX
 
 #define BONSAI_COMPRESS_NONE 0u
 #define BONSAI_COMPRESS_LZ4 1u

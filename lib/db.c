@@ -23,6 +23,7 @@
 #include "maps.h"
 #include "space.h"
 #include "txn.h"
+#include "wait.h"
 
 #define DEFAULT_MAX_SIZE (UINT64_C(1) << 30)
 
@@ -226,21 +227,36 @@ static int flock_error(void)
     return errno == EWOULDBLOCK ? BONSAI_BUSY : BONSAI_IO;
 }
 
+/* flock without blocking, tried again until busy_timeout_ms passes. */
+static int flock_wait(int fd, int op, bx_wait *w)
+{
+    while (flock(fd, op | LOCK_NB) != 0) {
+        int rc = flock_error();
+        if (rc != BONSAI_BUSY || !bx_wait_sleep(w))
+            return rc;
+    }
+    return 0;
+}
+
 /* An OFD lock on byte 0 of the store file: held shared by every reader
  * that publishes its snapshots in the lock file, exclusively by a writer
  * that cannot respect such readers (it has no lock file, or no
  * transactions), so the two exclude each other. */
-static int store_byte_lock(int fd, short type)
+static int store_byte_lock(int fd, short type, bx_wait *w)
 {
     struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = 0,
                        .l_len = 1};
-    if (fcntl(fd, F_OFD_SETLK, &fl) == 0)
-        return 0;
-    /* a file system without these locks has no lock files either: there
-     * flock alone keeps readers and writers apart */
-    if (errno == EINVAL || errno == ENOLCK || errno == EOPNOTSUPP)
-        return 0;
-    return errno == EAGAIN || errno == EACCES ? BONSAI_BUSY : BONSAI_IO;
+    while (fcntl(fd, F_OFD_SETLK, &fl) != 0) {
+        /* a file system without these locks has no lock files either:
+         * there flock alone keeps readers and writers apart */
+        if (errno == EINVAL || errno == ENOLCK || errno == EOPNOTSUPP)
+            return 0;
+        if (errno != EAGAIN && errno != EACCES)
+            return BONSAI_IO;
+        if (!bx_wait_sleep(w))
+            return BONSAI_BUSY;
+    }
+    return 0;
 }
 
 /* Writers exclude each other with flock (released when the process
@@ -250,19 +266,22 @@ static int store_byte_lock(int fd, short type)
 static int lock_store(bonsai_db *db, const char *path, mode_t mode)
 {
     int writable = !db->opt.read_only;
-    if (writable && flock(db->fd, LOCK_EX | LOCK_NB) != 0)
-        return flock_error();
+    bx_wait w;
+    bx_wait_start(&w, db->opt.busy_timeout_ms);
+    int rc = writable ? flock_wait(db->fd, LOCK_EX, &w) : 0;
+    if (rc)
+        return rc;
     /* a store file nobody may write: its directory is likely no better */
     if (db->cow && (mode & S_IWUSR)) {
-        int rc = rt_open(&db->rt, path, mode & 0666);
+        rc = rt_open(&db->rt, path, mode & 0666);
         if (rc && rc != BONSAI_NOTSUP)
             return rc;
     }
     if (db->rt.fd >= 0)
-        return writable ? 0 : store_byte_lock(db->fd, F_RDLCK);
+        return writable ? 0 : store_byte_lock(db->fd, F_RDLCK, &w);
     if (writable)
-        return store_byte_lock(db->fd, F_WRLCK);
-    return flock(db->fd, LOCK_SH | LOCK_NB) == 0 ? 0 : flock_error();
+        return store_byte_lock(db->fd, F_WRLCK, &w);
+    return flock_wait(db->fd, LOCK_SH, &w);
 }
 
 static int open_fd(bonsai_db *db, const char *path)
@@ -433,6 +452,12 @@ int bonsai_open_io(const char *path, const bonsai_options *opts,
         free(db);
         return BONSAI_NOMEM;
     }
+    if (bx_cond_init(&db->wtxn_ended) != 0) {
+        pthread_mutex_destroy(&db->lock);
+        free(db->maps);
+        free(db);
+        return BONSAI_NOMEM;
+    }
     int rc = open_store(db, path);
     if (rc) {
         db->wtxn = NULL;
@@ -496,6 +521,7 @@ int bonsai_close(bonsai_db *db)
         close(db->fd);
     free(db->readers);
     free(db->maps);
+    pthread_cond_destroy(&db->wtxn_ended);
     pthread_mutex_destroy(&db->lock);
     free(db);
     return rc;

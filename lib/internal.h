@@ -96,6 +96,8 @@ struct bonsai_db {
 
     /* writer state */
     bonsai_txn *wtxn;    /* open write transaction */
+    pthread_t wtxn_thread;      /* the thread that began it */
+    pthread_cond_t wtxn_ended;  /* signalled when wtxn goes back to NULL */
     uint64_t wtxn_id;    /* id the writer stamps on new images */
     uint64_t write_gen;  /* bumped by every change, for cursors */
     uint64_t settled_gen; /* write_gen after the last waiting put applied:

@@ -19,6 +19,7 @@
 #include "cache.h"
 #include "maps.h"
 #include "pending.h"
+#include "wait.h"
 
 int txn_check(const bonsai_txn *txn)
 {
@@ -137,6 +138,30 @@ static void end_read(bonsai_txn *txn)
 
 /* ---- writers ----------------------------------------------------------- */
 
+/* Under db->lock: waits up to busy_timeout_ms for the write transaction
+ * of another thread to end.  1 if it is still there. */
+static int wait_for_writer(bonsai_db *db)
+{
+    if (db->wtxn && pthread_equal(db->wtxn_thread, pthread_self()))
+        return 1; /* it would wait for itself */
+    bx_wait w;
+    bx_wait_start(&w, db->opt.busy_timeout_ms);
+    while (db->wtxn)
+        if (!bx_wait_cond(&w, &db->wtxn_ended, &db->lock))
+            return db->wtxn != NULL;
+    return 0;
+}
+
+/* Ends the write transaction's hold on the store and wakes a writer that
+ * waits for it. */
+static void release_writer(bonsai_db *db)
+{
+    pthread_mutex_lock(&db->lock);
+    db->wtxn = NULL;
+    pthread_cond_broadcast(&db->wtxn_ended);
+    pthread_mutex_unlock(&db->lock);
+}
+
 static int begin_write(bonsai_db *db, bonsai_txn *txn)
 {
     if (db->opt.read_only)
@@ -144,10 +169,12 @@ static int begin_write(bonsai_db *db, bonsai_txn *txn)
     if (db->failed)
         return BONSAI_FAILED;
     pthread_mutex_lock(&db->lock);
-    int busy = db->wtxn != NULL;
+    int busy = wait_for_writer(db);
     uint64_t oldest = oldest_snapshot(db);
-    if (!busy)
+    if (!busy) {
         db->wtxn = txn;
+        db->wtxn_thread = pthread_self();
+    }
     txn->id = db->meta.txn_id + 1;
     pthread_mutex_unlock(&db->lock);
     if (busy)
@@ -177,9 +204,7 @@ static void abort_write(bonsai_db *db)
     bt_discard(db, &db->catalog);
     set_catalog(db, &db->meta);
     alloc_txn_abort(&db->al);
-    pthread_mutex_lock(&db->lock);
-    db->wtxn = NULL;
-    pthread_mutex_unlock(&db->lock);
+    release_writer(db);
 }
 
 /* Steps 1 and 2 of the protocol: every changed node and record written. */
@@ -249,9 +274,7 @@ static int commit_write(bonsai_db *db, bonsai_txn *txn)
     maps_after_commit(db);
     cache_after_change(db);
     db->wtxn_id = txn->id + 1;
-    pthread_mutex_lock(&db->lock);
-    db->wtxn = NULL;
-    pthread_mutex_unlock(&db->lock);
+    release_writer(db);
     return rc == BONSAI_IO || rc == BONSAI_ENOSPC ? BONSAI_FAILED : rc;
 }
 
