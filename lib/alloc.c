@@ -21,7 +21,12 @@ void alloc_init(alloc *a, region *rg, uint32_t page_size, uint64_t first,
             a->slot_shift = s;
     a->first = first;
     a->end = end;
-    a->limit = rg->cap / page_size;
+    alloc_set_cap(a, rg->cap);
+}
+
+void alloc_set_cap(alloc *a, uint64_t cap)
+{
+    a->limit = cap / a->page_size;
     /* branch entries hold 40-bit page numbers: with small pages that, not
      * the cap, may be the end of the store */
     if (a->limit > BN_MAX_PGNO + 1)

@@ -70,6 +70,9 @@ typedef struct alloc {
 /* slot_pages: the pages a node image takes at most (at least 1). */
 void alloc_init(alloc *a, region *rg, uint32_t page_size, uint64_t first,
                 uint64_t end, uint32_t slot_pages);
+/* Pages the store may use from now on: cap bytes' worth (the region's
+ * cap after bonsai_set_max_size), at most 2^40. */
+void alloc_set_cap(alloc *a, uint64_t cap);
 void alloc_free_all(alloc *a);
 
 /* Hands out npages contiguous pages.  Returns 0, BONSAI_FULL (the cap),

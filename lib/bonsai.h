@@ -138,8 +138,12 @@ typedef struct bonsai_options {
     uint32_t struct_size;
     /* The cap: the store never uses more than this many bytes of file or
      * memory; an insert that would need more fails with BONSAI_FULL.
-     * Default 1 GiB.  Reopening a file may raise or lower it (never below
-     * what the file already uses). */
+     * The cap belongs to the store: a file records it in every commit.
+     * 0 (default) = the cap the file records, or 1 GiB for a new store
+     * (and a file from before caps were recorded); at least 64 KiB
+     * otherwise.  Setting it on open raises or lowers the cap (never
+     * below what the file already uses), recorded with the next commit
+     * (no-transaction mode: the next bonsai_sync or close). */
     uint64_t max_size;
     /* Allocation granule in bytes: a power of two, 64..65536.  Node images
      * occupy a run of whole pages, so a small page wastes less at the end
@@ -243,6 +247,17 @@ BONSAI_API int bonsai_close(bonsai_db *db);
  * data and writes the meta slot.  Transaction mode: syncs (useful when sync
  * is off).  Errors: BONSAI_IO, BONSAI_FAILED. */
 BONSAI_API int bonsai_sync(bonsai_db *db);
+
+/* Changes the cap of an open store to bytes, as mdb_env_set_mapsize does:
+ * higher, or lower down to what the store uses now, and records it in
+ * the file (with transactions: in a commit of its own, which waits for
+ * the write transaction as bonsai_txn_begin does; without: it first
+ * writes the write cache back, as bonsai_sync does).  Errors:
+ * BONSAI_INVALID (below 64 KiB or below what the store uses),
+ * BONSAI_READONLY, BONSAI_BUSY, BONSAI_NOMEM (the address space after the
+ * store is taken: reopen with the larger max_size), and those of
+ * bonsai_txn_commit or bonsai_sync. */
+BONSAI_API int bonsai_set_max_size(bonsai_db *db, uint64_t bytes);
 
 /* Facts about the whole store. */
 typedef struct bonsai_stat {

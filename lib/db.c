@@ -26,6 +26,7 @@
 #include "wait.h"
 
 #define DEFAULT_MAX_SIZE (UINT64_C(1) << 30)
+#define MIN_MAX_SIZE (UINT64_C(64) << 10)
 
 /* The smallest bonsai_options a program may hand in: the struct of the
  * first header that had struct_size.  Fields added later go after it. */
@@ -36,7 +37,6 @@ static void options_defaults(bonsai_options *o)
 {
     memset(o, 0, sizeof *o);
     o->struct_size = (uint32_t)sizeof *o;
-    o->max_size = DEFAULT_MAX_SIZE;
     o->page_size = 512;
     o->node_bytes = 4096;
     o->node_entries = 4096;
@@ -93,12 +93,36 @@ static int options_valid(const bonsai_options *o)
     if (o->compression > BONSAI_COMPRESS_ZLIB || o->compression_level < 0 ||
         o->compression_level > 9)
         return 0;
-    return o->max_size >= 64 * 1024;
+    return o->max_size == 0 || o->max_size >= MIN_MAX_SIZE;
 }
 
 static uint64_t head_bytes(uint32_t page_size)
 {
     return page_size > BX_HEAD_BYTES ? page_size : BX_HEAD_BYTES;
+}
+
+/* ---- the cap ------------------------------------------------------------ */
+
+/* The cap this handle starts with: the opener's max_size, else the one
+ * the store records (format version 2), else the default. */
+static uint64_t opening_cap(const bonsai_db *db)
+{
+    if (db->opt.max_size)
+        return db->opt.max_size;
+    if (db->meta.cap_pages)
+        return db->meta.cap_pages * db->page_size;
+    return DEFAULT_MAX_SIZE;
+}
+
+static uint64_t cap_pages(uint64_t cap, uint32_t page_size)
+{
+    uint64_t pages = cap / page_size + (cap % page_size != 0);
+    return pages < BX_CAP_PAGES_MAX ? pages : BX_CAP_PAGES_MAX;
+}
+
+uint64_t bx_cap_pages(const bonsai_db *db)
+{
+    return cap_pages(db->rg.cap, db->page_size);
 }
 
 /* ---- header and meta --------------------------------------------------- */
@@ -114,6 +138,7 @@ static int write_header(bonsai_db *db)
     bx_header_encode(&h, buf);
     bx_meta m = {0};
     m.end = db->first_pgno;
+    m.cap_pages = cap_pages(opening_cap(db), db->page_size);
     bx_meta_encode(&m, buf + BX_META_OFF(0));
     int rc = db->io.truncate(db->io.ctx, db->fd, head_bytes(db->page_size));
     if (rc == 0)
@@ -195,6 +220,7 @@ static int load_file(bonsai_db *db, uint64_t *size)
     bx_header h;
     if ((rc = bx_header_decode(head, &h)))
         return rc;
+    db->format_version = h.version;
     db->opt.page_size = h.page_size;
     db->opt.node_bytes = h.node_bytes;
     db->opt.node_entries = h.node_entries;
@@ -386,7 +412,9 @@ static int open_file(bonsai_db *db, const char *path)
             return rc;
     }
     uint64_t used = db->meta.end * db->page_size;
-    uint64_t cap = db->opt.max_size > used ? db->opt.max_size : used;
+    uint64_t cap = opening_cap(db);
+    if (cap < used)
+        cap = used;
     return region_open_file(&db->rg, &db->io, db->fd, cap, fsize,
                             !db->opt.read_only);
 }
@@ -398,7 +426,7 @@ static int open_anon(bonsai_db *db)
     db->page_size = db->opt.page_size;
     db->first_pgno = head_bytes(db->page_size) / db->page_size;
     db->meta = (bx_meta){.end = db->first_pgno};
-    return region_open_anon(&db->rg, &db->io, db->opt.max_size);
+    return region_open_anon(&db->rg, &db->io, opening_cap(db));
 }
 
 static void set_catalog_from_meta(bonsai_db *db)
@@ -442,6 +470,7 @@ int bonsai_open_io(const char *path, const bonsai_options *opts,
     db->fd = -1;
     rt_init(&db->rt);
     db->anonymous = path == NULL;
+    db->format_version = BX_FORMAT_VERSION;
     if (bx_options_take(opts, &db->opt) != 0 || !options_valid(&db->opt)) {
         free(db);
         return BONSAI_INVALID;
@@ -545,9 +574,49 @@ int bonsai_db_stat(bonsai_db *db, bonsai_stat *st)
     st->page_size = db->page_size;
     st->node_bytes = db->opt.node_bytes;
     st->node_entries = db->opt.node_entries;
-    st->format_version = BX_FORMAT_VERSION;
+    st->format_version = db->format_version;
     st->cache_bytes = db->cache_bytes;
     st->transactions = db->cow;
     st->anonymous = db->anonymous;
     return 0;
+}
+
+/* ---- changing the cap ---------------------------------------------------- */
+
+/* The cap of the open store, then (files) recorded in a commit. */
+static int set_cap(bonsai_db *db, uint64_t bytes)
+{
+    if (bytes < db->al.end * db->page_size)
+        return BONSAI_INVALID; /* below what the store uses */
+    int rc = region_set_cap(&db->rg, bytes);
+    if (rc == 0)
+        alloc_set_cap(&db->al, db->rg.cap);
+    return rc;
+}
+
+int bonsai_set_max_size(bonsai_db *db, uint64_t bytes)
+{
+    if (!db || bytes < MIN_MAX_SIZE)
+        return BONSAI_INVALID;
+    if (db->opt.read_only)
+        return BONSAI_READONLY;
+    if (!db->cow) {
+        /* waiting puts counted their room under the old cap */
+        int rc = bonsai_sync(db);
+        if (rc == 0)
+            rc = set_cap(db, bytes);
+        return rc == 0 && !db->anonymous ? bonsai_sync(db) : rc;
+    }
+    bonsai_txn *txn;
+    int rc = bonsai_txn_begin(db, 0, &txn);
+    if (rc)
+        return rc;
+    uint64_t old = db->rg.cap;
+    if ((rc = set_cap(db, bytes))) {
+        bonsai_txn_abort(txn);
+        return rc;
+    }
+    if ((rc = bonsai_txn_commit(txn)) && !db->failed)
+        set_cap(db, old);
+    return rc;
 }

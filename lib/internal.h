@@ -83,6 +83,7 @@ struct bonsai_db {
     int cow;             /* transactions on */
     int failed;          /* a sync failed: no more writes */
     uint32_t page_size;
+    uint32_t format_version; /* the file's (anonymous: the library's) */
     uint32_t inline_max; /* longer values go to overflow extents */
     uint64_t first_pgno;
 

@@ -10,7 +10,8 @@
  * meta slot (52 bytes at offset 512 or 1024):
  *   0 u32 magic "meta"   4 u32 zero   8 u64 txn_id   16 u64 end
  *   24 u40 catalog root pgno   29 u24 catalog root npages
- *   32 u8 catalog depth   33..39 zero   40 u64 catalog count (maps)
+ *   32 u8 catalog depth   33 u40 cap in pages (0: none recorded)
+ *   38..39 zero   40 u64 catalog count (maps)
  *   48 u32 crc32c of bytes 0..47
  * map record (24 bytes, the catalog's value for a map name):
  *   0 u8 kind   1 u8 flags   2 u8 depth   3 u8 zero
@@ -72,6 +73,7 @@ void bx_meta_encode(const bx_meta *m, uint8_t out[BX_META_SIZE])
     put_le40(out + 24, m->cat_root.pgno);
     put_le24(out + 29, m->cat_root.npages);
     out[32] = m->cat_depth;
+    put_le40(out + 33, m->cap_pages);
     put_le64(out + 40, m->cat_count);
     put_le32(out + 48, bonsai_crc32c(0, out, 48));
 }
@@ -86,6 +88,7 @@ int bx_meta_decode(const uint8_t *in, bx_meta *m)
     m->cat_root.pgno = get_le40(in + 24);
     m->cat_root.npages = get_le24(in + 29);
     m->cat_depth = in[32];
+    m->cap_pages = get_le40(in + 33);
     m->cat_count = get_le64(in + 40);
     if ((m->cat_root.pgno == 0) != (m->cat_depth == 0))
         return BONSAI_CORRUPT;

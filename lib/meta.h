@@ -9,7 +9,9 @@
 
 #include "node.h"
 
-#define BX_FORMAT_VERSION 1u
+/* 2: meta slots record the store's cap (cap_pages); version 1 files,
+ * whose slots hold zero there, still open. */
+#define BX_FORMAT_VERSION 2u
 #define BX_HEADER_OFF 0u
 #define BX_HEADER_SIZE 32u
 #define BX_META_OFF(slot) (512u + 512u * (slot))
@@ -34,7 +36,12 @@ typedef struct bx_meta {
     bn_ext cat_root;      /* catalog root, pgno 0 when empty */
     uint8_t cat_depth;
     uint64_t cat_count;   /* maps in the catalog */
+    uint64_t cap_pages;   /* the store's cap in pages; 0: none recorded */
 } bx_meta;
+
+/* cap_pages is a u40: a larger cap is recorded as this (2^40 pages are
+ * more than a store of 40-bit page numbers can use anyway). */
+#define BX_CAP_PAGES_MAX ((UINT64_C(1) << 40) - 1)
 
 void bx_header_encode(const bx_header *h, uint8_t out[BX_HEADER_SIZE]);
 /* Returns 0, BONSAI_CORRUPT (magic, checksum, bad field) or

@@ -23,29 +23,71 @@ static uint64_t round_up(uint64_t v, uint64_t to)
     return (v + to - 1) / to * to;
 }
 
+/* Address space beyond the cap, reserved (PROT_NONE, no memory) so that
+ * bonsai_set_max_size can raise the cap in place: 7 times the cap, at
+ * least 64 GiB, at most 1 TiB; none where even that much is refused. */
+static uint64_t headroom(uint64_t need)
+{
+    uint64_t room = need <= (UINT64_C(1) << 37) ? need * 7 : UINT64_C(1) << 40;
+    if (room < (UINT64_C(64) << 30))
+        room = UINT64_C(64) << 30;
+    return room > (UINT64_C(1) << 40) ? UINT64_C(1) << 40 : room;
+}
+
+/* need bytes of address space and, if the system allows, headroom */
+static int reserve(const bx_io *io, uint64_t need, void **p, uint64_t *got)
+{
+    int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+    uint64_t want = need + headroom(need);
+    if (io->map(io->ctx, NULL, want, PROT_NONE, flags, -1, 0, p) == 0) {
+        *got = want;
+        return 0;
+    }
+    *got = need;
+    return io->map(io->ctx, NULL, need, PROT_NONE, flags, -1, 0, p);
+}
+
+/* Anonymous memory [from, to) of the reservation made readable and
+ * writable (pages are touched lazily). */
+static int map_anon(region *rg, uint64_t from, uint64_t to)
+{
+    void *q;
+    return rg->io->map(rg->io->ctx, rg->base + from, to - from,
+                       PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE |
+                           MAP_FIXED,
+                       -1, 0, &q);
+}
+
 int region_open_anon(region *rg, const bx_io *io, uint64_t cap)
 {
     void *p;
+    uint64_t reserved;
     cap = round_up(cap, os_page());
-    int rc = io->map(io->ctx, NULL, cap, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0, &p);
+    int rc = reserve(io, cap, &p, &reserved);
     if (rc)
         return rc;
-    *rg = (region){.io = io, .base = p, .reserved = cap, .mapped = cap,
+    *rg = (region){.io = io, .base = p, .reserved = reserved, .mapped = 0,
                    .cap = cap, .fd = -1, .writable = 1};
+    if ((rc = map_anon(rg, 0, cap))) {
+        io->unmap(io->ctx, p, reserved);
+        return rc;
+    }
+    rg->mapped = cap;
     return 0;
 }
 
 int region_open_file(region *rg, const bx_io *io, int fd, uint64_t cap,
                      uint64_t file_size, int writable)
 {
-    uint64_t reserve = round_up(cap > file_size ? cap : file_size, os_page());
+    uint64_t reserved;
     void *p;
-    int rc = io->map(io->ctx, NULL, reserve, PROT_NONE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0, &p);
+    int rc = reserve(io, round_up(cap > file_size ? cap : file_size,
+                                  os_page()),
+                     &p, &reserved);
     if (rc)
         return rc;
-    *rg = (region){.io = io, .base = p, .reserved = reserve, .mapped = 0,
+    *rg = (region){.io = io, .base = p, .reserved = reserved, .mapped = 0,
                    .cap = cap, .fd = fd, .writable = writable};
     if (file_size == 0)
         return 0;
@@ -54,7 +96,7 @@ int region_open_file(region *rg, const bx_io *io, int fd, uint64_t cap,
     rc = io->map(io->ctx, p, file_size, prot, MAP_SHARED | MAP_FIXED, fd, 0,
                  &q);
     if (rc) {
-        io->unmap(io->ctx, p, reserve);
+        io->unmap(io->ctx, p, reserved);
         return rc;
     }
     rg->mapped = file_size;
@@ -135,6 +177,40 @@ int region_sync(region *rg, uint64_t off, uint64_t len)
     if (stop <= start)
         return 0;
     return rg->io->msync(rg->io->ctx, rg->base + start, stop - start);
+}
+
+/* More address space right after the reservation (PROT_NONE), or
+ * BONSAI_NOMEM when something else is mapped there. */
+static int extend_reservation(region *rg, uint64_t upto)
+{
+    uint8_t *at = rg->base + rg->reserved;
+    uint64_t len = upto - rg->reserved;
+    void *p;
+    int rc = rg->io->map(rg->io->ctx, at, len, PROT_NONE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE |
+                             MAP_FIXED_NOREPLACE,
+                         -1, 0, &p);
+    if (rc)
+        return BONSAI_NOMEM;
+    if (p != at) { /* a kernel that does not know MAP_FIXED_NOREPLACE */
+        rg->io->unmap(rg->io->ctx, p, len);
+        return BONSAI_NOMEM;
+    }
+    rg->reserved = upto;
+    return 0;
+}
+
+int region_set_cap(region *rg, uint64_t cap)
+{
+    cap = round_up(cap, os_page());
+    int rc = cap > rg->reserved ? extend_reservation(rg, cap) : 0;
+    /* anonymous memory is mapped whole, up to the highest cap it had */
+    if (rc == 0 && rg->fd < 0 && cap > rg->mapped &&
+        (rc = map_anon(rg, rg->mapped, cap)) == 0)
+        rg->mapped = cap;
+    if (rc == 0)
+        rg->cap = cap;
+    return rc;
 }
 
 void region_close(region *rg)

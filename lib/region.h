@@ -6,7 +6,9 @@
  * open, so base never moves and pointers into the store stay valid while
  * it grows.  Bytes [0, mapped) are backed (file blocks reserved with
  * fallocate, so writes through the mapping cannot SIGBUS on a full disk).
- * mapped never exceeds cap (the store's max_size) once the store is open.
+ * mapped never exceeds cap (the store's max_size) once the store is open,
+ * unless the cap was lowered since (region_set_cap): the file then keeps
+ * its length and the store may not grow into it.
  */
 #ifndef BONSAI_REGION_H
 #define BONSAI_REGION_H
@@ -45,6 +47,12 @@ int region_follow(region *rg, uint64_t need);
 
 /* Writes back [off, off+len) of a file mapping and waits for it. */
 int region_sync(region *rg, uint64_t off, uint64_t len);
+
+/* Sets the cap to cap bytes (the caller keeps it above what the store
+ * uses).  Raising it past the reservation extends the
+ * reservation in place: BONSAI_NOMEM when the address space right after
+ * it is taken (the store cannot move; reopen with the larger cap). */
+int region_set_cap(region *rg, uint64_t cap);
 
 void region_close(region *rg);
 

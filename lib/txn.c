@@ -230,6 +230,7 @@ static bx_meta next_meta(bonsai_db *db, uint64_t txn_id)
     m.cat_root = db->catalog.root.ext;
     m.cat_depth = db->catalog.depth;
     m.cat_count = db->catalog.count;
+    m.cap_pages = bx_cap_pages(db);
     return m;
 }
 

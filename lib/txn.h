@@ -25,6 +25,8 @@ int bx_newest_meta(bonsai_db *db, bx_meta *m);
 
 /* Writes a meta slot (db.c). */
 int bx_write_meta(bonsai_db *db, const bx_meta *m);
+/* The cap to record in a meta slot (db.c). */
+uint64_t bx_cap_pages(const bonsai_db *db);
 
 /* Checks a transaction may write. */
 int txn_check_write(const bonsai_txn *txn);

@@ -763,7 +763,7 @@ static const char *slot_fault(const vwalk *w, const uint8_t *s,
         return "catalog root and depth disagree, or depth over 32";
     if (m->end < w->db->first_pgno || m->end > fsize / w->db->page_size)
         return "its end lies outside the file";
-    if (get_le32(s + 4) || get_le24(s + 33) || get_le32(s + 36))
+    if (get_le32(s + 4) || get_le16(s + 38)) /* 33..37: the cap */
         return "reserved bytes are not zero";
     return NULL;
 }

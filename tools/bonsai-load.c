@@ -52,6 +52,8 @@
  * in print format (at most three characters a byte) after its space.  A
  * longer line is refused before it takes more memory. */
 #define MAX_LINE (3 * (size_t)BONSAI_MAX_VALUE + 1)
+/* the cap of a new store when nothing asks for more */
+#define LOAD_DEFAULT_CAP (UINT64_C(1) << 30)
 
 struct args {
     const char *map;   /* -s MAP */
@@ -578,7 +580,9 @@ int main(int argc, char **argv)
 
     bonsai_options opts;
     bonsai_options_init(&opts);
-    if (h.mapsize > opts.max_size)
+    /* only ever raises the cap: the store's own (or, for a new store,
+     * the default 1 GiB) stays when the dump asks for less */
+    if (h.mapsize > LOAD_DEFAULT_CAP)
         opts.max_size = h.mapsize;
     /* a store this run creates, or makes of an empty file, is taken back
      * on failure */

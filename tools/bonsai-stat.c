@@ -44,7 +44,7 @@ static void usage(FILE *out)
         "\n"
         "DESCRIPTION\n"
         "    Opens the store FILE read-only and prints, for the file: its\n"
-        "    size, the cap of this open (max_size), the bytes below the\n"
+        "    size, the cap the store records (max_size), the bytes below the\n"
         "    high-water mark and what holds them (head, map nodes, catalog,\n"
         "    overflow values, free), the free extents and the largest, the\n"
         "    rounding waste of the maps shown, the txn id, the read\n"
@@ -235,8 +235,8 @@ static void text_file(const store *s)
     printf("%s\n", s->file);
     printf("  format version     %" PRIu32 "\n", st->format_version);
     printf("  file size          %" PRIu64 " bytes\n", s->sp.file_bytes);
-    printf("  cap                %" PRIu64 " bytes (max_size of this "
-           "open)\n", st->max_size);
+    printf("  cap                %" PRIu64 " bytes (recorded in the "
+           "store)\n", st->max_size);
     text_space(s);
     printf("  rounding waste     %" PRIu64 " bytes in the node pages of the "
            "maps below\n", rounding_waste(s));

@@ -1,0 +1,226 @@
+/*
+ * test_cap.c - the cap belongs to the store: a file records the max_size
+ * it was created with (format version 2), a later open with default
+ * options works under it, an opener or bonsai_set_max_size raises or
+ * lowers it and the change is recorded, and a version 1 file (no cap
+ * recorded) still opens.
+ */
+#include <criterion/criterion.h>
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "bytes.h"
+#include "checksum.h"
+#include "meta.h"
+#include "util.h"
+
+TestSuite(cap, .init = tu_setup, .fini = tu_teardown, .timeout = 120);
+
+#define MiB (UINT64_C(1) << 20)
+
+static bonsai_db *open_store(const char *path, uint64_t max_size, int txn)
+{
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.max_size = max_size;
+    o.sync = 0;
+    o.transactions = txn;
+    bonsai_db *db;
+    TU_OK(bonsai_open(path, &o, &db));
+    return db;
+}
+
+static uint64_t cap_of(bonsai_db *db)
+{
+    bonsai_stat st;
+    TU_OK(bonsai_db_stat(db, &st));
+    return st.max_size;
+}
+
+static bonsai_map the_map(bonsai_db *db)
+{
+    bonsai_map m;
+    int rc = bonsai_map_create(db, NULL, "m", BONSAI_KEY_U64, &m);
+    cr_assert(rc == 0 || rc == BONSAI_EXISTS, "map: %s", tu_err(rc));
+    return m;
+}
+
+/* Puts keys from *next on, 16-byte values, until BONSAI_FULL; returns how
+ * many went in.  Random-looking keys, so that the store fills quickly. */
+static uint64_t fill(bonsai_db *db, uint64_t *next)
+{
+    bonsai_map m = the_map(db);
+    bonsai_val v = tu_val("0123456789abcdef", 16);
+    uint64_t n = 0;
+    for (;;) {
+        uint64_t k = *next * UINT64_C(0x9E3779B97F4A7C15);
+        int rc = bonsai_put_u64(NULL, m, k, &v, 0);
+        if (rc == BONSAI_FULL)
+            return n;
+        cr_assert(rc == 0, "put %" PRIu64 ": %s", *next, tu_err(rc));
+        (*next)++;
+        n++;
+    }
+}
+
+static uint64_t count_of(bonsai_db *db)
+{
+    uint64_t n;
+    TU_OK(bonsai_count(NULL, the_map(db), &n));
+    return n;
+}
+
+Test(cap, recorded_at_creation_and_used_by_default)
+{
+    const char *path = tu_path("c.db");
+    bonsai_db *db = open_store(path, 8 * MiB, -1);
+    cr_assert_eq(cap_of(db), 8 * MiB);
+    uint64_t next = 0, n = fill(db, &next);
+    cr_assert(n > 0);
+    TU_OK(bonsai_close(db));
+
+    db = open_store(path, 0, -1); /* defaults: the store's own cap */
+    cr_assert_eq(cap_of(db), 8 * MiB, "cap %" PRIu64, cap_of(db));
+    cr_assert_eq(fill(db, &next), 0, "the store grew past its cap");
+    cr_assert_eq(count_of(db), n);
+    TU_OK(bonsai_close(db));
+
+    /* bonsai-stat shows it */
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s %s | grep -q 'cap  *8388608 bytes'",
+             tu_program("bonsai-stat"), tu_quote(path));
+    cr_assert_eq(tu_sh(cmd), 0, "bonsai-stat does not show the 8 MiB cap");
+}
+
+Test(cap, opener_raises_it_and_the_commit_records_it)
+{
+    const char *path = tu_path("c.db");
+    bonsai_db *db = open_store(path, 8 * MiB, -1);
+    uint64_t next = 0, n = fill(db, &next);
+    TU_OK(bonsai_close(db));
+
+    db = open_store(path, 16 * MiB, -1);
+    cr_assert_eq(cap_of(db), 16 * MiB);
+    uint64_t more = fill(db, &next);
+    cr_assert(more > 0, "no room after raising the cap");
+    TU_OK(bonsai_close(db));
+
+    db = open_store(path, 0, -1);
+    cr_assert_eq(cap_of(db), 16 * MiB);
+    cr_assert_eq(count_of(db), n + more);
+    TU_OK(bonsai_close(db));
+}
+
+static void set_max_size_raises_and_lowers(int txn)
+{
+    const char *path = tu_path("c.db");
+    bonsai_db *db = open_store(path, 8 * MiB, txn);
+    uint64_t next = 0, n = fill(db, &next);
+    TU_OK(bonsai_set_max_size(db, 16 * MiB));
+    cr_assert_eq(cap_of(db), 16 * MiB);
+    n += fill(db, &next);
+    bonsai_stat st;
+    TU_OK(bonsai_db_stat(db, &st));
+    cr_assert(st.bytes_used > 8 * MiB, "the store did not use the room");
+    /* not below what it uses, nor below 64 KiB */
+    TU_RC(bonsai_set_max_size(db, st.bytes_used - 4096), BONSAI_INVALID);
+    TU_RC(bonsai_set_max_size(db, 1024), BONSAI_INVALID);
+    cr_assert_eq(cap_of(db), 16 * MiB);
+    /* lowered to what it uses: full, deletes still work */
+    uint64_t low = (st.bytes_used + 65535) / 65536 * 65536;
+    TU_OK(bonsai_set_max_size(db, low));
+    cr_assert_eq(cap_of(db), low);
+    cr_assert_eq(fill(db, &next), 0);
+    TU_OK(bonsai_close(db));
+
+    db = open_store(path, 0, txn);
+    cr_assert_eq(cap_of(db), low, "reopened with cap %" PRIu64 ", not %"
+                 PRIu64, cap_of(db), low);
+    cr_assert_eq(count_of(db), n);
+    TU_OK(bonsai_close(db));
+}
+
+Test(cap, set_max_size_with_transactions)
+{
+    set_max_size_raises_and_lowers(1);
+}
+
+Test(cap, set_max_size_without_transactions)
+{
+    set_max_size_raises_and_lowers(0);
+}
+
+Test(cap, set_max_size_anonymous)
+{
+    bonsai_db *db = open_store(NULL, 1 * MiB, -1);
+    uint64_t next = 0, n = fill(db, &next);
+    TU_OK(bonsai_set_max_size(db, 4 * MiB));
+    cr_assert_eq(cap_of(db), 4 * MiB);
+    uint64_t more = fill(db, &next);
+    cr_assert(more > n, "4 MiB took %" PRIu64 " more, 1 MiB %" PRIu64, more,
+              n);
+    cr_assert_eq(count_of(db), n + more);
+    TU_OK(bonsai_close(db));
+}
+
+Test(cap, read_only_handle_cannot_set_it)
+{
+    const char *path = tu_path("c.db");
+    TU_OK(bonsai_close(open_store(path, 8 * MiB, -1)));
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.read_only = 1;
+    bonsai_db *db;
+    TU_OK(bonsai_open(path, &o, &db));
+    cr_assert_eq(cap_of(db), 8 * MiB);
+    TU_RC(bonsai_set_max_size(db, 16 * MiB), BONSAI_READONLY);
+    TU_OK(bonsai_close(db));
+    TU_RC(bonsai_set_max_size(NULL, 16 * MiB), BONSAI_INVALID);
+}
+
+/* A file of format version 1 records no cap: it opens under the opener's
+ * max_size or the default, and keeps its entries. */
+Test(cap, version_1_file_opens)
+{
+    const char *path = tu_path("v1.db");
+    bonsai_db *db = open_store(path, 8 * MiB, -1);
+    uint64_t next = 0, n = fill(db, &next);
+    TU_OK(bonsai_close(db));
+
+    int fd = open(path, O_RDWR);
+    cr_assert(fd >= 0);
+    uint8_t head[BX_HEAD_BYTES];
+    cr_assert_eq(pread(fd, head, sizeof head, 0), (ssize_t)sizeof head);
+    bx_header h;
+    TU_OK(bx_header_decode(head, &h));
+    cr_assert_eq(h.version, 2);
+    h.version = 1;
+    bx_header_encode(&h, head);
+    for (unsigned s = 0; s < 2; s++) {
+        bx_meta m;
+        if (bx_meta_decode(head + BX_META_OFF(s), &m) != 0)
+            continue;
+        cr_assert_eq(m.cap_pages * 512, 8 * MiB, "slot %u records %" PRIu64
+                     " pages", s, m.cap_pages);
+        m.cap_pages = 0;
+        bx_meta_encode(&m, head + BX_META_OFF(s));
+    }
+    cr_assert_eq(pwrite(fd, head, sizeof head, 0), (ssize_t)sizeof head);
+    close(fd);
+
+    db = open_store(path, 0, -1);
+    cr_assert_eq(cap_of(db), UINT64_C(1) << 30);
+    bonsai_stat st;
+    TU_OK(bonsai_db_stat(db, &st));
+    cr_assert_eq(st.format_version, 1);
+    cr_assert_eq(count_of(db), n);
+    TU_OK(bonsai_close(db));
+    db = open_store(path, 4 * MiB, -1);
+    TU_OK(bonsai_db_stat(db, &st));
+    cr_assert(st.bytes_used > 4 * MiB);
+    cr_assert_eq(st.max_size, st.bytes_used, "not below what the file uses");
+    TU_OK(bonsai_close(db));
+}
