@@ -99,7 +99,7 @@ SOLINKS    := $(BUILD)/$(SONAME) $(BUILD)/libbonsai.so
 TOOLS      := $(TOOL_SRCS:tools/%.c=$(BUILD)/%)
 TESTS      := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all check check-tree check-abi install uninstall clean
+.PHONY: all check check-tree check-abi check-examples install uninstall clean
 .DEFAULT_GOAL := all
 
 all: $(STATIC) $(SHARED) $(SOLINKS) $(TOOLS)
@@ -165,7 +165,7 @@ $(TESTS): $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(HELP_OBJS) $(INTERNAL)
 # Criterion worker exits does not fail the test by itself.
 SANLOG := $(abspath $(BUILD))/sanitizer-logs
 
-check-tree: all $(TESTS) check-abi
+check-tree: all $(TESTS) check-abi check-examples
 	@rm -rf '$(SANLOG)' && mkdir -p '$(SANLOG)' && n=0 && \
 	for t in $(TESTS); do \
 	    echo "== $$t"; \
@@ -186,6 +186,12 @@ check-tree: all $(TESTS) check-abi
 # functions named like internal ones do not clash (tests/abi/check.sh).
 check-abi: all
 	@sh tests/abi/check.sh '$(BUILD)' '$(CC)' \
+	    '$(ALL_CPPFLAGS) $(filter-out -MMD -MP,$(ALL_CFLAGS)) $(ALL_LDFLAGS)' \
+	    '$(LIBS)'
+
+# examples/*.c build and run, and the README shows them as they are.
+check-examples: all
+	@sh tests/examples.sh '$(BUILD)' '$(CC)' \
 	    '$(ALL_CPPFLAGS) $(filter-out -MMD -MP,$(ALL_CFLAGS)) $(ALL_LDFLAGS)' \
 	    '$(LIBS)'
 
