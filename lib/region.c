@@ -34,14 +34,17 @@ static uint64_t headroom(uint64_t need)
     return room > (UINT64_C(1) << 40) ? UINT64_C(1) << 40 : room;
 }
 
-/* need bytes of address space and, if the system allows, headroom */
+/* need bytes of address space and, if the system allows, headroom: only
+ * a refusal of that much address space (BONSAI_NOMEM) falls back to need
+ * alone, any other error is the open's. */
 static int reserve(const bx_io *io, uint64_t need, void **p, uint64_t *got)
 {
     int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
     uint64_t want = need + headroom(need);
-    if (io->map(io->ctx, NULL, want, PROT_NONE, flags, -1, 0, p) == 0) {
+    int rc = io->map(io->ctx, NULL, want, PROT_NONE, flags, -1, 0, p);
+    if (rc != BONSAI_NOMEM) {
         *got = want;
-        return 0;
+        return rc;
     }
     *got = need;
     return io->map(io->ctx, NULL, need, PROT_NONE, flags, -1, 0, p);
