@@ -482,6 +482,81 @@ Test(api, map_kind_mismatch)
     TU_OK(bonsai_close(db));
 }
 
+/* Checks that map "a" is a byte map holding exactly "k" -> "v", and that
+ * verify agrees. */
+static void expect_map_a(bonsai_db *db, const char *when)
+{
+    bonsai_map m = NULL;
+    unsigned kind = 0;
+    int rc = bonsai_map_open(db, NULL, "a", &m, &kind);
+    cr_assert(rc == 0, "%s: map_open(a) -> %s", when, tu_err(rc));
+    cr_assert_eq(kind, BONSAI_KEY_BYTES, "%s: kind %u", when, kind);
+    expect_str(NULL, m, "k", "v");
+    cr_assert_eq(count_of(NULL, m), 1, "%s: count", when);
+    uint64_t problems = 1;
+    TU_OK(bonsai_verify(db, 0, NULL, NULL, NULL, &problems));
+    cr_assert_eq(problems, 0, "%s: verify", when);
+}
+
+/* In one write transaction: drop "a", create it again as a byte map, put
+ * a key (listing the maps `lists` times after the put), commit.  The map
+ * created last must be the one the catalog keeps, whichever handle slots
+ * the earlier maps of that name took. */
+static void recreate_in_one_txn(unsigned first_kind, int history, int lists)
+{
+    const char *path = tu_path("re.db");
+    bonsai_options o = file_opts();
+    bonsai_db *db = tu_open(path, &o);
+    if (history) {
+        /* "a" has been a byte map and a u64 map before */
+        tu_map_create(db, NULL, "a", BONSAI_KEY_BYTES);
+        TU_OK(bonsai_map_drop(db, NULL, "a"));
+        tu_map_create(db, NULL, "a", BONSAI_KEY_U64);
+    } else {
+        tu_map_create(db, NULL, "a", first_kind);
+    }
+    bonsai_txn *txn;
+    TU_OK(bonsai_txn_begin(db, 0, &txn));
+    TU_OK(bonsai_map_drop(db, txn, "a"));
+    bonsai_map m = tu_map_create(db, txn, "a", BONSAI_KEY_BYTES);
+    put_str(txn, m, "k", "v");
+    for (int i = 0; i < lists; i++) {
+        struct list_rec r;
+        memset(&r, 0, sizeof r);
+        TU_OK(bonsai_map_list(db, txn, list_cb, &r));
+        cr_assert_eq(r.n, 1, "list %d in the txn: %d maps", i + 1, r.n);
+        cr_assert_str_eq(r.names[0], "a");
+        cr_assert_eq(r.kinds[0], BONSAI_KEY_BYTES);
+        cr_assert_eq(r.entries[0], 1, "list %d: entries", i + 1);
+    }
+    TU_OK(bonsai_txn_commit(txn));
+    expect_map_a(db, "after commit");
+    TU_OK(bonsai_close(db));
+    db = tu_open(path, &o);
+    expect_map_a(db, "after reopen");
+    TU_OK(bonsai_close(db));
+}
+
+Test(api, map_recreated_after_other_kinds_survives_commit)
+{
+    recreate_in_one_txn(0, 1, 0);
+}
+
+Test(api, map_recreated_with_other_kind_survives_listing_twice)
+{
+    recreate_in_one_txn(BONSAI_KEY_U64, 0, 2);
+}
+
+Test(api, map_recreated_with_same_kind_survives_listing_twice)
+{
+    recreate_in_one_txn(BONSAI_KEY_BYTES, 0, 2);
+}
+
+Test(api, map_recreated_after_other_kinds_survives_listing)
+{
+    recreate_in_one_txn(0, 1, 2);
+}
+
 Test(api, maps_full_at_max_maps)
 {
     bonsai_db *db = tu_open(NULL, NULL);
