@@ -1808,3 +1808,149 @@ Test(api, reopen_identical_contents)
         tm_free(&after[i]);
     }
 }
+
+/* ---- an emptied map has no nodes ----------------------------------------- */
+
+/* Key i of a map of the kind: the u64 i, or i as 10 decimal digits (the
+ * same order). */
+static bonsai_val key_of(unsigned kind, uint64_t i, uint64_t *u, char *buf)
+{
+    if (kind == BONSAI_KEY_U64) {
+        *u = i;
+        return u64val(u);
+    }
+    snprintf(buf, 24, "%010" PRIu64, i % UINT64_C(10000000000));
+    return tu_val(buf, 10);
+}
+
+static int put_i(bonsai_txn *txn, bonsai_map m, unsigned kind, uint64_t i)
+{
+    uint64_t u;
+    char buf[24];
+    bonsai_val k = key_of(kind, i, &u, buf);
+    return bonsai_put(txn, m, &k, &(bonsai_val){0, NULL}, 0);
+}
+
+static int del_i(bonsai_txn *txn, bonsai_map m, unsigned kind, uint64_t i)
+{
+    uint64_t u;
+    char buf[24];
+    bonsai_val k = key_of(kind, i, &u, buf);
+    return bonsai_del(txn, m, &k);
+}
+
+/* The j-th of n keys deleted: ascending, descending, or spread (a stride
+ * prime to n). */
+static uint64_t nth_of_order(int order, uint64_t j, uint64_t n)
+{
+    return order == 0 ? j : order == 1 ? n - 1 - j : (j * 7919) % n;
+}
+
+/* bonsai_map_stat says empty: no entries, depth 0, no nodes; and so does
+ * the store's space (no map node pages) and verify. */
+static void expect_no_nodes(bonsai_db *db, bonsai_map m, const char *ctx)
+{
+    bonsai_map_info mi;
+    TU_OK(bonsai_map_stat(NULL, m, &mi));
+    cr_assert(mi.entries == 0 && mi.depth == 0 && mi.branch_nodes == 0 &&
+                  mi.leaf_nodes == 0 && mi.page_bytes == 0,
+              "%s: an empty map has entries %" PRIu64 ", depth %u, %" PRIu64
+              " branches, %" PRIu64 " leaves, %" PRIu64 " page bytes",
+              ctx, mi.entries, mi.depth, mi.branch_nodes, mi.leaf_nodes,
+              mi.page_bytes);
+    bonsai_space sp;
+    TU_OK(bonsai_space_stat(db, &sp));
+    cr_assert(sp.node_bytes == 0 && sp.problems == 0,
+              "%s: the empty map's store keeps %" PRIu64 " bytes of nodes",
+              ctx, sp.node_bytes);
+    uint64_t problems = 1;
+    TU_OK(bonsai_verify(db, 0, NULL, NULL, NULL, &problems));
+    cr_assert_eq(problems, 0, "%s: verify", ctx);
+}
+
+/* Small nodes, so that a thousand keys make a tree four levels deep;
+ * emptied in each order, the map must have no nodes left, and then take
+ * the keys again. */
+static void emptied_map_test(unsigned kind, int transactions)
+{
+    const char *path = transactions ? tu_path("empty.db") : NULL;
+    bonsai_options o = file_opts();
+    o.node_entries = 4;
+    o.transactions = transactions;
+    bonsai_db *db = tu_open(path, &o);
+    bonsai_map m = tu_map_create(db, NULL, "m", kind);
+    const uint64_t n = 1000;
+    for (int order = 0; order < 3; order++) {
+        bonsai_txn *txn = NULL;
+        if (transactions)
+            TU_OK(bonsai_txn_begin(db, 0, &txn));
+        for (uint64_t i = 0; i < n; i++)
+            TU_OK(put_i(txn, m, kind, i));
+        if (txn) {
+            TU_OK(bonsai_txn_commit(txn));
+            TU_OK(bonsai_txn_begin(db, 0, &txn));
+        }
+        bonsai_map_info mi;
+        TU_OK(bonsai_map_stat(txn, m, &mi));
+        cr_assert(mi.depth >= 3, "depth %u: the test wants a deep tree",
+                  mi.depth);
+        for (uint64_t j = 0; j < n; j++)
+            TU_OK(del_i(txn, m, kind, nth_of_order(order, j, n)));
+        if (txn) {
+            /* the writer's own view first */
+            TU_OK(bonsai_map_stat(txn, m, &mi));
+            cr_assert(mi.depth == 0 && mi.leaf_nodes == 0,
+                      "order %d: in the txn, depth %u and %" PRIu64
+                      " leaves", order, mi.depth, mi.leaf_nodes);
+            TU_OK(bonsai_txn_commit(txn));
+        }
+        char ctx[64];
+        snprintf(ctx, sizeof ctx, "kind %u, order %d", kind, order);
+        expect_no_nodes(db, m, ctx);
+        cr_assert_eq(count_of(NULL, m), 0, "%s: count", ctx);
+    }
+    TU_OK(bonsai_close(db));
+    if (path) {
+        db = tu_open(path, &o);
+        m = tu_map_open(db, NULL, "m", kind);
+        expect_no_nodes(db, m, "after reopen");
+        TU_OK(bonsai_close(db));
+    }
+}
+
+Test(api, emptied_u64_map_has_no_nodes_direct)
+{
+    emptied_map_test(BONSAI_KEY_U64, 0);
+}
+
+Test(api, emptied_u64_map_has_no_nodes_txn)
+{
+    emptied_map_test(BONSAI_KEY_U64, 1);
+}
+
+Test(api, emptied_bytes_map_has_no_nodes_direct)
+{
+    emptied_map_test(BONSAI_KEY_BYTES, 0);
+}
+
+Test(api, emptied_bytes_map_has_no_nodes_txn)
+{
+    emptied_map_test(BONSAI_KEY_BYTES, 1);
+}
+
+/* As first seen: 100,000 u64 keys, nodes of 8 entries, emptied in
+ * ascending order, left a branch and two empty leaves behind. */
+Test(api, emptied_map_of_100000_keys_has_depth_0)
+{
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.node_entries = 8;
+    bonsai_db *db = tu_open(NULL, &o);
+    bonsai_map m = tu_map_create(db, NULL, "m", BONSAI_KEY_U64);
+    for (uint64_t i = 0; i < 100000; i++)
+        TU_OK(bonsai_put_u64(NULL, m, i, NULL, 0));
+    for (uint64_t i = 0; i < 100000; i++)
+        TU_OK(bonsai_del_u64(NULL, m, i));
+    expect_no_nodes(db, m, "100,000 keys emptied");
+    TU_OK(bonsai_close(db));
+}
