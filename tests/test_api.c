@@ -1248,6 +1248,120 @@ Test(api, cursor_survives_writes_txn)
     TU_OK(bonsai_close(db));
 }
 
+/* Where a cursor stands after a delete or put in its transaction
+ * (bonsai.h, "Writes and cursors"). */
+static void cursor_at_deleted_key(bonsai_txn *txn, bonsai_map m)
+{
+    const char *keys[] = {"a", "b", "c", "d"};
+    for (int i = 0; i < 4; i++) {
+        char v[2] = {keys[i][0], 0}; /* one byte: its own reverse */
+        put_str(txn, m, keys[i], v);
+    }
+    bonsai_cursor *cur;
+    TU_OK(bonsai_cursor_open(txn, m, &cur));
+    bonsai_val b = sval("b"), out = {0, NULL};
+    TU_OK(bonsai_cursor_seek(cur, &b));
+    /* deleting the current key leaves the cursor in its gap: nothing to
+     * get (twice), and next is the key after it */
+    TU_OK(bonsai_del(txn, m, &b));
+    TU_RC(bonsai_cursor_get(cur, &out, NULL), BONSAI_NOTFOUND);
+    TU_RC(bonsai_cursor_get(cur, &out, NULL), BONSAI_NOTFOUND);
+    TU_OK(bonsai_cursor_next(cur));
+    cur_expect_str(cur, "c", "delete b, then next");
+    /* prev from a gap is the key before it */
+    bonsai_val c = sval("c");
+    TU_OK(bonsai_del(txn, m, &c));
+    TU_RC(bonsai_cursor_get(cur, &out, NULL), BONSAI_NOTFOUND);
+    TU_OK(bonsai_cursor_prev(cur));
+    cur_expect_str(cur, "a", "delete c, then prev");
+    /* puts and deletes of other keys do not move it */
+    put_str(txn, m, "b", "b");
+    put_str(txn, m, "0", "0");
+    TU_OK(bonsai_del(txn, m, &(bonsai_val){1, "d"}));
+    cur_expect_str(cur, "a", "after puts of other keys");
+    /* a key deleted and put again has the cursor back on it */
+    bonsai_val a = sval("a");
+    TU_OK(bonsai_del(txn, m, &a));
+    put_str(txn, m, "a", "a");
+    cur_expect_str(cur, "a", "a deleted and put again");
+    /* the last key deleted: next runs off the end, prev finds the key
+     * before */
+    TU_OK(bonsai_cursor_last(cur));
+    cur_expect_str(cur, "b", "last");
+    TU_OK(bonsai_del(txn, m, &(bonsai_val){1, "b"}));
+    TU_RC(bonsai_cursor_get(cur, &out, NULL), BONSAI_NOTFOUND);
+    TU_OK(bonsai_cursor_prev(cur));
+    cur_expect_str(cur, "a", "delete the last, then prev");
+    TU_OK(bonsai_cursor_last(cur));
+    TU_OK(bonsai_del(txn, m, &a));
+    TU_RC(bonsai_cursor_next(cur), BONSAI_NOTFOUND);
+    bonsai_cursor_close(cur);
+}
+
+/* Delete-then-next and delete-then-prev loops over many leaves visit
+ * every key once, in order, also when they get at the gap. */
+static void cursor_delete_loops(bonsai_txn *txn, bonsai_map m)
+{
+    const uint64_t n = 500;
+    for (int forward = 1; forward >= 0; forward--) {
+        for (uint64_t i = 0; i < n; i++) {
+            uint64_t v = ~i;
+            bonsai_val val = tu_val(&v, 8);
+            TU_OK(bonsai_put_u64(txn, m, i, &val, 0));
+        }
+        bonsai_cursor *cur;
+        TU_OK(bonsai_cursor_open(txn, m, &cur));
+        int rc = forward ? bonsai_cursor_first(cur) : bonsai_cursor_last(cur);
+        uint64_t seen = 0;
+        while (rc == 0) {
+            uint64_t want = forward ? seen : n - 1 - seen;
+            char ctx[64];
+            snprintf(ctx, sizeof ctx, "%s loop, key %" PRIu64,
+                     forward ? "delete-next" : "delete-prev", want);
+            cur_expect_u64(cur, want, ctx);
+            TU_OK(bonsai_del_u64(txn, m, want));
+            /* a look at the gap moves nothing */
+            TU_RC(bonsai_cursor_get_u64(cur, NULL, NULL), BONSAI_NOTFOUND);
+            seen++;
+            rc = forward ? bonsai_cursor_next(cur) : bonsai_cursor_prev(cur);
+        }
+        TU_RC(rc, BONSAI_NOTFOUND);
+        cr_assert_eq(seen, n, "the loop visited %" PRIu64 " of %" PRIu64
+                     " keys", seen, n);
+        cr_assert_eq(count_of(txn, m), 0);
+        bonsai_cursor_close(cur);
+    }
+}
+
+Test(api, cursor_stands_in_gap_of_deleted_key_direct)
+{
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.node_bytes = 256;
+    o.node_entries = 4;
+    bonsai_db *db = tu_open(NULL, &o);
+    cursor_at_deleted_key(NULL, tu_map_create(db, NULL, "s",
+                                              BONSAI_KEY_BYTES));
+    cursor_delete_loops(NULL, tu_map_create(db, NULL, "u", BONSAI_KEY_U64));
+    TU_OK(bonsai_close(db));
+}
+
+Test(api, cursor_stands_in_gap_of_deleted_key_txn)
+{
+    bonsai_options o = file_opts();
+    o.node_bytes = 256;
+    o.node_entries = 4;
+    bonsai_db *db = tu_open(tu_path("gap.db"), &o);
+    bonsai_map s = tu_map_create(db, NULL, "s", BONSAI_KEY_BYTES);
+    bonsai_map u = tu_map_create(db, NULL, "u", BONSAI_KEY_U64);
+    bonsai_txn *txn;
+    TU_OK(bonsai_txn_begin(db, 0, &txn));
+    cursor_at_deleted_key(txn, s);
+    cursor_delete_loops(txn, u);
+    TU_OK(bonsai_txn_commit(txn));
+    TU_OK(bonsai_close(db));
+}
+
 /* ---- transactions ------------------------------------------------------- */
 
 Test(api, txn_commit_and_abort)
