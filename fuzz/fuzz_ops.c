@@ -24,9 +24,9 @@
  * transaction or, when none is open, each in its own (autocommit); the
  * model of the last commit is kept for abort, for read snapshots and for
  * reopening.  One read snapshot and one long-lived cursor may be open
- * across operations; the cursor follows the documented re-find rule
- * (after a change it continues from its key: next = first key above it,
- * get = first key at or above it).
+ * across operations; the cursor follows the documented rule (bonsai.h,
+ * "Writes and cursors": it stands at its key; once the key is deleted,
+ * get answers NOTFOUND, next = first key above it, prev = last below).
  *
  * The store is capped at 256 MiB and "data" at FO_MAX_ENTRIES entries, so
  * BONSAI_FULL should not happen; if it does, the run stops there without
@@ -482,10 +482,11 @@ static size_t fo_pc_expect(const fo *s, const fo_model *m, int how)
             return m->n;
         i = fo_lower(m, p->key, p->kl, &eq);
         return i ? i - 1 : m->n;
-    default: /* get: the first key at or above the cursor's */
+    default: /* get: the cursor's key, if it is still there */
         if (p->state != CUR_ENTRY)
             return m->n;
-        return fo_lower(m, p->key, p->kl, NULL);
+        i = fo_lower(m, p->key, p->kl, &eq);
+        return eq ? i : m->n;
     }
 }
 
@@ -572,10 +573,9 @@ static void op_pcursor(fo *s, unsigned var)
         bonsai_val k = {0, NULL}, v = {0, NULL};
         int rc = bonsai_cursor_get(s->pc.c, &k, &v);
         if (i >= m->n) {
+            /* its key went: it stays in the key's gap */
             FO_CHECK(s, rc == BONSAI_NOTFOUND,
-                     "get after its key and all above went -> %s",
-                     fz_err(rc));
-            s->pc.state = CUR_END;
+                     "get after its key went -> %s", fz_err(rc));
             break;
         }
         fo_pc_land(s, m, i, rc, "get");

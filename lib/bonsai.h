@@ -452,14 +452,26 @@ BONSAI_API int bonsai_get_u64(bonsai_txn *txn, bonsai_map map, uint64_t key,
 BONSAI_API int bonsai_del_u64(bonsai_txn *txn, bonsai_map map, uint64_t key);
 
 /* ---- cursors ----------------------------------------------------------- */
-/* A cursor walks one map in key order.  It stays usable across writes in
- * its own transaction (it re-finds its key).  Close it before its
- * transaction ends (in no-transaction mode: before the store closes); a
- * cursor whose transaction has ended answers every call with
- * BONSAI_BADTXN and must still be closed.  A cursor opened with a NULL
- * txn in transaction mode reads a snapshot of its own until it closes.
- * Moves return BONSAI_NOTFOUND at either end or in an empty map; the
- * cursor then has no current entry. */
+/* A cursor walks one map in key order.  Close it before its transaction
+ * ends (in no-transaction mode: before the store closes); a cursor whose
+ * transaction has ended answers every call with BONSAI_BADTXN and must
+ * still be closed.  A cursor opened with a NULL txn in transaction mode
+ * reads a snapshot of its own until it closes.  Moves return
+ * BONSAI_NOTFOUND at either end or in an empty map; the cursor then has
+ * no current entry.
+ *
+ * Writes and cursors.  A cursor stays usable across writes in its own
+ * transaction (in no-transaction mode: any write to the store), and where
+ * it stands is its key; no write moves it to another:
+ *  - after a put of any key, or a delete of another key, it is still on
+ *    its key (bonsai_cursor_get reads the key's value as it is now);
+ *  - after a delete of its key it stands in the gap the key left, between
+ *    the keys that were its neighbours: bonsai_cursor_get answers
+ *    BONSAI_NOTFOUND, bonsai_cursor_next moves to the first key after the
+ *    deleted one and bonsai_cursor_prev to the last key before it (so a
+ *    loop that deletes the current key, then moves next, visits every
+ *    key once; with prev, likewise backwards).  If the key is put again
+ *    before the cursor moves, the cursor is on it again. */
 BONSAI_API int bonsai_cursor_open(bonsai_txn *txn, bonsai_map map, bonsai_cursor **cur);
 BONSAI_API void bonsai_cursor_close(bonsai_cursor *cur);
 BONSAI_API int bonsai_cursor_first(bonsai_cursor *cur);
@@ -470,7 +482,9 @@ BONSAI_API int bonsai_cursor_seek_u64(bonsai_cursor *cur, uint64_t key);
 BONSAI_API int bonsai_cursor_next(bonsai_cursor *cur);
 BONSAI_API int bonsai_cursor_prev(bonsai_cursor *cur);
 /* Reads the current entry; key or val may be NULL.  For u64 maps key
- * points at 8 bytes holding the native uint64_t. */
+ * points at 8 bytes holding the native uint64_t.  BONSAI_NOTFOUND when
+ * the cursor has no current entry: not positioned yet, past either end,
+ * or in the gap of its deleted key (see above). */
 BONSAI_API int bonsai_cursor_get(bonsai_cursor *cur, bonsai_val *key, bonsai_val *val);
 BONSAI_API int bonsai_cursor_get_u64(bonsai_cursor *cur, uint64_t *key, bonsai_val *val);
 

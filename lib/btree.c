@@ -3,7 +3,10 @@
  *
  * Invariants of a tree:
  *  - all leaves are at depth `depth`; a branch's child i holds keys k with
- *    key[i] <= k < key[i+1] (key[0] is never compared);
+ *    key[i] <= k < key[i+1] (key[0] is never compared, but stays below
+ *    key[1]);
+ *  - no node is empty once a change is done: a tree without entries has
+ *    no nodes (depth 0);
  *  - a node's image fits node_bytes and node_entries, except a node of a
  *    single entry that alone is larger;
  *  - the writer's decoded nodes are linked both ways: a branch's
@@ -405,17 +408,22 @@ static bn_key separator(bn_key a, bn_key b, uint8_t *buf)
     return (bn_key){.b = buf, .len = len};
 }
 
+/* The smallest key there is, below every separator (a separator lies
+ * above the last key left of it): what a branch's key[0], never
+ * compared, is set to when it must stay below key[1]. */
+static bn_key lowest_key(void)
+{
+    static const uint8_t zero = 0;
+    return (bn_key){.u = 0, .b = &zero, .len = 1};
+}
+
 static int new_root_above(bonsai_db *db, bt_tree *t, bn_node *n)
 {
     bn_node *root = new_node(t, 0, n->level + 1u);
     if (!root)
         return BONSAI_NOMEM;
-    /* key[0] is never compared, but must stay below every separator
-     * that later lands at index 1: the smallest key there is */
-    static const uint8_t zero = 0;
-    bn_key lowest = {.u = 0, .b = &zero, .len = 1};
     bn_child c = {t->root.ext, n};
-    int rc = bn_insert_child(root, 0, lowest, c);
+    int rc = bn_insert_child(root, 0, lowest_key(), c);
     if (rc == 0)
         rc = mark_dirty(db, root);
     if (rc) {
@@ -479,6 +487,12 @@ static int split(bonsai_db *db, bt_tree *t, bn_node *n, int append,
         rc = BONSAI_CORRUPT;
         goto orphan;
     }
+    /* keys below key[0] may reach child 0 (p, or a node above it, took
+     * in the range of an emptied node before it): key[0] then gives way
+     * to the lowest key, as a node's keys must increase */
+    if (idx == 0 && !bt_key_less(t->kind, bn_key_at(p, 0), sep) &&
+        (rc = bn_set_key(p, 0, lowest_key())))
+        goto orphan;
     bn_child c = {{0, 0}, r};
     if ((rc = bn_insert_child(p, idx + 1, sep, c)))
         goto orphan;
@@ -851,7 +865,8 @@ static int merge(bonsai_db *db, bn_node *p, uint32_t ridx, bn_node *left,
                  bn_node *right)
 {
     int rc;
-    if (!right->leaf && (rc = bn_set_key(right, 0, bn_key_at(p, ridx))))
+    if (!right->leaf && right->n &&
+        (rc = bn_set_key(right, 0, bn_key_at(p, ridx))))
         return rc;
     if ((rc = bn_move(left, left->n, right, 0, right->n)))
         return rc;
@@ -860,6 +875,15 @@ static int merge(bonsai_db *db, bn_node *p, uint32_t ridx, bn_node *left,
     if ((rc = kill_node(db, right)) || (rc = mark_dirty(db, left)))
         return rc;
     return mark_dirty(db, p);
+}
+
+/* Takes n, empty and the only child of p, out of the tree: p is empty
+ * now, and goes next (merge_upwards). */
+static int remove_only_child(bonsai_db *db, bn_node *p, bn_node *n)
+{
+    bn_remove(p, 0);
+    int rc = kill_node(db, n);
+    return rc ? rc : mark_dirty(db, p);
 }
 
 static int shrink_root(bonsai_db *db, bt_tree *t, bn_node *root,
@@ -878,7 +902,7 @@ static int shrink_root(bonsai_db *db, bt_tree *t, bn_node *root,
         *next = child;
         return kill_node(db, root);
     }
-    if (root->leaf && root->n == 0) {
+    if (root->n == 0) { /* a leaf, or a branch whose last child left */
         t->root = (bn_child){{0, 0}, NULL};
         t->depth = 0;
         t->record_dirty = 1;
@@ -887,6 +911,10 @@ static int shrink_root(bonsai_db *db, bt_tree *t, bn_node *root,
     return 0;
 }
 
+/* A node that got small merges with a sibling when they fit together.
+ * An empty node never stays: it always fits with a sibling, and when it
+ * has none it leaves its parent, which is then empty in turn; so a tree
+ * whose last entry goes has no nodes left (depth 0). */
 static int merge_upwards(bonsai_db *db, bt_tree *t, bn_node *n)
 {
     while (n) {
@@ -914,6 +942,8 @@ static int merge_upwards(bonsai_db *db, bt_tree *t, bn_node *n)
                 return rc;
             if (can_merge(db, sib, n) && (rc = merge(db, p, idx, sib, n)))
                 return rc;
+        } else if (n->n == 0 && (rc = remove_only_child(db, p, n))) {
+            return rc;
         }
         n = p;
     }

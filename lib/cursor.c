@@ -6,6 +6,11 @@
  * the cursor's own transaction re-finds the position from the current key
  * (bt_seek GT / LT), so a cursor never follows a stale pointer.
  *
+ * Where a cursor stands is its key, whatever writes do (bonsai.h): while
+ * the key is in the map the cursor is on it; once it is deleted the cursor
+ * stands in its gap (AT_GAP), where get finds nothing and next and prev
+ * go to the keys either side of it.
+ *
  * A cursor opened in the caller's transaction is tied to it (txn_tie):
  * once that transaction ends, every call but close answers BONSAI_BADTXN.
  */
@@ -16,7 +21,8 @@
 #include "maps.h"
 #include "txn.h"
 
-enum { AT_NOTHING, AT_ENTRY, AT_END };
+/* AT_ENTRY: on key, as of gen; AT_GAP: key was deleted (as of gen). */
+enum { AT_NOTHING, AT_ENTRY, AT_GAP, AT_END };
 
 struct bonsai_cursor {
     bonsai_db *db;
@@ -204,6 +210,23 @@ static int cross(bonsai_cursor *c, int forward)
     return seek(c, forward ? BT_GE : BT_LT, bound);
 }
 
+/* After writes: looks for the cursor's key again.  0: it is there, the
+ * cursor on it; BONSAI_NOTFOUND: it was deleted, the cursor stands in its
+ * gap. */
+static int refind(bonsai_cursor *c)
+{
+    bn_key k = key_to_keep(c);
+    int rc = seek(c, BT_GE, k);
+    if (rc == 0 && !bt_key_less(c->map->kind, k, c->key))
+        return 0;
+    if (rc && rc != BONSAI_NOTFOUND)
+        return rc;
+    c->key = k; /* the seek went past it: back to the gap */
+    c->state = AT_GAP;
+    c->gen = current_gen(c);
+    return BONSAI_NOTFOUND;
+}
+
 static int step(bonsai_cursor *c, int forward)
 {
     int rc = usable(c);
@@ -213,7 +236,7 @@ static int step(bonsai_cursor *c, int forward)
         return forward ? bonsai_cursor_first(c) : bonsai_cursor_last(c);
     if (c->state == AT_END)
         return BONSAI_NOTFOUND;
-    if (c->gen == current_gen(c)) {
+    if (c->state == AT_ENTRY && c->gen == current_gen(c)) {
         if (forward && c->idx + 1 < c->leaf.n) {
             c->idx++;
             remember_key(c);
@@ -245,12 +268,13 @@ int bonsai_cursor_get(bonsai_cursor *c, bonsai_val *key, bonsai_val *val)
     int rc = usable(c);
     if (rc)
         return rc;
-    if (c->state != AT_ENTRY)
+    if (c->state != AT_ENTRY && c->state != AT_GAP)
         return BONSAI_NOTFOUND;
     if (c->gen != current_gen(c)) {
-        bn_key k = key_to_keep(c);
-        if ((rc = seek(c, BT_GE, k)))
+        if ((rc = refind(c)))
             return rc;
+    } else if (c->state == AT_GAP) {
+        return BONSAI_NOTFOUND;
     }
     if (key) {
         if (c->map->kind == BONSAI_KEY_U64) {

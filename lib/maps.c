@@ -5,6 +5,9 @@
  * the map's 24-byte record (meta.h).  db->maps is a fixed array of slots,
  * so a bonsai_map pointer stays valid for the life of the db; a slot is
  * published (nmaps raised) under db->lock once its name and kind are set.
+ * A slot is one (name, kind): a map dropped and created again with the
+ * other kind in one transaction leaves two slots of one name, the dropped
+ * one and the live one, and the name's record is the live one's.
  */
 #include "maps.h"
 
@@ -217,6 +220,11 @@ int maps_reader_tree(bonsai_txn *txn, bonsai_map map, bt_tree **t)
 static int store_record(bonsai_db *db, map_slot *s)
 {
     if (s->dropped) {
+        /* a map created again under the name, in another slot when the
+         * kind differs, owns the record now: deleting it, before or
+         * after that map stored it, would lose the map */
+        if (writer_slot(db, s->name))
+            return 0;
         int rc = bt_del(db, &db->catalog, name_key(s->name));
         return rc == BONSAI_NOTFOUND ? 0 : rc;
     }

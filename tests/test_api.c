@@ -536,6 +536,81 @@ Test(api, map_kind_mismatch)
     TU_OK(bonsai_close(db));
 }
 
+/* Checks that map "a" is a byte map holding exactly "k" -> "v", and that
+ * verify agrees. */
+static void expect_map_a(bonsai_db *db, const char *when)
+{
+    bonsai_map m = NULL;
+    unsigned kind = 0;
+    int rc = bonsai_map_open(db, NULL, "a", &m, &kind);
+    cr_assert(rc == 0, "%s: map_open(a) -> %s", when, tu_err(rc));
+    cr_assert_eq(kind, BONSAI_KEY_BYTES, "%s: kind %u", when, kind);
+    expect_str(NULL, m, "k", "v");
+    cr_assert_eq(count_of(NULL, m), 1, "%s: count", when);
+    uint64_t problems = 1;
+    TU_OK(bonsai_verify(db, 0, NULL, NULL, NULL, &problems));
+    cr_assert_eq(problems, 0, "%s: verify", when);
+}
+
+/* In one write transaction: drop "a", create it again as a byte map, put
+ * a key (listing the maps `lists` times after the put), commit.  The map
+ * created last must be the one the catalog keeps, whichever handle slots
+ * the earlier maps of that name took. */
+static void recreate_in_one_txn(unsigned first_kind, int history, int lists)
+{
+    const char *path = tu_path("re.db");
+    bonsai_options o = file_opts();
+    bonsai_db *db = tu_open(path, &o);
+    if (history) {
+        /* "a" has been a byte map and a u64 map before */
+        tu_map_create(db, NULL, "a", BONSAI_KEY_BYTES);
+        TU_OK(bonsai_map_drop(db, NULL, "a"));
+        tu_map_create(db, NULL, "a", BONSAI_KEY_U64);
+    } else {
+        tu_map_create(db, NULL, "a", first_kind);
+    }
+    bonsai_txn *txn;
+    TU_OK(bonsai_txn_begin(db, 0, &txn));
+    TU_OK(bonsai_map_drop(db, txn, "a"));
+    bonsai_map m = tu_map_create(db, txn, "a", BONSAI_KEY_BYTES);
+    put_str(txn, m, "k", "v");
+    for (int i = 0; i < lists; i++) {
+        struct list_rec r;
+        memset(&r, 0, sizeof r);
+        TU_OK(bonsai_map_list(db, txn, list_cb, &r));
+        cr_assert_eq(r.n, 1, "list %d in the txn: %d maps", i + 1, r.n);
+        cr_assert_str_eq(r.names[0], "a");
+        cr_assert_eq(r.kinds[0], BONSAI_KEY_BYTES);
+        cr_assert_eq(r.entries[0], 1, "list %d: entries", i + 1);
+    }
+    TU_OK(bonsai_txn_commit(txn));
+    expect_map_a(db, "after commit");
+    TU_OK(bonsai_close(db));
+    db = tu_open(path, &o);
+    expect_map_a(db, "after reopen");
+    TU_OK(bonsai_close(db));
+}
+
+Test(api, map_recreated_after_other_kinds_survives_commit)
+{
+    recreate_in_one_txn(0, 1, 0);
+}
+
+Test(api, map_recreated_with_other_kind_survives_listing_twice)
+{
+    recreate_in_one_txn(BONSAI_KEY_U64, 0, 2);
+}
+
+Test(api, map_recreated_with_same_kind_survives_listing_twice)
+{
+    recreate_in_one_txn(BONSAI_KEY_BYTES, 0, 2);
+}
+
+Test(api, map_recreated_after_other_kinds_survives_listing)
+{
+    recreate_in_one_txn(0, 1, 2);
+}
+
 Test(api, maps_full_at_max_maps)
 {
     bonsai_db *db = tu_open(NULL, NULL);
@@ -1227,6 +1302,120 @@ Test(api, cursor_survives_writes_txn)
     TU_OK(bonsai_close(db));
 }
 
+/* Where a cursor stands after a delete or put in its transaction
+ * (bonsai.h, "Writes and cursors"). */
+static void cursor_at_deleted_key(bonsai_txn *txn, bonsai_map m)
+{
+    const char *keys[] = {"a", "b", "c", "d"};
+    for (int i = 0; i < 4; i++) {
+        char v[2] = {keys[i][0], 0}; /* one byte: its own reverse */
+        put_str(txn, m, keys[i], v);
+    }
+    bonsai_cursor *cur;
+    TU_OK(bonsai_cursor_open(txn, m, &cur));
+    bonsai_val b = sval("b"), out = {0, NULL};
+    TU_OK(bonsai_cursor_seek(cur, &b));
+    /* deleting the current key leaves the cursor in its gap: nothing to
+     * get (twice), and next is the key after it */
+    TU_OK(bonsai_del(txn, m, &b));
+    TU_RC(bonsai_cursor_get(cur, &out, NULL), BONSAI_NOTFOUND);
+    TU_RC(bonsai_cursor_get(cur, &out, NULL), BONSAI_NOTFOUND);
+    TU_OK(bonsai_cursor_next(cur));
+    cur_expect_str(cur, "c", "delete b, then next");
+    /* prev from a gap is the key before it */
+    bonsai_val c = sval("c");
+    TU_OK(bonsai_del(txn, m, &c));
+    TU_RC(bonsai_cursor_get(cur, &out, NULL), BONSAI_NOTFOUND);
+    TU_OK(bonsai_cursor_prev(cur));
+    cur_expect_str(cur, "a", "delete c, then prev");
+    /* puts and deletes of other keys do not move it */
+    put_str(txn, m, "b", "b");
+    put_str(txn, m, "0", "0");
+    TU_OK(bonsai_del(txn, m, &(bonsai_val){1, "d"}));
+    cur_expect_str(cur, "a", "after puts of other keys");
+    /* a key deleted and put again has the cursor back on it */
+    bonsai_val a = sval("a");
+    TU_OK(bonsai_del(txn, m, &a));
+    put_str(txn, m, "a", "a");
+    cur_expect_str(cur, "a", "a deleted and put again");
+    /* the last key deleted: next runs off the end, prev finds the key
+     * before */
+    TU_OK(bonsai_cursor_last(cur));
+    cur_expect_str(cur, "b", "last");
+    TU_OK(bonsai_del(txn, m, &(bonsai_val){1, "b"}));
+    TU_RC(bonsai_cursor_get(cur, &out, NULL), BONSAI_NOTFOUND);
+    TU_OK(bonsai_cursor_prev(cur));
+    cur_expect_str(cur, "a", "delete the last, then prev");
+    TU_OK(bonsai_cursor_last(cur));
+    TU_OK(bonsai_del(txn, m, &a));
+    TU_RC(bonsai_cursor_next(cur), BONSAI_NOTFOUND);
+    bonsai_cursor_close(cur);
+}
+
+/* Delete-then-next and delete-then-prev loops over many leaves visit
+ * every key once, in order, also when they get at the gap. */
+static void cursor_delete_loops(bonsai_txn *txn, bonsai_map m)
+{
+    const uint64_t n = 500;
+    for (int forward = 1; forward >= 0; forward--) {
+        for (uint64_t i = 0; i < n; i++) {
+            uint64_t v = ~i;
+            bonsai_val val = tu_val(&v, 8);
+            TU_OK(bonsai_put_u64(txn, m, i, &val, 0));
+        }
+        bonsai_cursor *cur;
+        TU_OK(bonsai_cursor_open(txn, m, &cur));
+        int rc = forward ? bonsai_cursor_first(cur) : bonsai_cursor_last(cur);
+        uint64_t seen = 0;
+        while (rc == 0) {
+            uint64_t want = forward ? seen : n - 1 - seen;
+            char ctx[64];
+            snprintf(ctx, sizeof ctx, "%s loop, key %" PRIu64,
+                     forward ? "delete-next" : "delete-prev", want);
+            cur_expect_u64(cur, want, ctx);
+            TU_OK(bonsai_del_u64(txn, m, want));
+            /* a look at the gap moves nothing */
+            TU_RC(bonsai_cursor_get_u64(cur, NULL, NULL), BONSAI_NOTFOUND);
+            seen++;
+            rc = forward ? bonsai_cursor_next(cur) : bonsai_cursor_prev(cur);
+        }
+        TU_RC(rc, BONSAI_NOTFOUND);
+        cr_assert_eq(seen, n, "the loop visited %" PRIu64 " of %" PRIu64
+                     " keys", seen, n);
+        cr_assert_eq(count_of(txn, m), 0);
+        bonsai_cursor_close(cur);
+    }
+}
+
+Test(api, cursor_stands_in_gap_of_deleted_key_direct)
+{
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.node_bytes = 256;
+    o.node_entries = 4;
+    bonsai_db *db = tu_open(NULL, &o);
+    cursor_at_deleted_key(NULL, tu_map_create(db, NULL, "s",
+                                              BONSAI_KEY_BYTES));
+    cursor_delete_loops(NULL, tu_map_create(db, NULL, "u", BONSAI_KEY_U64));
+    TU_OK(bonsai_close(db));
+}
+
+Test(api, cursor_stands_in_gap_of_deleted_key_txn)
+{
+    bonsai_options o = file_opts();
+    o.node_bytes = 256;
+    o.node_entries = 4;
+    bonsai_db *db = tu_open(tu_path("gap.db"), &o);
+    bonsai_map s = tu_map_create(db, NULL, "s", BONSAI_KEY_BYTES);
+    bonsai_map u = tu_map_create(db, NULL, "u", BONSAI_KEY_U64);
+    bonsai_txn *txn;
+    TU_OK(bonsai_txn_begin(db, 0, &txn));
+    cursor_at_deleted_key(txn, s);
+    cursor_delete_loops(txn, u);
+    TU_OK(bonsai_txn_commit(txn));
+    TU_OK(bonsai_close(db));
+}
+
 /* ---- transactions ------------------------------------------------------- */
 
 Test(api, txn_commit_and_abort)
@@ -1786,4 +1975,150 @@ Test(api, reopen_identical_contents)
         tm_free(&before[i]);
         tm_free(&after[i]);
     }
+}
+
+/* ---- an emptied map has no nodes ----------------------------------------- */
+
+/* Key i of a map of the kind: the u64 i, or i as 10 decimal digits (the
+ * same order). */
+static bonsai_val key_of(unsigned kind, uint64_t i, uint64_t *u, char *buf)
+{
+    if (kind == BONSAI_KEY_U64) {
+        *u = i;
+        return u64val(u);
+    }
+    snprintf(buf, 24, "%010" PRIu64, i % UINT64_C(10000000000));
+    return tu_val(buf, 10);
+}
+
+static int put_i(bonsai_txn *txn, bonsai_map m, unsigned kind, uint64_t i)
+{
+    uint64_t u;
+    char buf[24];
+    bonsai_val k = key_of(kind, i, &u, buf);
+    return bonsai_put(txn, m, &k, &(bonsai_val){0, NULL}, 0);
+}
+
+static int del_i(bonsai_txn *txn, bonsai_map m, unsigned kind, uint64_t i)
+{
+    uint64_t u;
+    char buf[24];
+    bonsai_val k = key_of(kind, i, &u, buf);
+    return bonsai_del(txn, m, &k);
+}
+
+/* The j-th of n keys deleted: ascending, descending, or spread (a stride
+ * prime to n). */
+static uint64_t nth_of_order(int order, uint64_t j, uint64_t n)
+{
+    return order == 0 ? j : order == 1 ? n - 1 - j : (j * 7919) % n;
+}
+
+/* bonsai_map_stat says empty: no entries, depth 0, no nodes; and so does
+ * the store's space (no map node pages) and verify. */
+static void expect_no_nodes(bonsai_db *db, bonsai_map m, const char *ctx)
+{
+    bonsai_map_info mi;
+    TU_OK(bonsai_map_stat(NULL, m, &mi));
+    cr_assert(mi.entries == 0 && mi.depth == 0 && mi.branch_nodes == 0 &&
+                  mi.leaf_nodes == 0 && mi.page_bytes == 0,
+              "%s: an empty map has entries %" PRIu64 ", depth %u, %" PRIu64
+              " branches, %" PRIu64 " leaves, %" PRIu64 " page bytes",
+              ctx, mi.entries, mi.depth, mi.branch_nodes, mi.leaf_nodes,
+              mi.page_bytes);
+    bonsai_space sp;
+    TU_OK(bonsai_space_stat(db, &sp));
+    cr_assert(sp.node_bytes == 0 && sp.problems == 0,
+              "%s: the empty map's store keeps %" PRIu64 " bytes of nodes",
+              ctx, sp.node_bytes);
+    uint64_t problems = 1;
+    TU_OK(bonsai_verify(db, 0, NULL, NULL, NULL, &problems));
+    cr_assert_eq(problems, 0, "%s: verify", ctx);
+}
+
+/* Small nodes, so that a thousand keys make a tree four levels deep;
+ * emptied in each order, the map must have no nodes left, and then take
+ * the keys again. */
+static void emptied_map_test(unsigned kind, int transactions)
+{
+    const char *path = transactions ? tu_path("empty.db") : NULL;
+    bonsai_options o = file_opts();
+    o.node_entries = 4;
+    o.transactions = transactions;
+    bonsai_db *db = tu_open(path, &o);
+    bonsai_map m = tu_map_create(db, NULL, "m", kind);
+    const uint64_t n = 1000;
+    for (int order = 0; order < 3; order++) {
+        bonsai_txn *txn = NULL;
+        if (transactions)
+            TU_OK(bonsai_txn_begin(db, 0, &txn));
+        for (uint64_t i = 0; i < n; i++)
+            TU_OK(put_i(txn, m, kind, i));
+        if (txn) {
+            TU_OK(bonsai_txn_commit(txn));
+            TU_OK(bonsai_txn_begin(db, 0, &txn));
+        }
+        bonsai_map_info mi;
+        TU_OK(bonsai_map_stat(txn, m, &mi));
+        cr_assert(mi.depth >= 3, "depth %u: the test wants a deep tree",
+                  mi.depth);
+        for (uint64_t j = 0; j < n; j++)
+            TU_OK(del_i(txn, m, kind, nth_of_order(order, j, n)));
+        if (txn) {
+            /* the writer's own view first */
+            TU_OK(bonsai_map_stat(txn, m, &mi));
+            cr_assert(mi.depth == 0 && mi.leaf_nodes == 0,
+                      "order %d: in the txn, depth %u and %" PRIu64
+                      " leaves", order, mi.depth, mi.leaf_nodes);
+            TU_OK(bonsai_txn_commit(txn));
+        }
+        char ctx[64];
+        snprintf(ctx, sizeof ctx, "kind %u, order %d", kind, order);
+        expect_no_nodes(db, m, ctx);
+        cr_assert_eq(count_of(NULL, m), 0, "%s: count", ctx);
+    }
+    TU_OK(bonsai_close(db));
+    if (path) {
+        db = tu_open(path, &o);
+        m = tu_map_open(db, NULL, "m", kind);
+        expect_no_nodes(db, m, "after reopen");
+        TU_OK(bonsai_close(db));
+    }
+}
+
+Test(api, emptied_u64_map_has_no_nodes_direct)
+{
+    emptied_map_test(BONSAI_KEY_U64, 0);
+}
+
+Test(api, emptied_u64_map_has_no_nodes_txn)
+{
+    emptied_map_test(BONSAI_KEY_U64, 1);
+}
+
+Test(api, emptied_bytes_map_has_no_nodes_direct)
+{
+    emptied_map_test(BONSAI_KEY_BYTES, 0);
+}
+
+Test(api, emptied_bytes_map_has_no_nodes_txn)
+{
+    emptied_map_test(BONSAI_KEY_BYTES, 1);
+}
+
+/* As first seen: 100,000 u64 keys, nodes of 8 entries, emptied in
+ * ascending order, left a branch and two empty leaves behind. */
+Test(api, emptied_map_of_100000_keys_has_depth_0)
+{
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.node_entries = 8;
+    bonsai_db *db = tu_open(NULL, &o);
+    bonsai_map m = tu_map_create(db, NULL, "m", BONSAI_KEY_U64);
+    for (uint64_t i = 0; i < 100000; i++)
+        TU_OK(bonsai_put_u64(NULL, m, i, NULL, 0));
+    for (uint64_t i = 0; i < 100000; i++)
+        TU_OK(bonsai_del_u64(NULL, m, i));
+    expect_no_nodes(db, m, "100,000 keys emptied");
+    TU_OK(bonsai_close(db));
 }

@@ -22,9 +22,15 @@
  * Each store also holds a small "decoy" map of the other key kind that must
  * never change.  Every configuration ends with a full comparison.
  *
+ * The map mix (the last section) adds, in both modes: a map dropped and
+ * created again (of either kind) inside write transactions, map listings,
+ * maps emptied (then they must have no nodes), and a cursor deleting the
+ * key it stands on, then moving next or prev.
+ *
  * Reproduce a failure with BONSAI_TEST_SEED=<seed> (printed in the failure
  * message); BONSAI_TEST_SCALE scales the op counts (default 1, 1/4 under
- * AddressSanitizer).  At scale 1 the configurations run 1,510,000 ops.
+ * AddressSanitizer).  At scale 1 the configurations run 1,510,000 ops,
+ * those of the map mix 500,000 more.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -1108,3 +1114,588 @@ Test(diff, file_u64_small_nodes) { run(&cfg_file_u64_small); }
 Test(diff, file_u64_default_sync) { run(&cfg_file_u64_default); }
 Test(diff, file_bytes_small_nodes) { run(&cfg_file_bytes_small); }
 Test(diff, file_bytes_default) { run(&cfg_file_bytes_default); }
+
+/* ---- the map mix: map churn, emptied maps, deletes at a cursor ---------- */
+/*
+ * The mix above, with these operations among it (in their own functions,
+ * so that the mix above stays as it is):
+ *  - a scratch map "x" dropped and created again, of either key kind,
+ *    with a few puts and deletes of its own, inside write transactions
+ *    that commit or abort (its committed state is kept to roll back to);
+ *    among them a drop and a create with another kind in one go, then
+ *    puts and up to two listings, as a user re-purposing a name would;
+ *  - bonsai_map_list, checked against the maps the model holds (once or
+ *    twice in a row);
+ *  - the data map or "x" emptied key by key (ascending, descending,
+ *    random, or by a cursor deleting where it stands), then
+ *    bonsai_map_stat must say depth 0 and no nodes; so must it whenever
+ *    the mix above empties the data map;
+ *  - a cursor that deletes the key it stands on, then moves next or prev,
+ *    with gets in the gap, puts of other keys and a key put back between:
+ *    it must go where bonsai.h says (the key after or before the gap).
+ * "x" is checked against its model after every commit, after reopen and
+ * at the end, through its handle and through bonsai_map_open; a handle
+ * of its other kind must find no map.
+ */
+
+#define XNAME "x"
+
+typedef struct xstate {
+    bool exists;
+    unsigned kind;
+    tm_model model;
+} xstate;
+
+typedef struct mt {
+    dt d;
+    xstate x, x_committed;
+    bonsai_map xh[3]; /* "x" handles by kind (BONSAI_KEY_*), once seen */
+    bool was_empty;   /* the data map was empty after the last op */
+    uint64_t n_drop, n_create, n_other_kind, n_list, n_empty, n_gap;
+} mt;
+
+static unsigned other_kind(unsigned kind)
+{
+    return kind == BONSAI_KEY_U64 ? BONSAI_KEY_BYTES : BONSAI_KEY_U64;
+}
+
+static void xstate_copy(xstate *dst, const xstate *src)
+{
+    dst->exists = src->exists;
+    dst->kind = src->kind;
+    tm_copy(&dst->model, &src->model);
+}
+
+/* After a change outside a write txn it is committed at once. */
+static void x_settle(mt *x)
+{
+    if (!x->d.txn)
+        xstate_copy(&x->x_committed, &x->x);
+}
+
+/* A key for "x": few distinct ones, so that puts and deletes meet. */
+static size_t x_key(mt *x, unsigned kind, uint8_t *k)
+{
+    dt *d = &x->d;
+    if (kind == BONSAI_KEY_U64) {
+        uint64_t u = tu_below(&d->rng, 300);
+        memcpy(k, &u, 8);
+        return 8;
+    }
+    size_t n = (size_t)tu_range(&d->rng, 1, 6);
+    fill_alpha(d, k, n);
+    return n;
+}
+
+/* Asserts that a map has no nodes left (it must be empty). */
+static void check_no_nodes(dt *d, bonsai_txn *t, bonsai_map map,
+                           const char *what)
+{
+    bonsai_map_info mi;
+    int rc = bonsai_map_stat(t, map, &mi);
+    DCHECK(d, rc == 0, "%s: map_stat -> %s", what, tu_err(rc));
+    DCHECK(d, mi.entries == 0 && mi.depth == 0 && mi.leaf_nodes == 0 &&
+                  mi.branch_nodes == 0,
+           "%s: an empty map has %" PRIu64 " entries, depth %u, %" PRIu64
+           " leaves, %" PRIu64 " branches",
+           what, mi.entries, mi.depth, mi.leaf_nodes, mi.branch_nodes);
+}
+
+/* "x" as the model says, in t (NULL: as the writer or autocommit sees). */
+static void x_check(mt *x, bonsai_txn *t, const xstate *want,
+                    const char *what)
+{
+    dt *d = &x->d;
+    const char *save = d->opname;
+    d->opname = what;
+    bonsai_map h = NULL;
+    unsigned kind = 0;
+    int rc = bonsai_map_open(d->db, t, XNAME, &h, &kind);
+    if (!want->exists) {
+        DCHECK(d, rc == BONSAI_NOTFOUND, "map_open(x) -> %s, model: no map",
+               tu_err(rc));
+    } else {
+        DCHECK(d, rc == 0 && kind == want->kind,
+               "map_open(x) -> %s, kind %u; model: kind %u", tu_err(rc),
+               kind, want->kind);
+        DCHECK(d, x->xh[kind] == NULL || x->xh[kind] == h,
+               "map_open(x) gave another handle than before");
+        x->xh[kind] = h;
+        full_check(d, t, h, &want->model, "map x");
+        if (want->model.n == 0)
+            check_no_nodes(d, t, h, "empty map x");
+    }
+    /* a handle of the kind "x" does not have finds no map */
+    for (unsigned k = BONSAI_KEY_BYTES; k <= BONSAI_KEY_U64; k++) {
+        if (!x->xh[k] || (want->exists && k == want->kind))
+            continue;
+        uint64_t n = 0;
+        rc = bonsai_count(t, x->xh[k], &n);
+        DCHECK(d, rc == BONSAI_NOTFOUND,
+               "count through a kind-%u handle of x -> %s (%" PRIu64 "); "
+               "model: %s", k, tu_err(rc), n,
+               want->exists ? "x has the other kind" : "no map x");
+    }
+    d->opname = save;
+}
+
+static void op_x_drop(mt *x)
+{
+    dt *d = &x->d;
+    d->opname = "drop x";
+    int rc = bonsai_map_drop(d->db, d->txn, XNAME);
+    DCHECK(d, rc == (x->x.exists ? 0 : BONSAI_NOTFOUND),
+           "map_drop(x) -> %s, model: %s", tu_err(rc),
+           x->x.exists ? "present" : "absent");
+    x->x.exists = false;
+    tm_free(&x->x.model);
+    x->n_drop++;
+    x_settle(x);
+}
+
+static void op_x_create(mt *x, unsigned kind)
+{
+    dt *d = &x->d;
+    d->opname = "create x";
+    bonsai_map h = NULL;
+    int rc = bonsai_map_create(d->db, d->txn, XNAME, kind, &h);
+    if (x->x.exists) {
+        DCHECK(d, rc == BONSAI_EXISTS, "map_create(x) of a present map -> "
+               "%s", tu_err(rc));
+        return;
+    }
+    DCHECK(d, rc == 0, "map_create(x, kind %u) -> %s", kind, tu_err(rc));
+    DCHECK(d, x->xh[kind] == NULL || x->xh[kind] == h,
+           "map_create(x) gave another handle than before for kind %u",
+           kind);
+    x->xh[kind] = h;
+    x->x.exists = true;
+    x->x.kind = kind;
+    tm_free(&x->x.model);
+    x->x.model.kind = kind;
+    x->n_create++;
+    x_settle(x);
+}
+
+static void op_x_writes(mt *x)
+{
+    dt *d = &x->d;
+    d->opname = "puts and deletes in x";
+    if (!x->x.exists)
+        return;
+    unsigned kind = x->x.kind;
+    unsigned n = (unsigned)tu_range(&d->rng, 1, 30);
+    for (unsigned i = 0; i < n; i++) {
+        uint8_t k[8], v[16];
+        size_t kl = x_key(x, kind, k);
+        bonsai_val key = tu_val(k, kl);
+        if (tu_chance(&d->rng, 250)) {
+            bool had = tm_del(&x->x.model, k, kl);
+            DRC(d, bonsai_del(d->txn, x->xh[kind], &key),
+                had ? 0 : BONSAI_NOTFOUND);
+            continue;
+        }
+        size_t vl = (size_t)tu_below(&d->rng, sizeof v + 1);
+        tu_fill(&d->rng, v, vl);
+        bonsai_val val = tu_val(v, vl);
+        DRC(d, bonsai_put(d->txn, x->xh[kind], &key, &val, 0), 0);
+        tm_put(&x->x.model, k, kl, v, vl);
+    }
+    x_settle(x);
+}
+
+typedef struct list_seen {
+    int n;
+    char names[4][8];
+    unsigned kinds[4];
+    uint64_t entries[4];
+} list_seen;
+
+static int list_note(void *ctx, const char *name, unsigned kind,
+                     uint64_t entries)
+{
+    list_seen *s = ctx;
+    if (s->n < 4) {
+        snprintf(s->names[s->n], sizeof s->names[0], "%s", name);
+        s->kinds[s->n] = kind;
+        s->entries[s->n] = entries;
+    }
+    s->n++;
+    return 0;
+}
+
+/* bonsai_map_list: "data", "decoy" and, when it exists, "x", with their
+ * kinds and entry counts. */
+static void op_list(mt *x)
+{
+    dt *d = &x->d;
+    d->opname = "map list";
+    list_seen s;
+    memset(&s, 0, sizeof s);
+    int rc = bonsai_map_list(d->db, d->txn, list_note, &s);
+    DCHECK(d, rc == 0, "map_list -> %s", tu_err(rc));
+    const char *names[] = {"data", "decoy", XNAME};
+    unsigned kinds[] = {d->c->kind, other_kind(d->c->kind), x->x.kind};
+    uint64_t entries[] = {d->model.n, d->decoy_model.n, x->x.model.n};
+    int want = x->x.exists ? 3 : 2;
+    DCHECK(d, s.n == want, "map_list named %d maps, model %d (x %s)", s.n,
+           want, x->x.exists ? "present" : "absent");
+    for (int i = 0; i < want; i++)
+        DCHECK(d, strcmp(s.names[i], names[i]) == 0 &&
+                      s.kinds[i] == kinds[i] && s.entries[i] == entries[i],
+               "map_list entry %d: %s kind %u, %" PRIu64 " entries; model "
+               "%s kind %u, %" PRIu64, i, s.names[i], s.kinds[i],
+               s.entries[i], names[i], kinds[i], entries[i]);
+    x->n_list++;
+}
+
+/* Drop "x" and create it again, of the other kind or the same, with
+ * puts and up to two listings after: one user call after another, in the
+ * current write txn or each on its own. */
+static void op_x_recreate(mt *x)
+{
+    dt *d = &x->d;
+    unsigned kind = x->x.exists ? x->x.kind : BONSAI_KEY_BYTES;
+    if (tu_below(&d->rng, 4))
+        kind = other_kind(kind);
+    if (x->x.exists && kind != x->x.kind)
+        x->n_other_kind++;
+    if (x->x.exists)
+        op_x_drop(x);
+    if (tu_chance(&d->rng, 200))
+        op_list(x);
+    op_x_create(x, kind);
+    op_x_writes(x);
+    for (unsigned i = (unsigned)tu_below(&d->rng, 3); i > 0; i--)
+        op_list(x);
+}
+
+/* Deletes every key of a map in one of several orders (cursor orders
+ * only for the data map, whose kind cur_check knows, and where a cursor
+ * sees the deletes: in a write txn, or without transactions); then the
+ * map must have no nodes.  data: the data map (its deletes are logged). */
+static void empty_map(mt *x, bonsai_map map, tm_model *m, bool data)
+{
+    dt *d = &x->d;
+    bool cursor_ok = data && (d->txn || !d->c->file);
+    unsigned order = (unsigned)tu_below(&d->rng, cursor_ok ? 5 : 3);
+    bonsai_cursor *cur = NULL;
+    if (order >= 3) {
+        DRC(d, bonsai_cursor_open(d->txn, map, &cur), 0);
+        int rc = order == 3 ? bonsai_cursor_first(cur)
+                            : bonsai_cursor_last(cur);
+        DCHECK(d, rc == (m->n ? 0 : BONSAI_NOTFOUND),
+               "emptying: cursor first/last -> %s", tu_err(rc));
+    }
+    while (m->n) {
+        size_t i = order == 0 || order == 3 ? 0
+                 : order == 1 || order == 4 ? m->n - 1
+                                            : tu_below(&d->rng, m->n);
+        if (cur)
+            cur_check(d, cur, m, i, "emptying by cursor");
+        uint8_t k[BONSAI_MAX_KEY];
+        size_t kl = m->e[i].klen;
+        memcpy(k, m->e[i].key, kl);
+        if (data)
+            log_change(d, k, kl);
+        bonsai_val key = tu_val(k, kl);
+        DRC(d, bonsai_del(d->txn, map, &key), 0);
+        tm_del(m, k, kl);
+        if (cur) {
+            int rc = order == 3 ? bonsai_cursor_next(cur)
+                                : bonsai_cursor_prev(cur);
+            DCHECK(d, rc == (m->n ? 0 : BONSAI_NOTFOUND),
+                   "emptying: %s after deleting at the cursor -> %s "
+                   "(%zu left)", order == 3 ? "next" : "prev", tu_err(rc),
+                   m->n);
+        }
+    }
+    bonsai_cursor_close(cur);
+    check_no_nodes(d, d->txn, map, "emptied map");
+    x->n_empty++;
+}
+
+static void op_empty(mt *x)
+{
+    dt *d = &x->d;
+    if (tu_below(&d->rng, 2) && x->x.exists) {
+        d->opname = "empty x";
+        empty_map(x, x->xh[x->x.kind], &x->x.model, false);
+        x_settle(x);
+        return;
+    }
+    /* key by key: a few thousand autocommits at most */
+    if (d->c->file && !d->txn && d->model.n > 3000)
+        return;
+    d->opname = "empty the data map";
+    empty_map(x, d->map, &d->model, true);
+}
+
+/* The cursor's place after a write, in the model: the entry of key k
+ * when present; else the gap where it would be. */
+static void expect_step(dt *d, bonsai_cursor *cur, const uint8_t *k,
+                        size_t kl, int dir, size_t *i_out, bool *end)
+{
+    const tm_model *m = &d->model;
+    size_t lb = tm_lower_bound(m, k, kl);
+    bool present = lb < m->n && tm_cmp(m->kind, m->e[lb].key, m->e[lb].klen,
+                                       k, kl) == 0 &&
+                   m->e[lb].klen == kl;
+    size_t want;
+    if (dir > 0) {
+        want = present ? lb + 1 : lb;
+        *end = want >= m->n;
+    } else {
+        *end = lb == 0;
+        want = lb - (lb > 0);
+    }
+    int rc = dir > 0 ? bonsai_cursor_next(cur) : bonsai_cursor_prev(cur);
+    if (*end) {
+        DCHECK(d, rc == BONSAI_NOTFOUND, "%s from %s (%s) -> %s, expected "
+               "NOTFOUND", dir > 0 ? "next" : "prev", kstr(d, k, kl),
+               present ? "present" : "deleted", tu_err(rc));
+        return;
+    }
+    DCHECK(d, rc == 0, "%s from %s (%s) -> %s, expected %s",
+           dir > 0 ? "next" : "prev", kstr(d, k, kl),
+           present ? "present" : "deleted", tu_err(rc),
+           kstr(d, m->e[want].key, m->e[want].klen));
+    cur_check(d, cur, m, want, dir > 0 ? "next after a delete at the cursor"
+                                       : "prev after a delete at the cursor");
+    *i_out = want;
+}
+
+/* A cursor deleting where it stands, then moving: a delete-then-next (or
+ * prev) loop, with gets in the gap, puts of other keys, and sometimes the
+ * key put back (the cursor is then on it again). */
+static void op_cursor_delete_loop(mt *x)
+{
+    dt *d = &x->d;
+    d->opname = "delete at a cursor, then move";
+    if (d->c->file && !d->txn)
+        return; /* its cursor would read a snapshot of its own */
+    if (d->model.n == 0)
+        return;
+    bonsai_cursor *cur = NULL;
+    DRC(d, bonsai_cursor_open(d->txn, d->map, &cur), 0);
+    size_t i = tu_below(&d->rng, d->model.n);
+    bonsai_val sk = tu_val(d->model.e[i].key, d->model.e[i].klen);
+    DRC(d, bonsai_cursor_seek(cur, &sk), 0);
+    int fixed = tu_below(&d->rng, 3) ? (tu_below(&d->rng, 2) ? 1 : -1) : 0;
+    unsigned steps = (unsigned)tu_range(&d->rng, 1, 64);
+    uint8_t k[BONSAI_MAX_KEY];
+    for (unsigned s = 0; s < steps; s++) {
+        cur_check(d, cur, &d->model, i, "a cursor before its delete");
+        size_t kl = d->model.e[i].klen;
+        memcpy(k, d->model.e[i].key, kl);
+        /* the phase's balance holds here too */
+        bool deleted = tu_chance(&d->rng, d->grow ? 150 : 750);
+        if (deleted) {
+            log_change(d, k, kl);
+            bonsai_val key = tu_val(k, kl);
+            DRC(d, bonsai_del(d->txn, d->map, &key), 0);
+            tm_del(&d->model, k, kl);
+            x->n_gap++;
+            if (tu_below(&d->rng, 2)) {
+                bonsai_val gk = {0, NULL};
+                DRC(d, bonsai_cursor_get(cur, &gk, NULL), BONSAI_NOTFOUND);
+            }
+        }
+        if (tu_chance(&d->rng, 200)) {
+            /* a put of another key moves nothing */
+            if (gen_absent(d) &&
+                !(d->klen == kl && memcmp(d->key, k, kl) == 0)) {
+                gen_val(d);
+                log_change(d, d->key, d->klen);
+                DRC(d, do_put(d, 0), 0);
+                tm_put(&d->model, d->key, d->klen, d->vbuf, d->vlen);
+            }
+        }
+        if (deleted && tu_chance(&d->rng, 100)) {
+            /* the key put back: the cursor is on it again */
+            gen_val(d);
+            log_change(d, k, kl);
+            bonsai_val key = tu_val(k, kl), val = tu_val(d->vbuf, d->vlen);
+            DRC(d, bonsai_put(d->txn, d->map, &key, &val, 0), 0);
+            tm_put(&d->model, k, kl, d->vbuf, d->vlen);
+            size_t j;
+            tm_find(&d->model, k, kl, &j);
+            cur_check(d, cur, &d->model, j, "a cursor whose key came back");
+        }
+        int dir = fixed ? fixed : (tu_below(&d->rng, 2) ? 1 : -1);
+        bool end;
+        expect_step(d, cur, k, kl, dir, &i, &end);
+        if (end)
+            break;
+    }
+    bonsai_cursor_close(cur);
+}
+
+/* One op of the map mix. */
+static void maps_one_op(mt *x)
+{
+    dt *d = &x->d;
+    unsigned r = (unsigned)tu_below(&d->rng, 1000);
+    if (r < 860)
+        one_op(d);
+    else if (r < 900)
+        op_x_writes(x);
+    else if (r < 915)
+        op_list(x);
+    else if (r < 925)
+        op_x_drop(x);
+    else if (r < 935)
+        op_x_create(x, tu_below(&d->rng, 2) ? BONSAI_KEY_U64
+                                             : BONSAI_KEY_BYTES);
+    else if (r < 955)
+        op_x_recreate(x);
+    else if (r < 978)
+        op_cursor_delete_loop(x);
+    else if (r < 998)
+        op_cursor(d, 2); /* no delete: in and out of the gaps above */
+    else
+        op_empty(x);
+    if (d->model.n == 0 && !x->was_empty)
+        check_no_nodes(d, d->txn, d->map, "the data map, just emptied");
+    x->was_empty = d->model.n == 0;
+}
+
+static void maps_check_all(mt *x, const char *what)
+{
+    dt *d = &x->d;
+    bool temp;
+    bonsai_txn *t = read_txn(d, &temp);
+    check_all(d, t, what);
+    x_check(x, t, &x->x_committed, what);
+    op_list(x);
+    if (temp)
+        bonsai_txn_abort(t);
+}
+
+static void maps_reopen(mt *x)
+{
+    reopen(&x->d);
+    /* handles belong to the handle closed */
+    memset(x->xh, 0, sizeof x->xh);
+    x_check(x, NULL, &x->x_committed, "x after reopen");
+}
+
+static void run_maps_direct(mt *x)
+{
+    dt *d = &x->d;
+    uint64_t next_full = 10000;
+    while (d->op < d->total) {
+        maps_one_op(x);
+        if (d->op >= next_full) {
+            maps_check_all(x, "periodic full check");
+            next_full += 10000;
+        }
+    }
+}
+
+static void run_maps_txn(mt *x)
+{
+    dt *d = &x->d;
+    uint64_t txns = 0;
+    while (d->op < d->total) {
+        txns++;
+        if (tu_chance(&d->rng, 20))
+            maps_reopen(x);
+        if (tu_chance(&d->rng, 100)) {
+            unsigned n = (unsigned)tu_range(&d->rng, 1, 10);
+            for (unsigned i = 0; i < n; i++)
+                maps_one_op(x);
+            d->n_auto += n;
+            continue;
+        }
+        uint64_t n = tu_chance(&d->rng, 900) ? tu_range(&d->rng, 1, 40)
+                                             : tu_range(&d->rng, 41, 400);
+        d->opname = "begin";
+        DRC(d, bonsai_txn_begin(d->db, 0, &d->txn), 0);
+        for (uint64_t i = 0; i < n; i++)
+            maps_one_op(x);
+        if (tu_below(&d->rng, 100) < 80) {
+            d->opname = "commit";
+            int rc = bonsai_txn_commit(d->txn);
+            d->txn = NULL;
+            DCHECK(d, rc == 0, "commit of %" PRIu64 " ops -> %s", n,
+                   tu_err(rc));
+            log_clear(d);
+            xstate_copy(&x->x_committed, &x->x);
+            d->n_commit++;
+            x_check(x, NULL, &x->x_committed, "x after commit");
+        } else {
+            d->opname = "abort";
+            bonsai_txn_abort(d->txn);
+            d->txn = NULL;
+            undo_apply(d, &d->model);
+            check_rollback(d);
+            log_clear(d);
+            xstate_copy(&x->x, &x->x_committed);
+            d->n_abort++;
+            x_check(x, NULL, &x->x_committed, "x after abort");
+        }
+        x->was_empty = d->model.n == 0;
+        if (txns % 50 == 0)
+            maps_check_all(x, "periodic full check");
+    }
+}
+
+static void run_maps(const cfg *c)
+{
+    mt *x = calloc(1, sizeof *x);
+    cr_assert(x != NULL);
+    dt *d = &x->d;
+    setup(d, c);
+    tm_init(&x->x.model, BONSAI_KEY_BYTES);
+    tm_init(&x->x_committed.model, BONSAI_KEY_BYTES);
+    if (c->file)
+        run_maps_txn(x);
+    else
+        run_maps_direct(x);
+    maps_check_all(x, "final check");
+    if (c->file)
+        maps_reopen(x);
+    cr_log_info("[%s] %" PRIu64 " ops, %zu entries at the end, %zu at "
+                "most; x: %" PRIu64
+                " drops, %" PRIu64 " creates (%" PRIu64 " of the other "
+                "kind right after a drop), %" PRIu64 " listings; %" PRIu64
+                " maps emptied, %" PRIu64 " deletes at a cursor; %" PRIu64
+                " commits, %" PRIu64 " aborts, %" PRIu64 " reopens",
+                c->name, d->op, d->model.n, d->max_seen, x->n_drop,
+                x->n_create,
+                x->n_other_kind, x->n_list, x->n_empty, x->n_gap,
+                d->n_commit, d->n_abort, d->n_reopen);
+    TU_OK(bonsai_close(d->db));
+    tm_free(&d->model);
+    tm_free(&d->decoy_model);
+    tm_free(&x->x.model);
+    tm_free(&x->x_committed.model);
+    log_clear(d);
+    free(d->log);
+    free(d->vbuf);
+    free(x);
+}
+
+/* Small nodes, so that emptying a map takes trees down from several
+ * levels; sizes kept small so that maps empty often. */
+static const cfg cfg_maps_anon_u64 = {
+    "maps-anon-u64", BONSAI_KEY_U64, 0, 512, 512, 4, 0,
+    150000, 1500, 0x5EED0101, 0, 0};
+static const cfg cfg_maps_anon_bytes_no_cache = {
+    "maps-anon-bytes-no-write-cache", BONSAI_KEY_BYTES, 0, 512, 512, 8, 0,
+    100000, 1000, 0x5EED0102, 0, CACHE_NONE};
+static const cfg cfg_maps_file_u64 = {
+    "maps-file-u64", BONSAI_KEY_U64, 1, 512, 512, 8, 0,
+    150000, 1500, 0x5EED0103, 0, 0};
+static const cfg cfg_maps_file_bytes_lz4 = {
+    "maps-file-bytes-lz4", BONSAI_KEY_BYTES, 1, 512, 1024, 4, 0,
+    100000, 1000, 0x5EED0104, BONSAI_COMPRESS_LZ4, 4096};
+
+Test(diff, maps_anon_u64) { run_maps(&cfg_maps_anon_u64); }
+Test(diff, maps_anon_bytes_no_write_cache)
+{
+    run_maps(&cfg_maps_anon_bytes_no_cache);
+}
+Test(diff, maps_file_u64) { run_maps(&cfg_maps_file_u64); }
+Test(diff, maps_file_bytes_lz4) { run_maps(&cfg_maps_file_bytes_lz4); }

@@ -18,7 +18,10 @@
  *    abort the committed contents are intact, also after a reopen.  A
  *    copy-on-write delete needs space too, so there delete transactions
  *    may report FULL as well (the header allows it); whatever they report,
- *    the store must match what was committed.
+ *    the store must match what was committed;
+ *  - both modes, ascending keys to FULL, then deleted in the same order,
+ *    three times: the emptied map keeps no node and the next fill reaches
+ *    the same count.
  *
  * Keys are tu_mix64(seed + id) (distinct for distinct ids); values are a
  * function of the id, so no copy of them is kept.
@@ -665,4 +668,99 @@ Test(full, file_txn_u64_empty_values)
 Test(full, file_txn_bytes_100_byte_values)
 {
     file_fill_test("file-bytes-100", BONSAI_KEY_BYTES, 100, 0xF0110004);
+}
+
+/* ---- an emptied store takes as many again ------------------------------ */
+
+/* Key i of the kind, ascending with i: the u64 i, or 10 decimal digits. */
+static int put_seq(bonsai_map m, unsigned kind, uint64_t i)
+{
+    if (kind == BONSAI_KEY_U64)
+        return bonsai_put_u64(NULL, m, i, NULL, 0);
+    char buf[24];
+    snprintf(buf, sizeof buf, "%010" PRIu64, i % UINT64_C(10000000000));
+    bonsai_val k = tu_val(buf, 10);
+    return bonsai_put(NULL, m, &k, NULL, 0);
+}
+
+static int del_seq(bonsai_map m, unsigned kind, uint64_t i)
+{
+    if (kind == BONSAI_KEY_U64)
+        return bonsai_del_u64(NULL, m, i);
+    char buf[24];
+    snprintf(buf, sizeof buf, "%010" PRIu64, i % UINT64_C(10000000000));
+    bonsai_val k = tu_val(buf, 10);
+    return bonsai_del(NULL, m, &k);
+}
+
+/* Fills to FULL with ascending keys (each put on its own), then deletes
+ * them all in the same order, three times: the emptied map must keep no
+ * node, and every page it had must serve the next fill, which reaches
+ * the same count. */
+static void refill_test(unsigned kind, int transactions)
+{
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.max_size = CAP;
+    o.node_entries = 4; /* many nodes, a deep tree */
+    o.transactions = transactions;
+    o.sync = 0;
+    bonsai_db *db = tu_open(transactions ? tu_path("refill.db") : NULL, &o);
+    bonsai_map m = tu_map_create(db, NULL, "m", kind);
+    uint64_t first = 0;
+    for (int round = 0; round < 3; round++) {
+        uint64_t n = 0;
+        int rc;
+        while ((rc = put_seq(m, kind, n)) == 0) {
+            n++;
+            cr_assert(n < NEVER_FULL(CAP), "BONSAI_FULL never came");
+        }
+        TU_RC(rc, BONSAI_FULL);
+        if (round == 0)
+            first = n;
+        cr_assert_eq(n, first, "round %d: %" PRIu64 " entries fit, the "
+                     "first time %" PRIu64, round, n, first);
+        for (uint64_t i = 0; i < n; i++) {
+            rc = del_seq(m, kind, i);
+            cr_assert(rc == 0, "round %d: delete %" PRIu64 " of %" PRIu64
+                      " -> %s", round, i, n, tu_err(rc));
+        }
+        bonsai_map_info mi;
+        TU_OK(bonsai_map_stat(NULL, m, &mi));
+        cr_assert(mi.entries == 0 && mi.depth == 0 && mi.leaf_nodes == 0 &&
+                      mi.branch_nodes == 0,
+                  "round %d: emptied, the map has depth %u, %" PRIu64
+                  " leaves and %" PRIu64 " branches", round, mi.depth,
+                  mi.leaf_nodes, mi.branch_nodes);
+        bonsai_space sp;
+        TU_OK(bonsai_space_stat(db, &sp));
+        cr_assert_eq(sp.node_bytes, 0, "round %d: %" PRIu64 " bytes of "
+                     "nodes kept", round, sp.node_bytes);
+    }
+    uint64_t problems = 1;
+    TU_OK(bonsai_verify(db, 0, NULL, NULL, NULL, &problems));
+    cr_assert_eq(problems, 0);
+    cr_log_info("%u/%d: %" PRIu64 " entries fit each time", kind,
+                transactions, first);
+    TU_OK(bonsai_close(db));
+}
+
+Test(full, emptied_u64_map_takes_as_many_again_direct)
+{
+    refill_test(BONSAI_KEY_U64, 0);
+}
+
+Test(full, emptied_u64_map_takes_as_many_again_txn)
+{
+    refill_test(BONSAI_KEY_U64, 1);
+}
+
+Test(full, emptied_bytes_map_takes_as_many_again_direct)
+{
+    refill_test(BONSAI_KEY_BYTES, 0);
+}
+
+Test(full, emptied_bytes_map_takes_as_many_again_txn)
+{
+    refill_test(BONSAI_KEY_BYTES, 1);
 }
