@@ -193,8 +193,10 @@ void bonsai_options_init(bonsai_options *opts);
  * BONSAI_VERSION, BONSAI_BUSY (another writer holds the file; or, without
  * a lock file, a reader when opening to write and a writer when opening to
  * read), BONSAI_READONLY (file not writable and read_only is 0),
- * BONSAI_LOCKFILE (PATH-lock exists but is not a valid lock file: remove
- * it when no process has the store open), BONSAI_NOMEM. */
+ * BONSAI_LOCKFILE (PATH-lock exists but is not a lock file bonsai made:
+ * a symbolic link, not a regular file, damaged or foreign; it is never
+ * followed or written: remove it when no process has the store open),
+ * BONSAI_NOMEM. */
 int bonsai_open(const char *path, const bonsai_options *opts, bonsai_db **db);
 
 /* Closes the store.  In no-transaction mode on a file it first writes

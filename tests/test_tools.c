@@ -490,6 +490,60 @@ Test(tools, load_refuses_bad_store_files)
     }
 }
 
+/* ---- a lock file bonsai did not make ------------------------------------ */
+
+/* STORE-lock a symbolic link to a file of zeros, a FIFO, a regular file
+ * of zeros that no creation of a lock table leaves: every tool refuses
+ * the store, and writes neither the lock file nor what it points at. */
+Test(tools, no_tool_writes_through_a_foreign_lock_file)
+{
+    const char *st = make_store("s.bonsai", 50), *dst = tp("copy.bonsai");
+    const char *lock = tp("s.bonsai-lock"), *victim = tp("victim");
+    const char *dump = tp("in.dump");
+    result r = RUN("bonsai-dump", "-f", dump, st);
+    expect(&r, 0);
+    result_free(&r);
+    enum { LINK_TABLE_SIZE, LINK_BIG, FIFO, ZEROS, NCASES };
+    static const char *const what[NCASES] = {
+        "a link to 8 KiB of zeros", "a link to 64 KiB of zeros", "a FIFO",
+        "4 KiB of zeros"};
+    char *zeros = calloc(1, 65536);
+    cr_assert(zeros);
+    for (int c = 0; c < NCASES; c++) {
+        unlink(lock);
+        unlink(victim);
+        if (c == LINK_TABLE_SIZE || c == LINK_BIG) {
+            write_bytes(victim, zeros, c == LINK_BIG ? 65536 : 8192);
+            cr_assert(symlink(victim, lock) == 0);
+        } else if (c == FIFO) {
+            cr_assert(mkfifo(lock, 0644) == 0);
+        } else {
+            write_bytes(lock, zeros, 4096);
+        }
+        const char *const *runs[] = {
+            ARGS("bonsai-verify", st),
+            ARGS("bonsai-stat", st),
+            ARGS("bonsai-dump", st),
+            ARGS("bonsai-dump", "-l", st),
+            ARGS("bonsai-compact", st, dst),
+            ARGS("bonsai-load", "-f", dump, st),
+        };
+        for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+            snap sv = snap_take(victim), sl = snap_take(lock),
+                 ss = snap_take(st);
+            r = run_v(-1, NULL, runs[i]);
+            expect(&r, 1);
+            expect_in(r.err, "-lock file", r.cmd);
+            result_free(&r);
+            snap_same(&sv, what[c]);
+            snap_same(&sl, what[c]);
+            snap_same(&ss, what[c]);
+            cr_assert(!exists(dst), "%s: compact made %s", what[c], dst);
+        }
+    }
+    free(zeros);
+}
+
 /* ---- bad load input ----------------------------------------------------- */
 
 /* Writes text into the FIFO from a child process; returns its pid. */
