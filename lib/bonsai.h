@@ -84,6 +84,8 @@ extern "C" {
 #define BONSAI_LOCKFILE (-30719)  /* PATH-lock is damaged or not bonsai's */
 #define BONSAI_READERS_FULL (-30720) /* every reader slot of PATH-lock is
                                         owned */
+#define BONSAI_TXNID_FULL (-30721)   /* the last commit's id is 2^64-1: no
+                                        larger one for another write */
 
 /* Returns a static, human-readable description of an error code. */
 const char *bonsai_strerror(int err);
@@ -306,7 +308,9 @@ int bonsai_compact(bonsai_db *src, const char *dst_path,
  * BONSAI_FAILED; in a read-only handle also BONSAI_READERS_FULL (every
  * slot of PATH-lock in use: snapshots at 127 distinct commits are open
  * across processes), BONSAI_FULL (the store grew beyond this handle's
- * max_size), BONSAI_CORRUPT. */
+ * max_size), BONSAI_CORRUPT; for a write transaction BONSAI_TXNID_FULL
+ * (the last commit's id is 2^64-1, the largest: ids never wrap, so no
+ * write can follow; read snapshots still work). */
 int bonsai_txn_begin(bonsai_db *db, unsigned flags, bonsai_txn **txn);
 
 /* Commits and frees the transaction, whatever the result.  On error the
@@ -326,7 +330,9 @@ uint64_t bonsai_txn_id(const bonsai_txn *txn);
  * applies directly; in transaction mode it runs in a transaction of its
  * own (autocommit for changes, a fresh snapshot for reads: a value read
  * that way stays valid until the next commit).  A txn given must belong
- * to the same db as the map (BONSAI_INVALID otherwise). */
+ * to the same db as the map (BONSAI_INVALID otherwise).  A change with a
+ * NULL txn fails with BONSAI_TXNID_FULL, changing nothing, once the last
+ * commit (write-back, in no-transaction mode) has id 2^64-1. */
 
 /* Creates a map with the given key kind.  Errors: BONSAI_EXISTS (the name
  * exists; *map is still set when the kinds agree), BONSAI_INVALID (name

@@ -360,7 +360,7 @@ static int open_store(bonsai_db *db, const char *path)
     if (rc)
         return rc;
     db->inline_max = db->opt.node_bytes / 4;
-    db->wtxn_id = db->meta.txn_id + 1;
+    db->wtxn_id = txn_next_id(db->meta.txn_id);
     set_catalog_from_meta(db);
     /* a node image takes node_bytes at most (bigger ones split) */
     uint32_t node_pages = (db->opt.node_bytes + db->page_size - 1) /

@@ -469,7 +469,9 @@ int bonsai_map_list(bonsai_db *db, bonsai_txn *txn, bonsai_map_fn fn,
         return BONSAI_INVALID;
     list_arg a = {fn, ctx};
     int writer = txn ? !txn->rdonly : !db->cow;
-    if (writer && !db->opt.read_only) {
+    /* with every txn id used no change was let in: nothing to bring up
+     * to date (and no change may run) */
+    if (writer && !db->opt.read_only && txn_next_id(db->meta.txn_id)) {
         int rc = txn_change(db, txn, refresh_fn, NULL);
         if (rc)
             return rc;

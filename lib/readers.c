@@ -8,7 +8,7 @@
  *   0    header: magic u32, version u32, slot count u32, slot bytes u32,
  *        then zero to byte 64.  Byte 0 also carries the creation lock.
  *   64   slot 0, 64 bytes: eight u64 words
- *          0 txn      snapshot txn id + 1; 0 = no snapshot
+ *          0 txn      snapshot txn id + 1 (at most 2^64-1); 0 = none
  *          1 end      the snapshot's meta: high-water page
  *          2 root     catalog root page
  *          3 shape    catalog root pages | catalog depth << 32
@@ -331,7 +331,10 @@ static void write_slot(rt_table *t, uint32_t slot, const bx_meta *m)
                           m->cat_root.npages | (uint64_t)m->cat_depth << 32,
                           memory_order_relaxed);
     atomic_store_explicit(&w[W_COUNT], m->cat_count, memory_order_relaxed);
-    atomic_store(&w[W_TXN], m->txn_id + 1);
+    /* the last id there is shows as the one before it: older, so the
+     * writer keeps as much or more, and no write can follow it anyway */
+    atomic_store(&w[W_TXN], m->txn_id < UINT64_MAX ? m->txn_id + 1
+                                                    : UINT64_MAX);
 }
 
 int rt_publish(rt_table *t, const bx_meta *m, uint32_t *slot)

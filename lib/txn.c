@@ -146,12 +146,14 @@ static int begin_write(bonsai_db *db, bonsai_txn *txn)
     pthread_mutex_lock(&db->lock);
     int busy = db->wtxn != NULL;
     uint64_t oldest = oldest_snapshot(db);
-    if (!busy)
+    txn->id = txn_next_id(db->meta.txn_id);
+    if (!busy && txn->id)
         db->wtxn = txn;
-    txn->id = db->meta.txn_id + 1;
     pthread_mutex_unlock(&db->lock);
     if (busy)
         return BONSAI_BUSY;
+    if (!txn->id)
+        return BONSAI_TXNID_FULL;
     /* scanning the reader slots costs a lock query per slot in use: only
      * when pages wait that in-process readers would let go */
     if (db->rt.fd >= 0 && db->al.npending && db->al.pending[0].txn <= oldest)
@@ -248,7 +250,7 @@ static int commit_write(bonsai_db *db, bonsai_txn *txn)
     publish(db, &m);
     maps_after_commit(db);
     cache_after_change(db);
-    db->wtxn_id = txn->id + 1;
+    db->wtxn_id = txn_next_id(txn->id);
     pthread_mutex_lock(&db->lock);
     db->wtxn = NULL;
     pthread_mutex_unlock(&db->lock);
@@ -257,14 +259,17 @@ static int commit_write(bonsai_db *db, bonsai_txn *txn)
 
 int txn_write_back(bonsai_db *db)
 {
+    uint64_t id = txn_next_id(db->meta.txn_id);
+    if (!id)
+        return 0; /* change_directly let no change in: nothing to write */
     int rc = write_changes(db);
     if (rc)
         return rc;
-    bx_meta m = next_meta(db, db->meta.txn_id + 1);
+    bx_meta m = next_meta(db, id);
     if ((rc = make_durable(db, &m)))
         return BONSAI_FAILED;
     publish(db, &m);
-    db->wtxn_id = m.txn_id + 1;
+    db->wtxn_id = txn_next_id(m.txn_id);
     return 0;
 }
 
@@ -395,6 +400,10 @@ static int change_directly(bonsai_db *db, txn_change_fn fn, void *arg)
 {
     if (db->failed)
         return BONSAI_FAILED;
+    /* a change applies in place at once, but only a write-back with a
+     * larger id than the last makes it the store's: refuse it first */
+    if (!txn_next_id(db->meta.txn_id))
+        return BONSAI_TXNID_FULL;
     uint64_t gen0 = db->write_gen;
     db->op_tree = NULL;
     int rc = fn(db, NULL, arg);

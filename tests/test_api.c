@@ -1540,7 +1540,8 @@ Test(api, strerror_distinct)
                    BONSAI_NOMEM,    BONSAI_IO,       BONSAI_BUSY,
                    BONSAI_READONLY, BONSAI_BADTXN,   BONSAI_MAPKIND,
                    BONSAI_ENOSPC,   BONSAI_FAILED,   BONSAI_NOTSUP,
-                   BONSAI_MAPS_FULL, BONSAI_LOCKFILE, BONSAI_READERS_FULL};
+                   BONSAI_MAPS_FULL, BONSAI_LOCKFILE, BONSAI_READERS_FULL,
+                   BONSAI_TXNID_FULL};
     size_t n = sizeof codes / sizeof codes[0];
     for (size_t i = 0; i < n; i++) {
         const char *s = bonsai_strerror(codes[i]);
@@ -1550,7 +1551,7 @@ Test(api, strerror_distinct)
                       "strerror(%d) == strerror(%d) == \"%s\"", codes[i],
                       codes[j], s);
     }
-    int unknown[] = {1, -1, -30700, -30721, 12345, INT32_MIN};
+    int unknown[] = {1, -1, -30700, -30722, 12345, INT32_MIN};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         const char *s = bonsai_strerror(unknown[i]);
         cr_assert(s != NULL && s[0] != 0, "strerror(%d) is empty",
