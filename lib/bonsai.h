@@ -80,7 +80,8 @@ extern "C" {
 #define BONSAI_ENOSPC (-30715)    /* the disk is full */
 #define BONSAI_FAILED (-30716)    /* an earlier sync failed; handle unusable */
 #define BONSAI_NOTSUP (-30717)    /* not supported in this mode */
-#define BONSAI_MAPS_FULL (-30718) /* too many maps open in this handle */
+#define BONSAI_MAPS_FULL (-30718) /* BONSAI_MAX_MAPS maps open in this
+                                     handle (see bonsai_map_close) */
 #define BONSAI_LOCKFILE (-30719)  /* PATH-lock is damaged or not bonsai's */
 #define BONSAI_READERS_FULL (-30720) /* every reader slot of PATH-lock is
                                         owned */
@@ -95,15 +96,16 @@ const char *bonsai_strerror(int err);
 #define BONSAI_MAX_VALUE (1u << 30)      /* bytes (1 GiB) */
 #define BONSAI_MAX_NAME 255u             /* map name bytes, without NUL */
 #define BONSAI_MAX_NODE_ENTRIES 65535u
-#define BONSAI_MAX_MAPS 4096u            /* maps open in one handle */
+#define BONSAI_MAX_MAPS 4096u            /* maps open at once in one handle
+                                            (a store may hold any number) */
 
 /* ---- types ------------------------------------------------------------- */
 typedef struct bonsai_db bonsai_db;         /* an open store */
 typedef struct bonsai_txn bonsai_txn;       /* a transaction or snapshot */
 typedef struct bonsai_cursor bonsai_cursor; /* a position in one map */
 typedef struct bonsai_map_s *bonsai_map;    /* a named map of one db; valid
-                                              until the db closes or the map
-                                              is dropped */
+                                              until the db closes or
+                                              bonsai_map_close frees it */
 
 /* A counted byte string.  For u64-key maps a key is 8 bytes holding a
  * uint64_t in native byte order (or use the *_u64 calls). */
@@ -345,6 +347,27 @@ int bonsai_map_create(bonsai_db *db, bonsai_txn *txn, const char *name,
  * Errors: BONSAI_NOTFOUND, BONSAI_INVALID, BONSAI_MAPS_FULL. */
 int bonsai_map_open(bonsai_db *db, bonsai_txn *txn, const char *name,
                     bonsai_map *map, unsigned *kind);
+
+/* Map handles, as LMDB's database handles: opening (or creating) a map
+ * that is open already gives the same handle, and a handle lasts until
+ * the store closes, so most programs never close one.  A handle holds
+ * one of BONSAI_MAX_MAPS slots, though: a program that goes through more
+ * maps than that (bonsai-dump and bonsai-load do) closes each when done.
+ *
+ * bonsai_map_close undoes one bonsai_map_open or bonsai_map_create that
+ * gave this handle (BONSAI_EXISTS with *map set counts); the last one
+ * frees it, and the handle must not be used again (another map may get
+ * its slot).  Changes to the map in the open write transaction (or, in
+ * no-transaction mode, not yet written back) stay: they are moved into
+ * the transaction's catalog first, and commit or abort as usual; call it
+ * then from the thread that runs the transaction.  The map itself is not
+ * touched, and any read snapshot keeps seeing it.  Errors: BONSAI_INVALID
+ * (not a handle of db, or closed), BONSAI_BUSY (a cursor on the map is
+ * open), and moving the changes: BONSAI_FULL, BONSAI_NOMEM, BONSAI_IO,
+ * BONSAI_BADTXN (the write transaction failed: abort it); on error the
+ * handle stays open.  Like LMDB's mdb_dbi_close, not for a handle that
+ * another thread is using. */
+int bonsai_map_close(bonsai_db *db, bonsai_map map);
 
 /* Deletes a map and all its entries.  Its handles stay safe to pass but
  * find no map: every call through them answers BONSAI_NOTFOUND, except

@@ -2,9 +2,13 @@
  * maps.c - named maps: handles, catalog records, create/open/drop/list.
  *
  * The catalog is a byte-key tree: key = map name (1..255 bytes), value =
- * the map's 24-byte record (meta.h).  db->maps is a fixed array of slots,
- * so a bonsai_map pointer stays valid for the life of the db; a slot is
- * published (nmaps raised) under db->lock once its name and kind are set.
+ * the map's 24-byte record (meta.h).  db->maps is a fixed array of
+ * BONSAI_MAX_MAPS slots, so a bonsai_map pointer stays valid until its
+ * last bonsai_map_close (or the db's close); a slot is published (nmaps
+ * raised, or a free slot taken) under db->lock once its name and kind
+ * are set.  A slot is freed only when its map's state is in the catalog
+ * the writer sees (settled, below), so freeing it loses nothing; its gen
+ * tells read snapshots that it may name another map now.
  */
 #include "maps.h"
 
@@ -105,36 +109,81 @@ static map_slot *writer_slot(bonsai_db *db, const char *name)
     return NULL;
 }
 
-/* A published slot of that name and kind, or a new one. */
+/* A free slot (one a close left, or a new one), under db->lock. */
+static map_slot *free_slot(bonsai_db *db)
+{
+    for (uint32_t i = 0; i < db->nmaps; i++)
+        if (!db->maps[i].name)
+            return &db->maps[i];
+    if (db->nmaps == BONSAI_MAX_MAPS)
+        return NULL;
+    map_slot *s = &db->maps[db->nmaps];
+    memset(s, 0, sizeof *s);
+    s->db = db;
+    s->index = db->nmaps;
+    pb_init(&s->pb, 0);
+    db->nmaps++;
+    return s;
+}
+
+/* The slot of that name and kind, or a free one given them.  handle: the
+ * slot is given to the caller as a handle (counted in opens). */
 static int get_slot(bonsai_db *db, const char *name, unsigned kind,
-                    map_slot **out)
+                    int handle, map_slot **out)
 {
     int rc = 0;
     pthread_mutex_lock(&db->lock);
     map_slot *s = NULL;
     for (uint32_t i = 0; i < db->nmaps && !s; i++)
-        if (db->maps[i].kind == kind && strcmp(db->maps[i].name, name) == 0)
+        if (db->maps[i].name && db->maps[i].kind == kind &&
+            strcmp(db->maps[i].name, name) == 0)
             s = &db->maps[i];
-    if (!s && db->nmaps == BONSAI_MAX_MAPS)
-        rc = BONSAI_MAPS_FULL;
-    if (!s && rc == 0) {
+    if (!s) {
         char *copy = strdup(name);
-        if (!copy) {
+        if (!copy)
             rc = BONSAI_NOMEM;
+        else if (!(s = free_slot(db)))
+            rc = BONSAI_MAPS_FULL;
+        if (rc) {
+            free(copy);
         } else {
-            s = &db->maps[db->nmaps];
-            memset(s, 0, sizeof *s);
-            s->db = db;
-            s->index = db->nmaps;
+            /* the writer's fields are as a free slot has them: zero */
             s->name = copy;
             s->kind = kind;
-            pb_init(&s->pb, kind);
-            db->nmaps++;
+            s->pb.kind = kind;
         }
     }
+    if (s && handle)
+        s->opens++;
     pthread_mutex_unlock(&db->lock);
     *out = s;
     return rc;
+}
+
+/* Frees a slot whose writer state is settled: nothing in it is unknown
+ * to the catalog the writer sees. */
+static void release_slot(bonsai_db *db, map_slot *s)
+{
+    if (s->loaded)
+        bt_forget_tree(db, &s->w);
+    pending_forget(db, s);
+    pb_free(&s->pb);
+    pthread_mutex_lock(&db->lock);
+    char *name = s->name;
+    uint32_t index = s->index, gen = s->gen + 1;
+    memset(s, 0, sizeof *s);
+    s->db = db;
+    s->index = index;
+    s->gen = gen;
+    pb_init(&s->pb, 0);
+    pthread_mutex_unlock(&db->lock);
+    free(name);
+}
+
+/* Does the slot hold changes the writer's catalog does not know yet? */
+static int unsettled(const map_slot *s)
+{
+    return s->pb.n || (s->loaded && (s->w.record_dirty || s->dropped));
 }
 
 static uint32_t published(bonsai_db *db)
@@ -147,7 +196,7 @@ static uint32_t published(bonsai_db *db)
 
 int maps_writer_tree(bonsai_db *db, bonsai_map map, bt_tree **t)
 {
-    if (!map || map->db != db)
+    if (!map || map->db != db || !map->name)
         return BONSAI_INVALID;
     if (map->dropped)
         return BONSAI_NOTFOUND; /* as a snapshot after the drop says */
@@ -171,15 +220,11 @@ int maps_writer_tree(bonsai_db *db, bonsai_map map, bt_tree **t)
 
 static int grow_reader_maps(bonsai_txn *txn, uint32_t n)
 {
-    bt_tree *m = realloc(txn->rmaps, n * sizeof *m);
+    struct rmap *m = realloc(txn->rmaps, n * sizeof *m);
     if (!m)
         return BONSAI_NOMEM;
+    memset(m + txn->nrmaps, 0, (n - txn->nrmaps) * sizeof *m);
     txn->rmaps = m;
-    uint8_t *l = realloc(txn->rloaded, n);
-    if (!l)
-        return BONSAI_NOMEM;
-    memset(l + txn->nrmaps, 0, n - txn->nrmaps);
-    txn->rloaded = l;
     txn->nrmaps = n;
     return 0;
 }
@@ -187,7 +232,7 @@ static int grow_reader_maps(bonsai_txn *txn, uint32_t n)
 int maps_reader_tree(bonsai_txn *txn, bonsai_map map, bt_tree **t)
 {
     bonsai_db *db = txn->db;
-    if (!map || map->db != db)
+    if (!map || map->db != db || !map->name)
         return BONSAI_INVALID;
     uint32_t i = map->index;
     if (i >= txn->nrmaps) {
@@ -195,20 +240,22 @@ int maps_reader_tree(bonsai_txn *txn, bonsai_map map, bt_tree **t)
         if (rc)
             return rc;
     }
-    if (txn->rloaded[i] == 0) {
+    struct rmap *r = &txn->rmaps[i];
+    if (r->state == 0 || r->gen != map->gen) {
+        /* not looked up yet, or for the map a closed slot named before */
         bt_tree cat = {.kind = BONSAI_KEY_BYTES, .depth = txn->snap.cat_depth,
                        .count = txn->snap.cat_count};
         cat.root.ext = txn->snap.cat_root;
         bt_rd rd = {txn->snap.end, &txn->uc};
-        int rc = find_record(db, &rd, &cat, map->name,
-                             &txn->rmaps[i]);
+        int rc = find_record(db, &rd, &cat, map->name, &r->t);
         if (rc && rc != BONSAI_NOTFOUND)
             return rc;
-        txn->rloaded[i] = rc == 0 && txn->rmaps[i].kind == map->kind ? 1 : 2;
+        r->state = rc == 0 && r->t.kind == map->kind ? 1 : 2;
+        r->gen = map->gen;
     }
-    if (txn->rloaded[i] == 2)
+    if (r->state == 2)
         return BONSAI_NOTFOUND;
-    *t = &txn->rmaps[i];
+    *t = &r->t;
     return 0;
 }
 
@@ -255,6 +302,16 @@ void maps_mark_records_dirty(bonsai_db *db)
     }
 }
 
+/* A slot no handle names (taken by a drop) is freed once settled. */
+static void release_if_unused(bonsai_db *db, map_slot *s)
+{
+    pthread_mutex_lock(&db->lock);
+    int unused = s->name && !s->opens && !s->cursors;
+    pthread_mutex_unlock(&db->lock);
+    if (unused)
+        release_slot(db, s);
+}
+
 void maps_after_commit(bonsai_db *db)
 {
     for (uint32_t i = 0; i < db->nmaps; i++) {
@@ -265,6 +322,7 @@ void maps_after_commit(bonsai_db *db)
         }
         s->dropped = 0;
         s->created = 0;
+        release_if_unused(db, s);
     }
 }
 
@@ -280,6 +338,7 @@ void maps_after_abort(bonsai_db *db)
             bt_discard(db, &s->w);
         s->loaded = 0;
         pending_forget(db, s);
+        release_if_unused(db, s);
     }
 }
 
@@ -335,13 +394,13 @@ static int create_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     int rc = lookup(db, txn, a->name, &t);
     if (rc == 0) {
         if (t.kind == a->kind)
-            get_slot(db, a->name, t.kind, a->map);
+            get_slot(db, a->name, t.kind, 1, a->map);
         return BONSAI_EXISTS;
     }
     if (rc != BONSAI_NOTFOUND)
         return rc;
     map_slot *s;
-    if ((rc = get_slot(db, a->name, a->kind, &s)))
+    if ((rc = get_slot(db, a->name, a->kind, 1, &s)))
         return rc;
     if (s->loaded)
         bt_discard(db, &s->w);
@@ -372,7 +431,7 @@ static int open_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     if (rc)
         return rc;
     map_slot *s;
-    if ((rc = get_slot(db, a->name, t.kind, &s)))
+    if ((rc = get_slot(db, a->name, t.kind, 1, &s)))
         return rc;
     *a->map = s;
     if (a->kind_out)
@@ -398,7 +457,7 @@ static int drop_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     if (rc)
         return rc;
     map_slot *s;
-    if ((rc = get_slot(db, a->name, t.kind, &s)))
+    if ((rc = get_slot(db, a->name, t.kind, 0, &s)))
         return rc;
     bt_tree *w;
     if ((rc = maps_writer_tree(db, s, &w)))
@@ -414,6 +473,7 @@ static int drop_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
         if ((rc = store_record(db, s)))
             return rc;
         s->live = s->loaded = s->dropped = 0;
+        release_if_unused(db, s);
     }
     return 0;
 }
@@ -477,4 +537,43 @@ int bonsai_map_list(bonsai_db *db, bonsai_txn *txn, bonsai_map_fn fn,
             return rc;
     }
     return txn_read(db, txn, list_fn, &a);
+}
+
+/* Writes one map's changes into the writer's catalog (as a commit does
+ * for all): its waiting puts, every cached node, its record. */
+static int settle_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
+{
+    (void)txn;
+    map_slot *s = argp;
+    int rc = pending_apply(db, s);
+    if (rc == 0)
+        rc = bt_flush(db);
+    if (rc == 0)
+        rc = store_record(db, s);
+    return rc;
+}
+
+int bonsai_map_close(bonsai_db *db, bonsai_map map)
+{
+    if (!db || !map || map->db != db)
+        return BONSAI_INVALID;
+    pthread_mutex_lock(&db->lock);
+    int rc = !map->name || !map->opens ? BONSAI_INVALID : 0;
+    int last = rc == 0 && map->opens == 1;
+    if (last && map->cursors)
+        rc = BONSAI_BUSY;
+    else if (rc == 0 && !last)
+        map->opens--;
+    bonsai_txn *wtxn = db->wtxn;
+    pthread_mutex_unlock(&db->lock);
+    if (rc || !last)
+        return rc;
+    /* changes only a write transaction (or, without transactions, the
+     * store) holds go into its catalog first: nothing is lost with the
+     * slot, and commit or abort still takes them or leaves them */
+    if (unsettled(map) && (wtxn || !db->cow) &&
+        (rc = txn_change(db, wtxn, settle_fn, map)))
+        return rc;
+    release_slot(db, map);
+    return 0;
 }

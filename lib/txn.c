@@ -131,7 +131,6 @@ static void end_read(bonsai_txn *txn)
         rt_release(&db->rt, txn->slot);
     pthread_mutex_unlock(&db->lock);
     free(txn->rmaps);
-    free(txn->rloaded);
     pk_cache_free(&txn->uc);
 }
 

@@ -949,6 +949,74 @@ static void same_dump(const char *a, const char *b)
     free(pb);
 }
 
+/* Occurrences of needle in text. */
+static size_t count_in(const char *text, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+#define MANY_MAPS 5000
+
+/* A dump of maps [from, to), one entry each. */
+static void write_many_maps(const char *path, int from, int to)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert(f, "%s: %s", path, strerror(errno));
+    for (int i = from; i < to; i++)
+        fprintf(f, "VERSION=3\nformat=print\ndatabase=map%05d\n"
+                "type=btree\nHEADER=END\n k%d\n v%d\nDATA=END\n", i, i,
+                i);
+    cr_assert(fclose(f) == 0);
+}
+
+/* Two loads of 2,500 maps each make a store that holds more maps than
+ * one handle opens at once: every tool reads it whole, and a load of
+ * its whole dump makes the same store again. */
+Test(tools, tools_handle_more_maps_than_one_handle_opens)
+{
+    const char *st = tp("many.bonsai"), *half1 = tp("half1.dump"),
+               *half2 = tp("half2.dump"), *all = tp("all.dump"),
+               *copy = tp("copy.bonsai"), *again = tp("again.bonsai");
+    write_many_maps(half1, 0, MANY_MAPS / 2);
+    write_many_maps(half2, MANY_MAPS / 2, MANY_MAPS);
+    result r = RUN("bonsai-load", "-f", half1, st);
+    expect(&r, 0);
+    result_free(&r);
+    r = RUN("bonsai-load", "-f", half2, st);
+    expect(&r, 0);
+    result_free(&r);
+    r = RUN("bonsai-verify", st);
+    expect(&r, 0);
+    result_free(&r);
+
+    r = RUN("bonsai-dump", "-a", "-p", "-f", all, st);
+    expect(&r, 0);
+    result_free(&r);
+    char *text = slurp(all, NULL);
+    cr_assert_eq(count_in(text, "DATA=END\n"), MANY_MAPS);
+    cr_assert(strstr(text, "database=map04999\n"), "the last map is missing");
+    free(text);
+    r = RUN("bonsai-dump", "-l", st);
+    expect(&r, 0);
+    cr_assert_eq(count_in(r.out, "\n"), MANY_MAPS);
+    result_free(&r);
+    r = RUN("bonsai-stat", "--json", st);
+    expect(&r, 0);
+    cr_assert_eq(count_in(r.out, "\"name\":"), MANY_MAPS);
+    result_free(&r);
+    r = RUN("bonsai-compact", st, copy);
+    expect(&r, 0);
+    result_free(&r);
+    same_dump(st, copy);
+    r = RUN("bonsai-load", "-f", all, again);
+    expect(&r, 0);
+    result_free(&r);
+    same_dump(st, again);
+}
+
 Test(tools, compact_options_and_sizes)
 {
     const char *src = make_churned_store(), *dst = tp("dst.bonsai");

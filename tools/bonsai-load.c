@@ -489,18 +489,12 @@ static int decode_line(const loader *ld, line *l, const char *what,
     return 0;
 }
 
-/* Loads key/value lines up to DATA=END (or, with -T, the end of input). */
-static int load_block(loader *ld, const header *h)
+/* Loads key/value lines up to DATA=END (or, with -T, the end of input)
+ * into map. */
+static int load_entries(loader *ld, const header *h, const char *name,
+                        bonsai_map map)
 {
-    int text = ld->a->text;
-    const char *name = ld->a->map ? ld->a->map : h->name;
-    if (!name)
-        return tool_fail("line %" PRIu64 ": the block has no database= "
-                         "line; name a map with -s MAP", h->end);
-    bonsai_map map;
-    int rc = get_map(ld, name, h->kind, h->end, &map);
-    if (rc)
-        return rc;
+    int text = ld->a->text, rc;
     for (;;) {
         size_t klen, vlen;
         int r = read_line(&ld->in, &ld->key);
@@ -533,6 +527,26 @@ static int load_block(loader *ld, const header *h)
         if ((rc = put(ld, map, h->kind, name, klen, vlen, kline)))
             return rc;
     }
+}
+
+/* One block into its map, whose handle is closed after it: the input
+ * may name more maps than one handle opens at once. */
+static int load_block(loader *ld, const header *h)
+{
+    const char *name = ld->a->map ? ld->a->map : h->name;
+    if (!name)
+        return tool_fail("line %" PRIu64 ": the block has no database= "
+                         "line; name a map with -s MAP", h->end);
+    bonsai_map map;
+    int st = get_map(ld, name, h->kind, h->end, &map);
+    if (st)
+        return st;
+    st = load_entries(ld, h, name, map);
+    int rc = bonsai_map_close(ld->db, map);
+    if (rc && !st)
+        st = tool_fail("line %" PRIu64 ": map %s: %s", ld->in.lineno, name,
+                       bonsai_strerror(rc));
+    return st;
 }
 
 /* Every block, starting with h (already read). */
