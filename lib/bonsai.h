@@ -98,6 +98,8 @@ const char *bonsai_strerror(int err);
 #define BONSAI_MAX_NODE_ENTRIES 65535u
 #define BONSAI_MAX_MAPS 4096u            /* maps open at once in one handle
                                             (a store may hold any number) */
+#define BONSAI_MAX_SIZE (UINT64_C(1) << 63) /* the largest max_size: no file
+                                               is larger (off_t) */
 
 /* ---- types ------------------------------------------------------------- */
 typedef struct bonsai_db bonsai_db;         /* an open store */
@@ -122,8 +124,10 @@ typedef struct bonsai_val {
 typedef struct bonsai_options {
     /* The cap: the store never uses more than this many bytes of file or
      * memory; an insert that would need more fails with BONSAI_FULL.
-     * Default 1 GiB.  Reopening a file may raise or lower it (never below
-     * what the file already uses). */
+     * Default 1 GiB; 64 KiB to BONSAI_MAX_SIZE, else BONSAI_INVALID.  Open
+     * reserves the cap as address space: a cap beyond what the process
+     * may map is BONSAI_NOMEM.  Reopening a file may raise or lower it
+     * (never below what the file already uses). */
     uint64_t max_size;
     /* Allocation granule in bytes: a power of two, 64..65536.  Node images
      * occupy a run of whole pages, so a small page wastes less at the end

@@ -260,7 +260,10 @@ static void copy_options(const bonsai_db *src, const bonsai_options *opts,
         o->compression_level = src->opt.compression_level;
     }
     /* room for any sane settings; the file grows only as needed */
-    uint64_t want = 4 * src->al.end * src->page_size + (UINT64_C(64) << 20);
+    uint64_t src_bytes = src->al.end * src->page_size; /* <= its file */
+    uint64_t want = src_bytes < BONSAI_MAX_SIZE / 8
+                        ? 4 * src_bytes + (UINT64_C(64) << 20)
+                        : BONSAI_MAX_SIZE;
     if (o->max_size < want)
         o->max_size = want;
     if (o->write_cache_bytes < BUILD_CACHE)

@@ -54,7 +54,7 @@ static int options_valid(const bonsai_options *o)
     if (o->compression > BONSAI_COMPRESS_ZLIB || o->compression_level < 0 ||
         o->compression_level > 9)
         return 0;
-    return o->max_size >= 64 * 1024;
+    return o->max_size >= 64 * 1024 && o->max_size <= BONSAI_MAX_SIZE;
 }
 
 static uint64_t head_bytes(uint32_t page_size)

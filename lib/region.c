@@ -18,8 +18,12 @@ static uint64_t os_page(void)
     return p > 0 ? (uint64_t)p : 4096;
 }
 
+/* v rounded up to a multiple of to; 0 if that is beyond 2^64 - 1 (only
+ * a size no caller may pass: callers check it). */
 static uint64_t round_up(uint64_t v, uint64_t to)
 {
+    if (v > UINT64_MAX - (to - 1))
+        return 0;
     return (v + to - 1) / to * to;
 }
 
@@ -27,6 +31,8 @@ int region_open_anon(region *rg, const bx_io *io, uint64_t cap)
 {
     void *p;
     cap = round_up(cap, os_page());
+    if (cap == 0)
+        return BONSAI_INVALID;
     int rc = io->map(io->ctx, NULL, cap, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0, &p);
     if (rc)
@@ -40,6 +46,8 @@ int region_open_file(region *rg, const bx_io *io, int fd, uint64_t cap,
                      uint64_t file_size, int writable)
 {
     uint64_t reserve = round_up(cap > file_size ? cap : file_size, os_page());
+    if (reserve == 0)
+        return BONSAI_INVALID;
     void *p;
     int rc = io->map(io->ctx, NULL, reserve, PROT_NONE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0, &p);

@@ -99,8 +99,12 @@ static int begin_shared_read(bonsai_db *db, bonsai_txn *txn)
         txn->in_slot = 0;
         m = now;
     }
+    /* end is the file's word: a page count whose bytes pass 2^64 is
+     * beyond any reservation (checked before the product wraps) */
     if (rc == 0)
-        rc = region_follow(&db->rg, m.end * db->page_size);
+        rc = m.end > db->rg.reserved / db->page_size
+                 ? BONSAI_FULL
+                 : region_follow(&db->rg, m.end * db->page_size);
     if (rc == 0)
         db->meta = m;
     return rc;

@@ -217,6 +217,39 @@ Test(api, bad_options_rejected)
     }
 }
 
+/* A cap whose size rounds up past 2^64 - 1 (or beyond the largest file,
+ * BONSAI_MAX_SIZE) is a bad option, not an I/O error: nothing is made. */
+Test(api, cap_beyond_the_largest_store_is_invalid)
+{
+    const uint64_t caps[] = {UINT64_MAX, UINT64_MAX - 1, UINT64_MAX - 4095,
+                             BONSAI_MAX_SIZE + 1};
+    const char *path = tu_path("cap.db");
+    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
+        bonsai_options o;
+        bonsai_options_init(&o);
+        o.max_size = caps[i];
+        bonsai_db *db = NULL;
+        int rc = bonsai_open(NULL, &o, &db);
+        cr_assert(rc == BONSAI_INVALID, "anonymous, cap %" PRIu64 " -> %s",
+                  caps[i], tu_err(rc));
+        rc = bonsai_open(path, &o, &db);
+        cr_assert(rc == BONSAI_INVALID, "file, cap %" PRIu64 " -> %s",
+                  caps[i], tu_err(rc));
+        cr_assert(access(path, F_OK) != 0, "cap %" PRIu64 " made %s",
+                  caps[i], path);
+    }
+    /* the largest cap is an option, reserved if the address space holds
+     * it */
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.max_size = BONSAI_MAX_SIZE;
+    bonsai_db *db = NULL;
+    int rc = bonsai_open(NULL, &o, &db);
+    cr_assert(rc == 0 || rc == BONSAI_NOMEM, "cap BONSAI_MAX_SIZE -> %s",
+              tu_err(rc));
+    TU_OK(bonsai_close(db));
+}
+
 /* The extreme legal options still give a working store. */
 Test(api, extreme_options_work)
 {

@@ -900,25 +900,44 @@ static uint64_t get_le64(const uint8_t *p)
     return v;
 }
 
-/* Rewrites path's meta slots (format.md, "Meta slots"): the newest slot's
- * contents with txn_id id, its checksum made to hold, in slot 0; slot 1
- * all zero (unused). */
+static void put_le64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* The newest meta slot of the file image f (format.md, "Meta slots"). */
+static const uint8_t *newest_slot(const uint8_t *f)
+{
+    const uint8_t *s0 = f + 512, *s1 = f + 1024;
+    return get_le64(s1 + 8) > get_le64(s0 + 8) && !memcmp(s1, "meta", 4)
+               ? s1 : s0;
+}
+
+/* Writes slot (52 bytes) with txn_id id and end (if not 0), its checksum
+ * made to hold, into out. */
+static void forge_slot(const uint8_t *slot, uint64_t id, uint64_t end,
+                       uint8_t *out)
+{
+    uint8_t s[52];
+    memcpy(s, slot, sizeof s);
+    put_le64(s + 8, id);
+    if (end)
+        put_le64(s + 16, end);
+    uint32_t crc = bonsai_crc32c(0, s, 48);
+    for (int i = 0; i < 4; i++)
+        s[48 + i] = (uint8_t)(crc >> (8 * i));
+    memcpy(out, s, sizeof s);
+}
+
+/* Rewrites path's meta slots: the newest slot's contents with txn_id id
+ * in slot 0; slot 1 all zero (unused). */
 static void forge_txn_id(const char *path, uint64_t id)
 {
     size_t n;
     uint8_t *f = slurp(path, &n);
-    uint8_t *s0 = f + 512, *s1 = f + 1024;
-    int newest = get_le64(s1 + 8) > get_le64(s0 + 8) &&
-                 !memcmp(s1, "meta", 4);
-    uint8_t slot[52];
-    memcpy(slot, newest ? s1 : s0, sizeof slot);
-    for (int i = 0; i < 8; i++)
-        slot[8 + i] = (uint8_t)(id >> (8 * i));
-    uint32_t crc = bonsai_crc32c(0, slot, 48);
-    for (int i = 0; i < 4; i++)
-        slot[48 + i] = (uint8_t)(crc >> (8 * i));
-    memcpy(s0, slot, sizeof slot);
-    memset(s1, 0, sizeof slot);
+    forge_slot(newest_slot(f), id, 0, f + 512);
+    memset(f + 1024, 0, 52);
     spill(path, f, n);
     free(f);
 }
@@ -1044,6 +1063,36 @@ Test(badinput, snapshot_of_the_last_txn_id_is_published)
     expect_range(t, m, NCOMMITTED);
     bonsai_txn_abort(t);
     TU_OK(bonsai_close(db));
+}
+
+/* A reader follows the newest meta slot a writer wrote after it opened;
+ * an end so far out that its bytes pass 2^64 is beyond what the reader
+ * reserved (BONSAI_FULL), not a wrapped size that seems to fit. */
+Test(badinput, reader_refuses_an_end_whose_bytes_wrap)
+{
+    const char *path = make_store("end.db", NCOMMITTED);
+    bonsai_options o = plain_opts();
+    o.read_only = 1;
+    bonsai_db *db = tu_open(path, &o);
+    size_t n;
+    uint8_t *f = slurp(path, &n);
+    const uint8_t *s = newest_slot(f);
+    uint64_t id = get_le64(s + 8) + 1;
+    /* 2^55 pages of 512 bytes (the default page) are 2^64 bytes: 0 */
+    uint8_t slot[52];
+    forge_slot(s, id, UINT64_C(1) << 55, slot);
+    int fd = open(path, O_WRONLY);
+    cr_assert(fd >= 0 && pwrite(fd, slot, sizeof slot, 512 + 512 * (id & 1))
+                             == (ssize_t)sizeof slot);
+    close(fd);
+    bonsai_txn *t = NULL;
+    int rc = bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &t);
+    cr_assert(rc == BONSAI_FULL, "a snapshot of end 2^55 pages -> %s",
+              tu_err(rc));
+    TU_OK(bonsai_close(db));
+    spill(path, f, n);
+    free(f);
+    expect_store(path, NCOMMITTED, 1);
 }
 
 /* ---- permissions, locks, paths --------------------------------------------------------- */

@@ -490,6 +490,69 @@ Test(tools, load_refuses_bad_store_files)
     }
 }
 
+/* ---- sizes out of range ------------------------------------------------- */
+
+/* A cap of 2^64 - 1 (whose size rounds up past it, to 0) or beyond
+ * BONSAI_MAX_SIZE: an invalid option named as such, not an I/O error. */
+Test(tools, caps_out_of_range_are_named_invalid)
+{
+    const char *st = tp("cap.bonsai");
+    static const char *const caps[] = {
+        "18446744073709551615", "18446744073709551614",
+        "9223372036854775809", "8589934593G", "65535", "1K",
+    };
+    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
+        result r = RUN("bonsai-fill", "--cap", caps[i], "--count", "10",
+                       "--quiet");
+        expect(&r, 2);
+        expect_in(r.err, "--cap", r.cmd);
+        expect_in(r.err, caps[i], r.cmd);
+        expect_in(r.err, bonsai_strerror(BONSAI_INVALID), r.cmd);
+        result_free(&r);
+        r = RUN("bonsai-fill", "--file", st, "--cap", caps[i], "--count",
+                "10", "--quiet");
+        expect(&r, 2);
+        result_free(&r);
+        cr_assert(!exists(st), "fill --cap %s made %s", caps[i], st);
+    }
+    static const char *const opts[][2] = {
+        {"--page-size", "100"}, {"--page-size", "131072"},
+        {"--node-bytes", "255"}, {"--node-entries", "1"},
+    };
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
+        result r = RUN("bonsai-fill", opts[i][0], opts[i][1], "--count",
+                       "10", "--quiet");
+        expect(&r, 2);
+        expect_in(r.err, opts[i][0], r.cmd);
+        expect_in(r.err, bonsai_strerror(BONSAI_INVALID), r.cmd);
+        result_free(&r);
+    }
+    /* mapsize= in a dump header: the line that says it, and no store */
+    static const char *const sizes[] = {"18446744073709551615",
+                                        "9223372036854775809"};
+    const char *in = tp("big.dump");
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "VERSION=3\nformat=print\ndatabase=m\n"
+                 "type=btree\nmapsize=%s\nHEADER=END\n a\n b\nDATA=END\n",
+                 sizes[i]);
+        write_bytes(in, text, strlen(text));
+        result r = RUN("bonsai-load", "-f", in, st);
+        expect(&r, 1);
+        expect_in(r.err, "line 5", r.cmd);
+        expect_in(r.err, "mapsize", r.cmd);
+        expect_in(r.err, bonsai_strerror(BONSAI_INVALID), r.cmd);
+        result_free(&r);
+        cr_assert(!exists(st), "load of mapsize=%s made %s", sizes[i], st);
+    }
+    /* the largest cap loads, where the address space holds it */
+    result r = RUN("bonsai-fill", "--cap", "9223372036854775808", "--count",
+                   "10", "--quiet");
+    cr_assert(r.status == 0 || strstr(r.err, bonsai_strerror(BONSAI_NOMEM)),
+              "%s: exit %d: %s", r.cmd, r.status, r.err);
+    result_free(&r);
+}
+
 /* ---- a lock file bonsai did not make ------------------------------------ */
 
 /* STORE-lock a symbolic link to a file of zeros, a FIFO, a regular file

@@ -236,6 +236,13 @@ static uint64_t lmdb_entry_bytes(uint64_t klen, uint64_t vlen, uint64_t page)
     return 3 * (node + 2) + overflow;
 }
 
+/* a + b, or UINT64_MAX where that does not fit: an estimate this large
+ * says only "more than LMDB can map" anyway. */
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
 static int fail(const char *map, const char *what, int rc)
 {
     if (map)
@@ -285,12 +292,12 @@ static int estimate_map(bonsai_db *db, bonsai_txn *txn, const tool_map *m,
         bonsai_val k, v;
         if ((rc = bonsai_cursor_get(cur, &k, &v)))
             break;
-        sum += lmdb_entry_bytes(k.size, v.size, page);
+        sum = add_sat(sum, lmdb_entry_bytes(k.size, v.size, page));
     }
     int st = close_cursor(db, m, map, cur);
     if (rc != BONSAI_NOTFOUND)
         return fail(m->name, "walk", rc);
-    *total += sum;
+    *total = add_sat(*total, sum);
     return st;
 }
 
@@ -381,7 +388,7 @@ static int run(const struct args *a, bonsai_db *db, bonsai_txn *txn,
         if ((rc = estimate_map(db, txn, &maps->v[i], page, &total)))
             return rc;
     uint64_t mib = 1u << 20;
-    uint64_t mapsize = (total + mib - 1) / mib * mib;
+    uint64_t mapsize = add_sat(total, mib - 1) / mib * mib;
     for (size_t i = 0; i < maps->n && !o->err; i++)
         if ((rc = dump_map(db, txn, &maps->v[i], mapsize, a->print, o)))
             return rc;

@@ -12,7 +12,8 @@
  * Header keywords: VERSION (3), format (bytevalue | print; default
  * bytevalue), database (the map; print escapes decoded, as db_load does),
  * type (btree or hash), mapsize (the first block's raises the store's cap
- * above the 1 GiB default), bonsai_keys (u64 | bytes; default bytes);
+ * above the 1 GiB default; above BONSAI_MAX_SIZE it is refused),
+ * bonsai_keys (u64 | bytes; default bytes);
  * duplicates=1 and dupsort=1 are refused (a map holds one value per key);
  * the sizing keywords of both tools (quiet_keyword) are ignored; any other
  * keyword is ignored with a warning, as mdb_load does.
@@ -105,7 +106,8 @@ static void usage(FILE *out)
         "FORMAT\n"
         "    See bonsai-dump --help.  Header keywords read: VERSION=3,\n"
         "    format=bytevalue|print, database=, type=btree|hash, mapsize=\n"
-        "    (the first block's raises the store's cap above 1 GiB),\n"
+        "    (the first block's raises the store's cap above 1 GiB; at\n"
+        "    most 2^63 bytes),\n"
         "    bonsai_keys=u64|bytes.  duplicates=1 and dupsort=1 are\n"
         "    refused; other keywords are ignored (unknown ones with a\n"
         "    warning).  A u64 key is 8 bytes, most significant first.\n"
@@ -368,6 +370,11 @@ static int header_line(input *in, line *l, header *h)
     } else if (!strcmp(k, "mapsize")) {
         if (parse_u64(v, &h->mapsize))
             return tool_fail("line %" PRIu64 ": bad mapsize '%s'", n, v);
+        if (h->mapsize > BONSAI_MAX_SIZE)
+            return tool_fail("line %" PRIu64 ": mapsize=%s: %s (a store's "
+                             "cap is at most %" PRIu64 " bytes, 2^63)", n,
+                             v, bonsai_strerror(BONSAI_INVALID),
+                             (uint64_t)BONSAI_MAX_SIZE);
     } else if (!strcmp(k, "bonsai_keys")) {
         if (!strcmp(v, "u64"))
             h->kind = BONSAI_KEY_U64;
