@@ -15,7 +15,15 @@
  *    exits 1 and names the page, dump and stat report and do not crash;
  *  - verify's progress only on a terminal or when asked;
  *  - bonsai-dump's output against mdb_dump's and db_dump's, byte for byte
- *    but for the sizing lines each tool writes of its own.
+ *    but for the sizing lines each tool writes of its own;
+ *  - a lock file bonsai did not make (a link, a FIFO, zeros): refused by
+ *    every tool, and never written;
+ *  - a store of more maps than one handle opens at once: every tool reads
+ *    it whole, a load of its dump makes it again;
+ *  - caps out of range: an invalid option, named;
+ *  - a failed load (a new store, through a dangling link, an empty file,
+ *    CRLF input, a disk too full to grow the file): the directory exactly
+ *    as it was.
  *
  * Every run asserts that no tool died of a signal (an alarm kills a hung
  * one) and that every file given to a tool as a source is unchanged, byte
@@ -28,6 +36,7 @@
 
 #include <criterion/criterion.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -693,6 +702,158 @@ Test(tools, load_refuses_bad_input)
     expect(&r, 0);
     result_free(&r);
     cr_assert_eq(map_count(fresh, "piped"), 2);
+}
+
+/* ---- a failed load leaves no trace -------------------------------------- */
+
+static uint64_t file_size(const char *path);
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Everything in dir, one line an entry in name order: its name, type,
+ * mode, size, and a hash of its bytes or its link's target. */
+static char *dir_state(const char *dir)
+{
+    DIR *d = opendir(dir);
+    cr_assert(d, "%s: %s", dir, strerror(errno));
+    char *line[64];
+    size_t n = 0, total = 1;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        cr_assert(n < 64);
+        char path[PATH_MAX], what[PATH_MAX] = "";
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        cr_assert(lstat(path, &st) == 0);
+        if (S_ISLNK(st.st_mode)) {
+            ssize_t k = readlink(path, what, sizeof what - 1);
+            cr_assert(k >= 0);
+            what[k] = 0;
+        } else if (S_ISREG(st.st_mode)) {
+            size_t len;
+            char *bytes = slurp(path, &len);
+            snprintf(what, sizeof what, "%016" PRIx64,
+                     tu_hash(bytes, len, 0));
+            free(bytes);
+        }
+        char buf[2 * PATH_MAX];
+        int k = snprintf(buf, sizeof buf, "%s %o %jd %s\n", e->d_name,
+                         (unsigned)st.st_mode, (intmax_t)st.st_size, what);
+        line[n] = strdup(buf);
+        cr_assert(line[n]);
+        total += (size_t)k;
+        n++;
+    }
+    closedir(d);
+    qsort(line, n, sizeof *line, by_name);
+    char *s = calloc(1, total);
+    cr_assert(s);
+    for (size_t i = 0; i < n; i++) {
+        strcat(s, line[i]);
+        free(line[i]);
+    }
+    return s;
+}
+
+/* Runs bonsai-load with args (a shell word list), input from in, and
+ * expects it to fail (and want in its message) leaving dir exactly as it
+ * was.  limit: RLIMIT_FSIZE in bytes for it, 0 for none. */
+static void load_fails_cleanly(const char *dir, const char *in,
+                               const char *args, const char *want,
+                               uint64_t limit, const char *ctx)
+{
+    char *before = dir_state(dir);
+    char lim[64] = "";
+    if (limit)
+        snprintf(lim, sizeof lim, "trap '' XFSZ; ulimit -f %" PRIu64 "; ",
+                 limit / 512);
+    const char *err = tp("load.err");
+    int st = tu_sh("cd %s && %sexec %s -f %s %s 2>%s", tu_quote(dir), lim,
+                   tu_quote(tu_program("bonsai-load")), tu_quote(in), args,
+                   tu_quote(err));
+    char *msg = slurp(err, NULL);
+    cr_assert(st == 1, "%s: exit %d: %s", ctx, st, msg);
+    expect_in(msg, want, ctx);
+    char *after = dir_state(dir);
+    cr_assert(strcmp(before, after) == 0,
+              "%s: the failed load changed %s:\nbefore:\n%s\nafter:\n%s\n%s",
+              ctx, dir, before, after, msg);
+    free(before);
+    free(after);
+    free(msg);
+}
+
+/* A load that fails leaves the file system exactly as it was: a store it
+ * made (also through a dangling symbolic link) is gone with its lock
+ * file, an empty file is empty again, an existing store is its old size
+ * after a disk too full to grow it, and CRLF input is refused. */
+Test(tools, failed_load_leaves_the_file_system_as_it_was)
+{
+    const char *dir = tp("place"), *cut = tp("cut.dump");
+    cr_assert(mkdir(dir, 0755) == 0);
+    const char *cut_text = "VERSION=3\ndatabase=x\nHEADER=END\n 61\n";
+    write_bytes(cut, cut_text, strlen(cut_text));
+
+    load_fails_cleanly(dir, cut, "new.bonsai", "line 4", 0, "a new store");
+    cr_assert(symlink("target.bonsai", tp("place/dangling")) == 0);
+    load_fails_cleanly(dir, cut, "dangling", "line 4", 0,
+                       "through a dangling link");
+    cr_assert(mkdir(tp("place/sub"), 0755) == 0);
+    cr_assert(symlink("sub/../sub/t.bonsai", tp("place/deep")) == 0);
+    cr_assert(symlink("deep", tp("place/chain")) == 0);
+    load_fails_cleanly(dir, cut, "chain", "line 4", 0,
+                       "through two links into a directory");
+    write_bytes(tp("place/empty"), "", 0);
+    load_fails_cleanly(dir, cut, "empty", "line 4", 0, "an empty file");
+    /* a lock file not bonsai's: the open fails, the new store goes */
+    char zeros[4096] = {0};
+    write_bytes(tp("place/locked.bonsai-lock"), zeros, sizeof zeros);
+    load_fails_cleanly(dir, cut, "locked.bonsai", "-lock file", 0,
+                       "a new store beside a foreign lock file");
+
+    /* an existing store (with its lock file) */
+    const char *st = tp("place/s.bonsai");
+    copy_file(make_store("s.bonsai", 100), st);
+    bonsai_db *db = tu_open(st, NULL); /* its lock file, made */
+    TU_OK(bonsai_close(db));
+    load_fails_cleanly(dir, cut, "s.bonsai", "line 4", 0,
+                       "an existing store");
+    /* CRLF line ends: in a header, in data lines */
+    const char *crlf = tp("crlf.dump");
+    const char *header_crlf = "VERSION=3\r\nformat=print\r\n";
+    write_bytes(crlf, header_crlf, strlen(header_crlf));
+    load_fails_cleanly(dir, crlf, "s.bonsai",
+                       "line 1: carriage return (CRLF", 0, "a CRLF header");
+    const char *data_crlf = "VERSION=3\nformat=print\ndatabase=c\n"
+                            "HEADER=END\n a\r\n b\r\nDATA=END\r\n";
+    write_bytes(crlf, data_crlf, strlen(data_crlf));
+    load_fails_cleanly(dir, crlf, "s.bonsai",
+                       "line 5: carriage return (CRLF", 0, "CRLF data");
+    write_bytes(crlf, "a\r\nb\r\n", 6);
+    load_fails_cleanly(dir, crlf, "-T -s c s.bonsai",
+                       "line 1: carriage return (CRLF", 0, "CRLF text");
+
+    /* a disk that will not hold what the load needs (the file may not
+     * grow past a limit): the growth it got is taken back */
+    const char *big = tp("big.dump");
+    FILE *f = fopen(big, "w");
+    cr_assert(f);
+    fprintf(f, "VERSION=3\ndatabase=big\nHEADER=END\n");
+    tu_rng rng = {tu_seed("big load", 3)};
+    for (int i = 0; i < 8000; i++) {
+        fprintf(f, " %016" PRIx64 "\n ", tu_rand(&rng));
+        for (int j = 0; j < 50; j++)
+            fprintf(f, "%016" PRIx64, tu_rand(&rng));
+        fprintf(f, "\n");
+    }
+    fprintf(f, "DATA=END\n");
+    cr_assert(fclose(f) == 0);
+    load_fails_cleanly(dir, big, "s.bonsai", "s.bonsai",
+                       file_size(st) + (3u << 19), "a disk too full");
 }
 
 /* ---- unwritable outputs ------------------------------------------------- */
