@@ -69,7 +69,7 @@ fz_fail(const char *file, int line, const char *fmt, ...)
 /* Is rc a result the library may return at all: 0 or a BONSAI_* code? */
 static inline int fz_rc_known(int rc)
 {
-    return rc == 0 || (rc <= BONSAI_NOTFOUND && rc >= BONSAI_READERS_FULL);
+    return rc == 0 || (rc <= BONSAI_NOTFOUND && rc >= BONSAI_TXNID_FULL);
 }
 
 /* Name of a result for messages ("0" or the BONSAI_* description). */

@@ -89,10 +89,13 @@ extern "C" {
 #define BONSAI_ENOSPC (-30715)    /* the disk is full */
 #define BONSAI_FAILED (-30716)    /* an earlier sync failed; handle unusable */
 #define BONSAI_NOTSUP (-30717)    /* not supported in this mode */
-#define BONSAI_MAPS_FULL (-30718) /* too many maps open in this handle */
+#define BONSAI_MAPS_FULL (-30718) /* BONSAI_MAX_MAPS maps open in this
+                                     handle (see bonsai_map_close) */
 #define BONSAI_LOCKFILE (-30719)  /* PATH-lock is damaged or not bonsai's */
 #define BONSAI_READERS_FULL (-30720) /* every reader slot of PATH-lock is
                                         owned */
+#define BONSAI_TXNID_FULL (-30721)   /* the last commit's id is 2^64-1: no
+                                        larger one for another write */
 
 /* Returns a static, human-readable description of an error code. */
 BONSAI_API const char *bonsai_strerror(int err);
@@ -107,15 +110,18 @@ BONSAI_API const char *bonsai_version(int *major, int *minor, int *patch);
 #define BONSAI_MAX_VALUE (1u << 30)      /* bytes (1 GiB) */
 #define BONSAI_MAX_NAME 255u             /* map name bytes, without NUL */
 #define BONSAI_MAX_NODE_ENTRIES 65535u
-#define BONSAI_MAX_MAPS 4096u            /* maps open in one handle */
+#define BONSAI_MAX_MAPS 4096u            /* maps open at once in one handle
+                                            (a store may hold any number) */
+#define BONSAI_MAX_SIZE (UINT64_C(1) << 63) /* the largest max_size: no file
+                                               is larger (off_t) */
 
 /* ---- types ------------------------------------------------------------- */
 typedef struct bonsai_db bonsai_db;         /* an open store */
 typedef struct bonsai_txn bonsai_txn;       /* a transaction or snapshot */
 typedef struct bonsai_cursor bonsai_cursor; /* a position in one map */
 typedef struct bonsai_map_s *bonsai_map;    /* a named map of one db; valid
-                                              until the db closes or the map
-                                              is dropped */
+                                              until the db closes or
+                                              bonsai_map_close frees it */
 
 /* A counted byte string.  For u64-key maps a key is 8 bytes holding a
  * uint64_t in native byte order (or use the *_u64 calls). */
@@ -140,8 +146,10 @@ typedef struct bonsai_options {
      * memory; an insert that would need more fails with BONSAI_FULL.
      * The cap belongs to the store: a file records it in every commit.
      * 0 (default) = the cap the file records, or 1 GiB for a new store
-     * (and a file from before caps were recorded); at least 64 KiB
-     * otherwise.  Setting it on open raises or lowers the cap (never
+     * (and a file from before caps were recorded); else 64 KiB to
+     * BONSAI_MAX_SIZE (BONSAI_INVALID otherwise).  Open reserves the cap
+     * as address space: a cap beyond what the process may map is
+     * BONSAI_NOMEM.  Setting it on open raises or lowers the cap (never
      * below what the file already uses), recorded with the next commit
      * (no-transaction mode: the next bonsai_sync or close). */
     uint64_t max_size;
@@ -232,8 +240,10 @@ BONSAI_API void bonsai_options_init_sized(bonsai_options *opts, size_t size);
  * BONSAI_FORMAT_UNSUPPORTED, BONSAI_BUSY (another writer holds the file; or, without
  * a lock file, a reader when opening to write and a writer when opening to
  * read), BONSAI_READONLY (file not writable and read_only is 0),
- * BONSAI_LOCKFILE (PATH-lock exists but is not a valid lock file: remove
- * it when no process has the store open), BONSAI_NOMEM. */
+ * BONSAI_LOCKFILE (PATH-lock exists but is not a lock file bonsai made:
+ * a symbolic link, not a regular file, damaged or foreign; it is never
+ * followed or written: remove it when no process has the store open),
+ * BONSAI_NOMEM. */
 BONSAI_API int bonsai_open(const char *path, const bonsai_options *opts, bonsai_db **db);
 
 /* Closes the store.  In no-transaction mode on a file it first writes
@@ -354,7 +364,9 @@ BONSAI_API int bonsai_compact(bonsai_db *src, const char *dst_path,
  * BONSAI_FAILED; in a read-only handle also BONSAI_READERS_FULL (every
  * slot of PATH-lock in use: snapshots at 127 distinct commits are open
  * across processes), BONSAI_FULL (the store grew beyond this handle's
- * max_size), BONSAI_CORRUPT. */
+ * max_size), BONSAI_CORRUPT; for a write transaction BONSAI_TXNID_FULL
+ * (the last commit's id is 2^64-1, the largest: ids never wrap, so no
+ * write can follow; read snapshots still work). */
 BONSAI_API int bonsai_txn_begin(bonsai_db *db, unsigned flags, bonsai_txn **txn);
 
 /* Commits and frees the transaction, whatever the result.  On error the
@@ -374,7 +386,9 @@ BONSAI_API uint64_t bonsai_txn_id(const bonsai_txn *txn);
  * applies directly; in transaction mode it runs in a transaction of its
  * own (autocommit for changes, a fresh snapshot for reads: a value read
  * that way stays valid until the next commit).  A txn given must belong
- * to the same db as the map (BONSAI_INVALID otherwise). */
+ * to the same db as the map (BONSAI_INVALID otherwise).  A change with a
+ * NULL txn fails with BONSAI_TXNID_FULL, changing nothing, once the last
+ * commit (write-back, in no-transaction mode) has id 2^64-1. */
 
 /* Creates a map with the given key kind.  Errors: BONSAI_EXISTS (the name
  * exists; *map is still set when the kinds agree), BONSAI_INVALID (name
@@ -387,6 +401,27 @@ BONSAI_API int bonsai_map_create(bonsai_db *db, bonsai_txn *txn, const char *nam
  * Errors: BONSAI_NOTFOUND, BONSAI_INVALID, BONSAI_MAPS_FULL. */
 BONSAI_API int bonsai_map_open(bonsai_db *db, bonsai_txn *txn, const char *name,
                     bonsai_map *map, unsigned *kind);
+
+/* Map handles, as LMDB's database handles: opening (or creating) a map
+ * that is open already gives the same handle, and a handle lasts until
+ * the store closes, so most programs never close one.  A handle holds
+ * one of BONSAI_MAX_MAPS slots, though: a program that goes through more
+ * maps than that (bonsai-dump and bonsai-load do) closes each when done.
+ *
+ * bonsai_map_close undoes one bonsai_map_open or bonsai_map_create that
+ * gave this handle (BONSAI_EXISTS with *map set counts); the last one
+ * frees it, and the handle must not be used again (another map may get
+ * its slot).  Changes to the map in the open write transaction (or, in
+ * no-transaction mode, not yet written back) stay: they are moved into
+ * the transaction's catalog first, and commit or abort as usual; call it
+ * then from the thread that runs the transaction.  The map itself is not
+ * touched, and any read snapshot keeps seeing it.  Errors: BONSAI_INVALID
+ * (not a handle of db, or closed), BONSAI_BUSY (a cursor on the map is
+ * open), and moving the changes: BONSAI_FULL, BONSAI_NOMEM, BONSAI_IO,
+ * BONSAI_BADTXN (the write transaction failed: abort it); on error the
+ * handle stays open.  Like LMDB's mdb_dbi_close, not for a handle that
+ * another thread is using. */
+BONSAI_API int bonsai_map_close(bonsai_db *db, bonsai_map map);
 
 /* Deletes a map and all its entries.  Its handles stay safe to pass but
  * find no map: every call through them answers BONSAI_NOTFOUND, except

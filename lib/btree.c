@@ -1257,6 +1257,28 @@ void bt_discard(bonsai_db *db, bt_tree *t)
     t->root.mem = NULL;
 }
 
+static void mark_dead(bn_node *n)
+{
+    n->dead = 1;
+    if (!n->leaf)
+        for (uint32_t i = 0; i < n->n; i++)
+            if (n->child[i].mem)
+                mark_dead(n->child[i].mem);
+}
+
+void bt_forget_tree(bonsai_db *db, bt_tree *t)
+{
+    if (!t->root.mem)
+        return;
+    mark_dead(t->root.mem);
+    size_t kept = 0;
+    for (size_t i = 0; i < db->leaves.n; i++)
+        if (!((bn_node *)db->leaves.v[i])->dead)
+            db->leaves.v[kept++] = db->leaves.v[i];
+    db->leaves.n = kept;
+    bt_discard(db, t);
+}
+
 /* ---- seek (cursors) ---------------------------------------------------- */
 
 static int load_leaf_copy(const nview *v, unsigned kind, bn_node *leaf)

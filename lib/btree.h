@@ -122,6 +122,10 @@ void bt_forget_changes(bonsai_db *db);
 /* Frees the decoded nodes of t (its images are untouched). */
 void bt_discard(bonsai_db *db, bt_tree *t);
 
+/* bt_discard for a tree that holds no unwritten change, whose leaves may
+ * be in the writer's list of decoded leaves: they leave it first. */
+void bt_forget_tree(bonsai_db *db, bt_tree *t);
+
 /* Calls fn for every extent t references: nodes (is_value 0) and
  * overflow values (is_value 1). */
 typedef int (*bt_ext_fn)(void *ctx, bn_ext ext, int is_value);

@@ -103,19 +103,13 @@ static int same_maps(const cmaps *a, const cmaps *b)
 
 /* ---- copying ------------------------------------------------------------ */
 
-/* Every entry of one map, in key order: appends only. */
-static int copy_map(bonsai_db *src, bonsai_txn *txn, bonsai_db *dst,
-                    const cmap *m)
+/* Every entry of one map, from one handle to the other, in key order:
+ * appends only. */
+static int copy_entries(bonsai_txn *txn, bonsai_map from, bonsai_map to)
 {
-    bonsai_map from, to;
-    unsigned kind;
-    int rc = bonsai_map_open(src, txn, m->name, &from, &kind);
-    if (rc == 0)
-        rc = bonsai_map_create(dst, NULL, m->name, m->kind, &to);
-    if (rc)
-        return rc;
     bonsai_cursor *cur;
-    if ((rc = bonsai_cursor_open(txn, from, &cur)))
+    int rc = bonsai_cursor_open(txn, from, &cur);
+    if (rc)
         return rc;
     for (rc = bonsai_cursor_first(cur); rc == 0;
          rc = bonsai_cursor_next(cur)) {
@@ -126,6 +120,27 @@ static int copy_map(bonsai_db *src, bonsai_txn *txn, bonsai_db *dst,
     }
     bonsai_cursor_close(cur);
     return rc == BONSAI_NOTFOUND ? 0 : rc;
+}
+
+/* One map, its handles closed after it: a store may hold more maps than
+ * a handle opens at once (the source's handle is the caller's own if it
+ * had the map open: closing undoes only this open). */
+static int copy_map(bonsai_db *src, bonsai_txn *txn, bonsai_db *dst,
+                    const cmap *m)
+{
+    bonsai_map from, to;
+    unsigned kind;
+    int rc = bonsai_map_open(src, txn, m->name, &from, &kind);
+    if (rc)
+        return rc;
+    if ((rc = bonsai_map_create(dst, NULL, m->name, m->kind, &to)) == 0) {
+        rc = copy_entries(txn, from, to);
+        int rc2 = bonsai_map_close(dst, to);
+        if (rc == 0)
+            rc = rc2;
+    }
+    int rc2 = bonsai_map_close(src, from);
+    return rc ? rc : rc2;
 }
 
 static int copy_all(bonsai_db *src, bonsai_txn *txn, bonsai_db *dst,
@@ -245,7 +260,10 @@ static int copy_options(const bonsai_db *src, const bonsai_options *opts,
         o->compression_level = src->opt.compression_level;
     }
     /* room for any sane settings; the file grows only as needed */
-    uint64_t want = 4 * src->al.end * src->page_size + (UINT64_C(64) << 20);
+    uint64_t src_bytes = src->al.end * src->page_size; /* <= its file */
+    uint64_t want = src_bytes < BONSAI_MAX_SIZE / 8
+                        ? 4 * src_bytes + (UINT64_C(64) << 20)
+                        : BONSAI_MAX_SIZE;
     if (o->max_size < want)
         o->max_size = want;
     if (o->write_cache_bytes < BUILD_CACHE)

@@ -57,6 +57,19 @@ static int usable(const bonsai_cursor *c)
     return c->tie.ended ? BONSAI_BADTXN : 0;
 }
 
+/* Counts the cursor on its map, so that the map's handle is not freed
+ * under it (bonsai_map_close); 0 or BONSAI_INVALID for a closed handle. */
+static int count_cursor(bonsai_map map, int delta)
+{
+    bonsai_db *db = map->db;
+    pthread_mutex_lock(&db->lock);
+    int rc = map->name ? 0 : BONSAI_INVALID;
+    if (rc == 0)
+        map->cursors += (uint32_t)delta;
+    pthread_mutex_unlock(&db->lock);
+    return rc;
+}
+
 int bonsai_cursor_open(bonsai_txn *txn, bonsai_map map, bonsai_cursor **out)
 {
     if (!out || !map || !map->db || (txn && txn->db != map->db))
@@ -65,12 +78,17 @@ int bonsai_cursor_open(bonsai_txn *txn, bonsai_map map, bonsai_cursor **out)
     bonsai_cursor *c = calloc(1, sizeof *c);
     if (!c)
         return BONSAI_NOMEM;
+    if (count_cursor(map, 1)) {
+        free(c);
+        return BONSAI_INVALID;
+    }
     c->db = map->db;
     c->map = map;
     c->txn = txn;
     if (!txn && c->db->cow) {
         int rc = bonsai_txn_begin(c->db, BONSAI_TXN_RDONLY, &c->own_txn);
         if (rc) {
+            count_cursor(map, -1);
             free(c);
             return rc;
         }
@@ -93,6 +111,7 @@ void bonsai_cursor_close(bonsai_cursor *c)
     bn_clear(&c->leaf);
     if (c->own_txn)
         bonsai_txn_abort(c->own_txn);
+    count_cursor(c->map, -1);
     free(c);
 }
 

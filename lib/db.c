@@ -93,7 +93,8 @@ static int options_valid(const bonsai_options *o)
     if (o->compression > BONSAI_COMPRESS_ZLIB || o->compression_level < 0 ||
         o->compression_level > 9)
         return 0;
-    return o->max_size == 0 || o->max_size >= MIN_MAX_SIZE;
+    return o->max_size == 0 ||
+           (o->max_size >= MIN_MAX_SIZE && o->max_size <= BONSAI_MAX_SIZE);
 }
 
 static uint64_t head_bytes(uint32_t page_size)
@@ -445,7 +446,7 @@ static int open_store(bonsai_db *db, const char *path)
     if (rc)
         return rc;
     db->inline_max = db->opt.node_bytes / 4;
-    db->wtxn_id = db->meta.txn_id + 1;
+    db->wtxn_id = txn_next_id(db->meta.txn_id);
     set_catalog_from_meta(db);
     /* a node image takes node_bytes at most (bigger ones split) */
     uint32_t node_pages = (db->opt.node_bytes + db->page_size - 1) /
@@ -596,7 +597,7 @@ static int set_cap(bonsai_db *db, uint64_t bytes)
 
 int bonsai_set_max_size(bonsai_db *db, uint64_t bytes)
 {
-    if (!db || bytes < MIN_MAX_SIZE)
+    if (!db || bytes < MIN_MAX_SIZE || bytes > BONSAI_MAX_SIZE)
         return BONSAI_INVALID;
     if (db->opt.read_only)
         return BONSAI_READONLY;

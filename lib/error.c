@@ -30,6 +30,8 @@ const char *bonsai_strerror(int err)
     case BONSAI_READERS_FULL:
         return "too many read snapshots across processes: no free reader "
                "slot in the -lock file";
+    case BONSAI_TXNID_FULL:
+        return "transaction ids used up: the last commit's id is 2^64-1";
     default: return "unknown error";
     }
 }

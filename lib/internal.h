@@ -57,14 +57,19 @@ typedef struct ext_undo {
     bn_ext old;
 } ext_undo;
 
-/* A map handle's slot (bonsai_map points at one).  name, kind, db and
- * index never change once the slot is published; the rest is the
- * writer's. */
+/* A map handle's slot (bonsai_map points at one).  db and index never
+ * change; name and kind not while the slot is in use (name not NULL).
+ * The last bonsai_map_close frees the slot (gen counts that) and a later
+ * open may take it again, both under db->lock.  opens and cursors are
+ * kept under db->lock; the rest is the writer's. */
 struct bonsai_map_s {
     bonsai_db *db;
     uint32_t index;
-    char *name;
+    uint32_t gen;     /* times the slot was freed */
+    char *name;       /* NULL: a free slot */
     unsigned kind;
+    uint64_t opens;   /* handles given out by open and create, not closed */
+    uint32_t cursors; /* cursors open on the map */
     int live;       /* 0 once dropped (or its creation was rolled back) */
     int loaded;     /* w holds the writer's state */
     int created;    /* created by the open write transaction */
@@ -158,8 +163,11 @@ struct bonsai_txn {
     int in_slot;         /* read: published in db->rt ... */
     uint32_t slot;       /* ... in this slot */
     pk_cache uc;         /* read: its unpacked images */
-    bt_tree *rmaps;      /* read: trees by map handle, loaded lazily */
-    uint8_t *rloaded;    /* read: 0 not yet, 1 loaded, 2 missing */
+    struct rmap {        /* read: trees by map slot, loaded lazily */
+        bt_tree t;
+        uint32_t gen;    /* the slot's gen when loaded */
+        uint8_t state;   /* 0 not yet, 1 loaded, 2 missing */
+    } *rmaps;
     uint32_t nrmaps;
     int autocommit;
 };

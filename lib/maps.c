@@ -2,9 +2,13 @@
  * maps.c - named maps: handles, catalog records, create/open/drop/list.
  *
  * The catalog is a byte-key tree: key = map name (1..255 bytes), value =
- * the map's 24-byte record (meta.h).  db->maps is a fixed array of slots,
- * so a bonsai_map pointer stays valid for the life of the db; a slot is
- * published (nmaps raised) under db->lock once its name and kind are set.
+ * the map's 24-byte record (meta.h).  db->maps is a fixed array of
+ * BONSAI_MAX_MAPS slots, so a bonsai_map pointer stays valid until its
+ * last bonsai_map_close (or the db's close); a slot is published (nmaps
+ * raised, or a free slot taken) under db->lock once its name and kind
+ * are set.  A slot is freed only when its map's state is in the catalog
+ * the writer sees (settled, below), so freeing it loses nothing; its gen
+ * tells read snapshots that it may name another map now.
  * A slot is one (name, kind): a map dropped and created again with the
  * other kind in one transaction leaves two slots of one name, the dropped
  * one and the live one, and the name's record is the live one's.
@@ -108,36 +112,81 @@ static map_slot *writer_slot(bonsai_db *db, const char *name)
     return NULL;
 }
 
-/* A published slot of that name and kind, or a new one. */
+/* A free slot (one a close left, or a new one), under db->lock. */
+static map_slot *free_slot(bonsai_db *db)
+{
+    for (uint32_t i = 0; i < db->nmaps; i++)
+        if (!db->maps[i].name)
+            return &db->maps[i];
+    if (db->nmaps == BONSAI_MAX_MAPS)
+        return NULL;
+    map_slot *s = &db->maps[db->nmaps];
+    memset(s, 0, sizeof *s);
+    s->db = db;
+    s->index = db->nmaps;
+    pb_init(&s->pb, 0);
+    db->nmaps++;
+    return s;
+}
+
+/* The slot of that name and kind, or a free one given them.  handle: the
+ * slot is given to the caller as a handle (counted in opens). */
 static int get_slot(bonsai_db *db, const char *name, unsigned kind,
-                    map_slot **out)
+                    int handle, map_slot **out)
 {
     int rc = 0;
     pthread_mutex_lock(&db->lock);
     map_slot *s = NULL;
     for (uint32_t i = 0; i < db->nmaps && !s; i++)
-        if (db->maps[i].kind == kind && strcmp(db->maps[i].name, name) == 0)
+        if (db->maps[i].name && db->maps[i].kind == kind &&
+            strcmp(db->maps[i].name, name) == 0)
             s = &db->maps[i];
-    if (!s && db->nmaps == BONSAI_MAX_MAPS)
-        rc = BONSAI_MAPS_FULL;
-    if (!s && rc == 0) {
+    if (!s) {
         char *copy = strdup(name);
-        if (!copy) {
+        if (!copy)
             rc = BONSAI_NOMEM;
+        else if (!(s = free_slot(db)))
+            rc = BONSAI_MAPS_FULL;
+        if (rc) {
+            free(copy);
         } else {
-            s = &db->maps[db->nmaps];
-            memset(s, 0, sizeof *s);
-            s->db = db;
-            s->index = db->nmaps;
+            /* the writer's fields are as a free slot has them: zero */
             s->name = copy;
             s->kind = kind;
-            pb_init(&s->pb, kind);
-            db->nmaps++;
+            s->pb.kind = kind;
         }
     }
+    if (s && handle)
+        s->opens++;
     pthread_mutex_unlock(&db->lock);
     *out = s;
     return rc;
+}
+
+/* Frees a slot whose writer state is settled: nothing in it is unknown
+ * to the catalog the writer sees. */
+static void release_slot(bonsai_db *db, map_slot *s)
+{
+    if (s->loaded)
+        bt_forget_tree(db, &s->w);
+    pending_forget(db, s);
+    pb_free(&s->pb);
+    pthread_mutex_lock(&db->lock);
+    char *name = s->name;
+    uint32_t index = s->index, gen = s->gen + 1;
+    memset(s, 0, sizeof *s);
+    s->db = db;
+    s->index = index;
+    s->gen = gen;
+    pb_init(&s->pb, 0);
+    pthread_mutex_unlock(&db->lock);
+    free(name);
+}
+
+/* Does the slot hold changes the writer's catalog does not know yet? */
+static int unsettled(const map_slot *s)
+{
+    return s->pb.n || (s->loaded && (s->w.record_dirty || s->dropped));
 }
 
 static uint32_t published(bonsai_db *db)
@@ -150,7 +199,7 @@ static uint32_t published(bonsai_db *db)
 
 int maps_writer_tree(bonsai_db *db, bonsai_map map, bt_tree **t)
 {
-    if (!map || map->db != db)
+    if (!map || map->db != db || !map->name)
         return BONSAI_INVALID;
     if (map->dropped)
         return BONSAI_NOTFOUND; /* as a snapshot after the drop says */
@@ -174,15 +223,11 @@ int maps_writer_tree(bonsai_db *db, bonsai_map map, bt_tree **t)
 
 static int grow_reader_maps(bonsai_txn *txn, uint32_t n)
 {
-    bt_tree *m = realloc(txn->rmaps, n * sizeof *m);
+    struct rmap *m = realloc(txn->rmaps, n * sizeof *m);
     if (!m)
         return BONSAI_NOMEM;
+    memset(m + txn->nrmaps, 0, (n - txn->nrmaps) * sizeof *m);
     txn->rmaps = m;
-    uint8_t *l = realloc(txn->rloaded, n);
-    if (!l)
-        return BONSAI_NOMEM;
-    memset(l + txn->nrmaps, 0, n - txn->nrmaps);
-    txn->rloaded = l;
     txn->nrmaps = n;
     return 0;
 }
@@ -190,7 +235,7 @@ static int grow_reader_maps(bonsai_txn *txn, uint32_t n)
 int maps_reader_tree(bonsai_txn *txn, bonsai_map map, bt_tree **t)
 {
     bonsai_db *db = txn->db;
-    if (!map || map->db != db)
+    if (!map || map->db != db || !map->name)
         return BONSAI_INVALID;
     uint32_t i = map->index;
     if (i >= txn->nrmaps) {
@@ -198,24 +243,56 @@ int maps_reader_tree(bonsai_txn *txn, bonsai_map map, bt_tree **t)
         if (rc)
             return rc;
     }
-    if (txn->rloaded[i] == 0) {
+    struct rmap *r = &txn->rmaps[i];
+    if (r->state == 0 || r->gen != map->gen) {
+        /* not looked up yet, or for the map a closed slot named before */
         bt_tree cat = {.kind = BONSAI_KEY_BYTES, .depth = txn->snap.cat_depth,
                        .count = txn->snap.cat_count};
         cat.root.ext = txn->snap.cat_root;
         bt_rd rd = {txn->snap.end, &txn->uc};
-        int rc = find_record(db, &rd, &cat, map->name,
-                             &txn->rmaps[i]);
+        int rc = find_record(db, &rd, &cat, map->name, &r->t);
         if (rc && rc != BONSAI_NOTFOUND)
             return rc;
-        txn->rloaded[i] = rc == 0 && txn->rmaps[i].kind == map->kind ? 1 : 2;
+        r->state = rc == 0 && r->t.kind == map->kind ? 1 : 2;
+        r->gen = map->gen;
     }
-    if (txn->rloaded[i] == 2)
+    if (r->state == 2)
         return BONSAI_NOTFOUND;
-    *t = &txn->rmaps[i];
+    *t = &r->t;
     return 0;
 }
 
 /* ---- records, commit and abort ----------------------------------------- */
+
+/* The record deletion a dropped slot owes (w.record_dirty), once. */
+static int delete_record(bonsai_db *db, map_slot *s)
+{
+    if (!s->w.record_dirty)
+        return 0;
+    int rc = bt_del(db, &db->catalog, name_key(s->name));
+    if (rc == BONSAI_NOTFOUND)
+        rc = 0;
+    if (rc == 0)
+        s->w.record_dirty = 0;
+    return rc;
+}
+
+/* Before a live slot stores its name's record, the dropped slots of that
+ * name delete theirs: so the live record is the one that stays, even when
+ * the live slot is closed (and freed) before the commit. */
+static int delete_dropped_records(bonsai_db *db, const map_slot *live)
+{
+    for (uint32_t i = 0; i < db->nmaps; i++) {
+        map_slot *s = &db->maps[i];
+        if (s != live && s->loaded && s->dropped &&
+            strcmp(s->name, live->name) == 0) {
+            int rc = delete_record(db, s);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
 
 static int store_record(bonsai_db *db, map_slot *s)
 {
@@ -225,11 +302,13 @@ static int store_record(bonsai_db *db, map_slot *s)
          * after that map stored it, would lose the map */
         if (writer_slot(db, s->name))
             return 0;
-        int rc = bt_del(db, &db->catalog, name_key(s->name));
-        return rc == BONSAI_NOTFOUND ? 0 : rc;
+        return delete_record(db, s);
     }
     if (!s->live || !s->w.record_dirty)
         return 0;
+    int drc = delete_dropped_records(db, s);
+    if (drc)
+        return drc;
     const bt_tree *t = &s->w;
     if (t->depth && t->root.ext.pgno == 0)
         return BONSAI_CORRUPT; /* not flushed: a bug, not a file problem */
@@ -263,6 +342,16 @@ void maps_mark_records_dirty(bonsai_db *db)
     }
 }
 
+/* A slot no handle names (taken by a drop) is freed once settled. */
+static void release_if_unused(bonsai_db *db, map_slot *s)
+{
+    pthread_mutex_lock(&db->lock);
+    int unused = s->name && !s->opens && !s->cursors;
+    pthread_mutex_unlock(&db->lock);
+    if (unused)
+        release_slot(db, s);
+}
+
 void maps_after_commit(bonsai_db *db)
 {
     for (uint32_t i = 0; i < db->nmaps; i++) {
@@ -273,6 +362,7 @@ void maps_after_commit(bonsai_db *db)
         }
         s->dropped = 0;
         s->created = 0;
+        release_if_unused(db, s);
     }
 }
 
@@ -288,6 +378,7 @@ void maps_after_abort(bonsai_db *db)
             bt_discard(db, &s->w);
         s->loaded = 0;
         pending_forget(db, s);
+        release_if_unused(db, s);
     }
 }
 
@@ -343,13 +434,13 @@ static int create_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     int rc = lookup(db, txn, a->name, &t);
     if (rc == 0) {
         if (t.kind == a->kind)
-            get_slot(db, a->name, t.kind, a->map);
+            get_slot(db, a->name, t.kind, 1, a->map);
         return BONSAI_EXISTS;
     }
     if (rc != BONSAI_NOTFOUND)
         return rc;
     map_slot *s;
-    if ((rc = get_slot(db, a->name, a->kind, &s)))
+    if ((rc = get_slot(db, a->name, a->kind, 1, &s)))
         return rc;
     if (s->loaded)
         bt_discard(db, &s->w);
@@ -380,7 +471,7 @@ static int open_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     if (rc)
         return rc;
     map_slot *s;
-    if ((rc = get_slot(db, a->name, t.kind, &s)))
+    if ((rc = get_slot(db, a->name, t.kind, 1, &s)))
         return rc;
     *a->map = s;
     if (a->kind_out)
@@ -406,7 +497,7 @@ static int drop_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     if (rc)
         return rc;
     map_slot *s;
-    if ((rc = get_slot(db, a->name, t.kind, &s)))
+    if ((rc = get_slot(db, a->name, t.kind, 0, &s)))
         return rc;
     bt_tree *w;
     if ((rc = maps_writer_tree(db, s, &w)))
@@ -417,11 +508,13 @@ static int drop_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     if ((rc = bt_drop(db, w)))
         return rc;
     s->dropped = 1;
+    w->record_dirty = 1; /* now: the record's deletion */
     if (!db->cow) {
         /* no transaction to wait for: the record goes now */
         if ((rc = store_record(db, s)))
             return rc;
         s->live = s->loaded = s->dropped = 0;
+        release_if_unused(db, s);
     }
     return 0;
 }
@@ -477,10 +570,51 @@ int bonsai_map_list(bonsai_db *db, bonsai_txn *txn, bonsai_map_fn fn,
         return BONSAI_INVALID;
     list_arg a = {fn, ctx};
     int writer = txn ? !txn->rdonly : !db->cow;
-    if (writer && !db->opt.read_only) {
+    /* with every txn id used no change was let in: nothing to bring up
+     * to date (and no change may run) */
+    if (writer && !db->opt.read_only && txn_next_id(db->meta.txn_id)) {
         int rc = txn_change(db, txn, refresh_fn, NULL);
         if (rc)
             return rc;
     }
     return txn_read(db, txn, list_fn, &a);
+}
+
+/* Writes one map's changes into the writer's catalog (as a commit does
+ * for all): its waiting puts, every cached node, its record. */
+static int settle_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
+{
+    (void)txn;
+    map_slot *s = argp;
+    int rc = pending_apply(db, s);
+    if (rc == 0)
+        rc = bt_flush(db);
+    if (rc == 0)
+        rc = store_record(db, s);
+    return rc;
+}
+
+int bonsai_map_close(bonsai_db *db, bonsai_map map)
+{
+    if (!db || !map || map->db != db)
+        return BONSAI_INVALID;
+    pthread_mutex_lock(&db->lock);
+    int rc = !map->name || !map->opens ? BONSAI_INVALID : 0;
+    int last = rc == 0 && map->opens == 1;
+    if (last && map->cursors)
+        rc = BONSAI_BUSY;
+    else if (rc == 0 && !last)
+        map->opens--;
+    bonsai_txn *wtxn = db->wtxn;
+    pthread_mutex_unlock(&db->lock);
+    if (rc || !last)
+        return rc;
+    /* changes only a write transaction (or, without transactions, the
+     * store) holds go into its catalog first: nothing is lost with the
+     * slot, and commit or abort still takes them or leaves them */
+    if (unsettled(map) && (wtxn || !db->cow) &&
+        (rc = txn_change(db, wtxn, settle_fn, map)))
+        return rc;
+    release_slot(db, map);
+    return 0;
 }

@@ -8,7 +8,7 @@
  *   0    header: magic u32, version u32, slot count u32, slot bytes u32,
  *        then zero to byte 64.  Byte 0 also carries the creation lock.
  *   64   slot 0, 64 bytes: eight u64 words
- *          0 txn      snapshot txn id + 1; 0 = no snapshot
+ *          0 txn      snapshot txn id + 1 (at most 2^64-1); 0 = none
  *          1 end      the snapshot's meta: high-water page
  *          2 root     catalog root page
  *          3 shape    catalog root pages | catalog depth << 32
@@ -17,6 +17,10 @@
  *   128  slot 1, ...
  *
  * A slot is owned through an OFD write lock on its first byte.
+ *
+ * PATH-lock is opened without following a link, and written only when
+ * it is a table bonsai made, or began to make (empty, or 8 KiB of zeros
+ * with one name): any other file is refused and left as it is.
  */
 #include "readers.h"
 
@@ -114,7 +118,8 @@ static int write_all(int fd, const uint8_t *p, size_t n, off_t off)
     return 0;
 }
 
-/* A file whose header was never written: make it a fresh table. */
+/* Makes a fresh table of a file that a creator left unfinished (see
+ * unfinished_table): nothing but zero bytes, so nothing to lose. */
 static int create_table(int fd, size_t *bytes)
 {
     uint8_t head[RT_HEAD_BYTES] = {0};
@@ -123,14 +128,42 @@ static int create_table(int fd, size_t *bytes)
     put32(head + 8, RT_SLOTS);
     put32(head + 12, RT_SLOT_BYTES);
     *bytes = slot_offset(RT_SLOTS);
-    if (ftruncate(fd, 0) != 0)
-        return BONSAI_IO;
     /* blocks reserved, not a sparse file: a slot written through the
      * mapping must not meet a full disk (SIGBUS) */
     int e = posix_fallocate(fd, 0, (off_t)*bytes);
     if (e)
         return e == ENOSPC || e == EDQUOT ? BONSAI_ENOSPC : BONSAI_IO;
     return write_all(fd, head, sizeof head, 0);
+}
+
+/* Is the file (size bytes, the link count nlink) one that create_table
+ * began and never finished?  Such a file is new and empty, or all of its
+ * table's bytes reserved and still zero (the header comes last).  Any
+ * other file without a header is not bonsai's, and is never written. */
+static int unfinished_table(int fd, uint64_t size, nlink_t nlink, int *yes)
+{
+    *yes = 0;
+    if (nlink != 1)
+        return 0; /* another name reaches it: not a file bonsai made */
+    if (size == 0) {
+        *yes = 1;
+        return 0;
+    }
+    if (size != slot_offset(RT_SLOTS))
+        return 0;
+    uint8_t buf[4096];
+    for (uint64_t off = 0; off < size; off += sizeof buf) {
+        ssize_t n;
+        do
+            n = pread(fd, buf, sizeof buf, (off_t)off);
+        while (n < 0 && errno == EINTR);
+        if (n != (ssize_t)sizeof buf)
+            return BONSAI_IO;
+        if (!all_zero(buf, sizeof buf))
+            return 0;
+    }
+    *yes = 1;
+    return 0;
 }
 
 /* Checks the header of an existing table; *bytes gets the table's size. */
@@ -171,19 +204,29 @@ static int set_up(rt_table *t)
     while (n < 0 && errno == EINTR);
     if (n != (ssize_t)have)
         return BONSAI_IO;
-    /* users check the header under this lock, so a file whose header is
-     * zero (a creator died before writing it) has no users */
-    if (all_zero(head, sizeof head)) {
-        t->nslots = RT_SLOTS;
-        return create_table(t->fd, &t->bytes);
-    }
-    return check_table(t->fd, (uint64_t)st.st_size, &t->nslots, &t->bytes);
+    if (!all_zero(head, sizeof head))
+        return check_table(t->fd, (uint64_t)st.st_size, &t->nslots,
+                           &t->bytes);
+    /* users check the header under this lock, so a table whose header is
+     * zero (its creator died before writing it) has no users */
+    int unfinished, rc = unfinished_table(t->fd, (uint64_t)st.st_size,
+                                          st.st_nlink, &unfinished);
+    if (rc)
+        return rc;
+    if (!unfinished)
+        return BONSAI_LOCKFILE;
+    t->nslots = RT_SLOTS;
+    return create_table(t->fd, &t->bytes);
 }
 
 static int open_error(int e)
 {
     if (e == EACCES || e == EPERM || e == EROFS)
         return BONSAI_NOTSUP;
+    /* a symbolic link, a directory, a socket: not a lock file bonsai
+     * made, and not to be followed or written */
+    if (e == ELOOP || e == EISDIR || e == ENXIO)
+        return BONSAI_LOCKFILE;
     return e == ENOMEM ? BONSAI_NOMEM : BONSAI_IO;
 }
 
@@ -209,7 +252,11 @@ int rt_open(rt_table *t, const char *store_path, uint32_t mode)
     char *path = lock_path(store_path);
     if (!path)
         return BONSAI_NOMEM;
-    t->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, (mode_t)mode);
+    /* O_NOFOLLOW: PATH-lock itself, never a file a link points at;
+     * O_NONBLOCK: a FIFO of that name must not make open() wait (it is
+     * refused as not a regular file) */
+    t->fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK |
+                           O_CLOEXEC, (mode_t)mode);
     int e = errno;
     free(path);
     if (t->fd < 0)
@@ -284,7 +331,10 @@ static void write_slot(rt_table *t, uint32_t slot, const bx_meta *m)
                           m->cat_root.npages | (uint64_t)m->cat_depth << 32,
                           memory_order_relaxed);
     atomic_store_explicit(&w[W_COUNT], m->cat_count, memory_order_relaxed);
-    atomic_store(&w[W_TXN], m->txn_id + 1);
+    /* the last id there is shows as the one before it: older, so the
+     * writer keeps as much or more, and no write can follow it anyway */
+    atomic_store(&w[W_TXN], m->txn_id < UINT64_MAX ? m->txn_id + 1
+                                                    : UINT64_MAX);
 }
 
 int rt_publish(rt_table *t, const bx_meta *m, uint32_t *slot)

@@ -53,12 +53,13 @@ typedef struct rt_table {
 void rt_init(rt_table *t);
 
 /* Opens PATH-lock beside the store at store_path (PATH: the file it
- * names, symbolic links followed), creating and
- * initialising it (with permission bits mode) if this is the first
- * opener.  Returns 0; BONSAI_NOTSUP when no lock file can be used here
- * (not permitted, read-only file system, a disk too full to create it):
- * the caller falls back; or BONSAI_LOCKFILE (not a bonsai lock file,
- * damaged), BONSAI_NOMEM, BONSAI_IO. */
+ * names, symbolic links followed; PATH-lock itself is never followed),
+ * creating and initialising it (with permission bits mode) if this is the
+ * first opener, or if a creator left it unfinished.  Returns 0;
+ * BONSAI_NOTSUP when no lock file can be used here (not permitted,
+ * read-only file system, a disk too full to create it): the caller falls
+ * back; or BONSAI_LOCKFILE (a symbolic link, not a regular file, not a
+ * bonsai lock file, damaged: left unwritten), BONSAI_NOMEM, BONSAI_IO. */
 int rt_open(rt_table *t, const char *store_path, uint32_t mode);
 
 /* Releases every slot this handle owns and closes the file. */

@@ -18,8 +18,12 @@ static uint64_t os_page(void)
     return p > 0 ? (uint64_t)p : 4096;
 }
 
+/* v rounded up to a multiple of to; 0 if that is beyond 2^64 - 1 (only
+ * a size no caller may pass: callers check it). */
 static uint64_t round_up(uint64_t v, uint64_t to)
 {
+    if (v > UINT64_MAX - (to - 1))
+        return 0;
     return (v + to - 1) / to * to;
 }
 
@@ -67,6 +71,8 @@ int region_open_anon(region *rg, const bx_io *io, uint64_t cap)
     void *p;
     uint64_t reserved;
     cap = round_up(cap, os_page());
+    if (cap == 0)
+        return BONSAI_INVALID;
     int rc = reserve(io, cap, &p, &reserved);
     if (rc)
         return rc;
@@ -83,11 +89,12 @@ int region_open_anon(region *rg, const bx_io *io, uint64_t cap)
 int region_open_file(region *rg, const bx_io *io, int fd, uint64_t cap,
                      uint64_t file_size, int writable)
 {
+    uint64_t need = round_up(cap > file_size ? cap : file_size, os_page());
+    if (need == 0)
+        return BONSAI_INVALID;
     uint64_t reserved;
     void *p;
-    int rc = reserve(io, round_up(cap > file_size ? cap : file_size,
-                                  os_page()),
-                     &p, &reserved);
+    int rc = reserve(io, need, &p, &reserved);
     if (rc)
         return rc;
     *rg = (region){.io = io, .base = p, .reserved = reserved, .mapped = 0,

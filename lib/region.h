@@ -27,10 +27,12 @@ typedef struct region {
     int writable;
 } region;
 
-/* Anonymous memory of cap bytes (pages are touched lazily). */
+/* Anonymous memory of cap bytes (pages are touched lazily).  A cap that
+ * rounds up to the OS page beyond 2^64 - 1 is BONSAI_INVALID. */
 int region_open_anon(region *rg, const bx_io *io, uint64_t cap);
 
-/* A file of file_size bytes (a multiple of the OS page size) on fd. */
+/* A file of file_size bytes (a multiple of the OS page size) on fd,
+ * with room to grow to cap; BONSAI_INVALID as above. */
 int region_open_file(region *rg, const bx_io *io, int fd, uint64_t cap,
                      uint64_t file_size, int writable);
 

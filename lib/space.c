@@ -186,7 +186,8 @@ static int hold_all(bonsai_db *db, held *h, used_map *u)
     int rc = 0;
     for (size_t i = 0; i < h->n && rc == 0; i++)
         rc = hold_snapshot(db, &h->v[i], u, &l);
-    qsort(l.v, l.n, sizeof *l.v, oldest_tag_first);
+    if (l.n) /* qsort may not be given NULL, even for nothing */
+        qsort(l.v, l.n, sizeof *l.v, oldest_tag_first);
     for (size_t i = 0; i < l.n && rc == 0; i++)
         rc = alloc_hold(&db->al, l.v[i].txn, l.v[i].ext);
     free(l.v);

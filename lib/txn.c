@@ -100,8 +100,12 @@ static int begin_shared_read(bonsai_db *db, bonsai_txn *txn)
         txn->in_slot = 0;
         m = now;
     }
+    /* end is the file's word: a page count whose bytes pass 2^64 is
+     * beyond any reservation (checked before the product wraps) */
     if (rc == 0)
-        rc = region_follow(&db->rg, m.end * db->page_size);
+        rc = m.end > db->rg.reserved / db->page_size
+                 ? BONSAI_FULL
+                 : region_follow(&db->rg, m.end * db->page_size);
     if (rc == 0)
         db->meta = m;
     return rc;
@@ -132,7 +136,6 @@ static void end_read(bonsai_txn *txn)
         rt_release(&db->rt, txn->slot);
     pthread_mutex_unlock(&db->lock);
     free(txn->rmaps);
-    free(txn->rloaded);
     pk_cache_free(&txn->uc);
 }
 
@@ -171,14 +174,16 @@ static int begin_write(bonsai_db *db, bonsai_txn *txn)
     pthread_mutex_lock(&db->lock);
     int busy = wait_for_writer(db);
     uint64_t oldest = oldest_snapshot(db);
-    if (!busy) {
+    txn->id = txn_next_id(db->meta.txn_id);
+    if (!busy && txn->id) {
         db->wtxn = txn;
         db->wtxn_thread = pthread_self();
     }
-    txn->id = db->meta.txn_id + 1;
     pthread_mutex_unlock(&db->lock);
     if (busy)
         return BONSAI_BUSY;
+    if (!txn->id)
+        return BONSAI_TXNID_FULL;
     /* scanning the reader slots costs a lock query per slot in use: only
      * when pages wait that in-process readers would let go */
     if (db->rt.fd >= 0 && db->al.npending && db->al.pending[0].txn <= oldest)
@@ -274,21 +279,24 @@ static int commit_write(bonsai_db *db, bonsai_txn *txn)
     publish(db, &m);
     maps_after_commit(db);
     cache_after_change(db);
-    db->wtxn_id = txn->id + 1;
+    db->wtxn_id = txn_next_id(txn->id);
     release_writer(db);
     return rc == BONSAI_IO || rc == BONSAI_ENOSPC ? BONSAI_FAILED : rc;
 }
 
 int txn_write_back(bonsai_db *db)
 {
+    uint64_t id = txn_next_id(db->meta.txn_id);
+    if (!id)
+        return 0; /* change_directly let no change in: nothing to write */
     int rc = write_changes(db);
     if (rc)
         return rc;
-    bx_meta m = next_meta(db, db->meta.txn_id + 1);
+    bx_meta m = next_meta(db, id);
     if ((rc = make_durable(db, &m)))
         return BONSAI_FAILED;
     publish(db, &m);
-    db->wtxn_id = m.txn_id + 1;
+    db->wtxn_id = txn_next_id(m.txn_id);
     return 0;
 }
 
@@ -419,6 +427,10 @@ static int change_directly(bonsai_db *db, txn_change_fn fn, void *arg)
 {
     if (db->failed)
         return BONSAI_FAILED;
+    /* a change applies in place at once, but only a write-back with a
+     * larger id than the last makes it the store's: refuse it first */
+    if (!txn_next_id(db->meta.txn_id))
+        return BONSAI_TXNID_FULL;
     uint64_t gen0 = db->write_gen;
     db->op_tree = NULL;
     int rc = fn(db, NULL, arg);

@@ -271,6 +271,39 @@ Test(api, version_matches_header)
     cr_assert_str_eq(bonsai_version(NULL, NULL, NULL), want);
 }
 
+/* A cap whose size rounds up past 2^64 - 1 (or beyond the largest file,
+ * BONSAI_MAX_SIZE) is a bad option, not an I/O error: nothing is made. */
+Test(api, cap_beyond_the_largest_store_is_invalid)
+{
+    const uint64_t caps[] = {UINT64_MAX, UINT64_MAX - 1, UINT64_MAX - 4095,
+                             BONSAI_MAX_SIZE + 1};
+    const char *path = tu_path("cap.db");
+    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
+        bonsai_options o;
+        bonsai_options_init(&o);
+        o.max_size = caps[i];
+        bonsai_db *db = NULL;
+        int rc = bonsai_open(NULL, &o, &db);
+        cr_assert(rc == BONSAI_INVALID, "anonymous, cap %" PRIu64 " -> %s",
+                  caps[i], tu_err(rc));
+        rc = bonsai_open(path, &o, &db);
+        cr_assert(rc == BONSAI_INVALID, "file, cap %" PRIu64 " -> %s",
+                  caps[i], tu_err(rc));
+        cr_assert(access(path, F_OK) != 0, "cap %" PRIu64 " made %s",
+                  caps[i], path);
+    }
+    /* the largest cap is an option, reserved if the address space holds
+     * it */
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.max_size = BONSAI_MAX_SIZE;
+    bonsai_db *db = NULL;
+    int rc = bonsai_open(NULL, &o, &db);
+    cr_assert(rc == 0 || rc == BONSAI_NOMEM, "cap BONSAI_MAX_SIZE -> %s",
+              tu_err(rc));
+    TU_OK(bonsai_close(db));
+}
+
 /* The extreme legal options still give a working store. */
 Test(api, extreme_options_work)
 {
@@ -553,10 +586,12 @@ static void expect_map_a(bonsai_db *db, const char *when)
 }
 
 /* In one write transaction: drop "a", create it again as a byte map, put
- * a key (listing the maps `lists` times after the put), commit.  The map
- * created last must be the one the catalog keeps, whichever handle slots
- * the earlier maps of that name took. */
-static void recreate_in_one_txn(unsigned first_kind, int history, int lists)
+ * a key (listing the maps `lists` times after the put, and closing the
+ * new handle if `close_it`), commit.  The map created last must be the
+ * one the catalog keeps, whichever handle slots the earlier maps of that
+ * name took. */
+static void recreate_in_one_txn(unsigned first_kind, int history, int lists,
+                                int close_it)
 {
     const char *path = tu_path("re.db");
     bonsai_options o = file_opts();
@@ -583,6 +618,8 @@ static void recreate_in_one_txn(unsigned first_kind, int history, int lists)
         cr_assert_eq(r.kinds[0], BONSAI_KEY_BYTES);
         cr_assert_eq(r.entries[0], 1, "list %d: entries", i + 1);
     }
+    if (close_it)
+        TU_OK(bonsai_map_close(db, m));
     TU_OK(bonsai_txn_commit(txn));
     expect_map_a(db, "after commit");
     TU_OK(bonsai_close(db));
@@ -593,22 +630,35 @@ static void recreate_in_one_txn(unsigned first_kind, int history, int lists)
 
 Test(api, map_recreated_after_other_kinds_survives_commit)
 {
-    recreate_in_one_txn(0, 1, 0);
+    recreate_in_one_txn(0, 1, 0, 0);
 }
 
 Test(api, map_recreated_with_other_kind_survives_listing_twice)
 {
-    recreate_in_one_txn(BONSAI_KEY_U64, 0, 2);
+    recreate_in_one_txn(BONSAI_KEY_U64, 0, 2, 0);
 }
 
 Test(api, map_recreated_with_same_kind_survives_listing_twice)
 {
-    recreate_in_one_txn(BONSAI_KEY_BYTES, 0, 2);
+    recreate_in_one_txn(BONSAI_KEY_BYTES, 0, 2, 0);
 }
 
 Test(api, map_recreated_after_other_kinds_survives_listing)
 {
-    recreate_in_one_txn(0, 1, 2);
+    recreate_in_one_txn(0, 1, 2, 0);
+}
+
+/* The new handle closed before the commit: its record is in the
+ * transaction's catalog then, and the dropped map's deletion of the name
+ * must not come after it. */
+Test(api, map_recreated_with_other_kind_survives_its_handle_closed)
+{
+    recreate_in_one_txn(BONSAI_KEY_U64, 0, 0, 1);
+}
+
+Test(api, map_recreated_after_other_kinds_survives_its_handle_closed)
+{
+    recreate_in_one_txn(0, 1, 1, 1);
 }
 
 Test(api, maps_full_at_max_maps)
@@ -637,6 +687,206 @@ Test(api, maps_full_at_max_maps)
     TU_OK(bonsai_put_u64(NULL, last, 2, NULL, 0));
     TU_RC(bonsai_get_u64(NULL, last, 1, &(bonsai_val){0, NULL}),
           BONSAI_NOTFOUND);
+    TU_OK(bonsai_close(db));
+}
+
+/* ---- more maps than handles --------------------------------------------- */
+
+/* More maps than one handle holds open at once: a store written in two
+ * parts (as two loads of 2,500 maps each make it). */
+#define MANY_MAPS 5000u
+
+static void map_name(char *buf, size_t n, unsigned i)
+{
+    snprintf(buf, n, "%c%05u", i < MANY_MAPS / 2 ? 'a' : 'b', i);
+}
+
+/* Map i holds key i with the value "v<i>"; returns its handle. */
+static bonsai_map map_i_holds(bonsai_db *db, bonsai_txn *txn, unsigned i)
+{
+    char name[16], v[16];
+    map_name(name, sizeof name, i);
+    snprintf(v, sizeof v, "v%u", i);
+    bonsai_map m = tu_map_open(db, txn, name, BONSAI_KEY_U64);
+    uint64_t count;
+    TU_OK(bonsai_count(txn, m, &count));
+    cr_assert_eq(count, 1, "map %s holds %" PRIu64 " entries", name, count);
+    bonsai_val got = {0, NULL};
+    TU_OK(bonsai_get_u64(txn, m, i, &got));
+    cr_assert(got.size == strlen(v) && memcmp(got.data, v, got.size) == 0,
+              "map %s: wrong value", name);
+    return m;
+}
+
+/* map_i_holds, then the handle closed. */
+static void expect_map_i(bonsai_db *db, bonsai_txn *txn, unsigned i)
+{
+    TU_OK(bonsai_map_close(db, map_i_holds(db, txn, i)));
+}
+
+static int count_map(void *ctx, const char *name, unsigned kind,
+                     uint64_t entries)
+{
+    (void)name;
+    (void)kind;
+    uint64_t *n = ctx;
+    n[0]++;
+    n[1] += entries;
+    return 0;
+}
+
+static void expect_many_maps(const char *path)
+{
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.read_only = 1;
+    bonsai_db *db = tu_open(path, &o);
+    uint64_t n[2] = {0, 0};
+    TU_OK(bonsai_map_list(db, NULL, count_map, n));
+    cr_assert(n[0] == MANY_MAPS && n[1] == MANY_MAPS,
+              "%s: %" PRIu64 " maps, %" PRIu64 " entries", path, n[0], n[1]);
+    bonsai_txn *txn;
+    TU_OK(bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &txn));
+    for (unsigned i = 0; i < MANY_MAPS; i += 7) /* fewer than a handle holds */
+        map_i_holds(db, txn, i);
+    bonsai_txn_abort(txn);
+    uint64_t problems = 1;
+    TU_OK(bonsai_verify(db, 0, NULL, NULL, NULL, &problems));
+    cr_assert_eq(problems, 0);
+    TU_OK(bonsai_close(db));
+}
+
+/* Maps [from, to) of map_name, each in a handle of its own, written in
+ * one commit by a handle that opens fewer than BONSAI_MAX_MAPS. */
+static void put_maps(const char *path, unsigned from, unsigned to)
+{
+    bonsai_db *db = tu_open(path, NULL);
+    bonsai_txn *txn;
+    TU_OK(bonsai_txn_begin(db, 0, &txn));
+    for (unsigned i = from; i < to; i++) {
+        char name[16], v[16];
+        map_name(name, sizeof name, i);
+        bonsai_map m = tu_map_create(db, txn, name, BONSAI_KEY_U64);
+        bonsai_val val = sval((snprintf(v, sizeof v, "v%u", i), v));
+        TU_OK(bonsai_put_u64(txn, m, i, &val, 0));
+    }
+    TU_OK(bonsai_txn_commit(txn));
+    TU_OK(bonsai_close(db));
+}
+
+/* bonsai_compact opens every map of the source and of the copy: it
+ * copies a store of more maps than one handle holds open at once. */
+Test(api, compact_copies_more_maps_than_one_handle_opens)
+{
+    const char *path = tu_path("many.db"), *copy = tu_path("copy.db");
+    put_maps(path, 0, MANY_MAPS / 2);
+    put_maps(path, MANY_MAPS / 2, MANY_MAPS);
+    expect_many_maps(path);
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.read_only = 1;
+    bonsai_db *db = tu_open(path, &o);
+    TU_OK(bonsai_compact(db, copy, NULL));
+    TU_OK(bonsai_close(db));
+    expect_many_maps(copy);
+}
+
+/* A handle closed when done frees its slot: one handle creates, writes
+ * and reads any number of maps, in a write transaction (whose changes to
+ * closed maps commit or abort with it) and without transactions. */
+Test(api, closed_map_handles_let_a_handle_use_any_number_of_maps)
+{
+    const char *path = tu_path("close.db");
+    bonsai_db *db = tu_open(path, NULL);
+    bonsai_txn *txn;
+    TU_OK(bonsai_txn_begin(db, 0, &txn));
+    for (unsigned i = 0; i < MANY_MAPS; i++) {
+        char name[16], v[16];
+        map_name(name, sizeof name, i);
+        bonsai_map m = tu_map_create(db, txn, name, BONSAI_KEY_U64);
+        bonsai_val val = sval((snprintf(v, sizeof v, "v%u", i), v));
+        TU_OK(bonsai_put_u64(txn, m, i, &val, 0));
+        TU_OK(bonsai_map_close(db, m));
+        if (i % 1000 == 0) /* the transaction sees the closed map */
+            expect_map_i(db, txn, i);
+    }
+    TU_OK(bonsai_txn_commit(txn));
+    /* maps created, closed, then aborted are gone */
+    TU_OK(bonsai_txn_begin(db, 0, &txn));
+    for (unsigned i = 0; i < MANY_MAPS; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "gone%05u", i);
+        bonsai_map m = tu_map_create(db, txn, name, BONSAI_KEY_U64);
+        TU_OK(bonsai_put_u64(txn, m, i, NULL, 0));
+        TU_OK(bonsai_map_close(db, m));
+    }
+    /* a drop, closed, also waits for the commit (here: the abort) */
+    bonsai_map m = tu_map_open(db, txn, "a00007", BONSAI_KEY_U64);
+    TU_OK(bonsai_map_drop(db, txn, "a00007"));
+    TU_OK(bonsai_map_close(db, m));
+    TU_RC(bonsai_map_open(db, txn, "a00007", &m, NULL), BONSAI_NOTFOUND);
+    bonsai_txn_abort(txn);
+    TU_RC(bonsai_map_open(db, NULL, "gone00001", &m, NULL), BONSAI_NOTFOUND);
+    TU_OK(bonsai_close(db));
+    expect_many_maps(path);
+
+    /* without transactions, in memory */
+    db = tu_open(NULL, NULL);
+    for (unsigned i = 0; i < MANY_MAPS; i++) {
+        char name[16], v[16];
+        map_name(name, sizeof name, i);
+        m = tu_map_create(db, NULL, name, BONSAI_KEY_U64);
+        bonsai_val val = sval((snprintf(v, sizeof v, "v%u", i), v));
+        TU_OK(bonsai_put_u64(NULL, m, i, &val, 0));
+        TU_OK(bonsai_map_close(db, m));
+    }
+    uint64_t n[2] = {0, 0};
+    TU_OK(bonsai_map_list(db, NULL, count_map, n));
+    cr_assert(n[0] == MANY_MAPS && n[1] == MANY_MAPS);
+    for (unsigned i = 0; i < MANY_MAPS; i += 7)
+        expect_map_i(db, NULL, i);
+    TU_OK(bonsai_close(db));
+}
+
+/* Closing counts: each open or create that gave the handle needs a close
+ * before the slot is freed; a handle under a cursor is not freed; a read
+ * snapshot never mistakes the map a freed slot names next for the one
+ * it named before. */
+Test(api, map_close_rules)
+{
+    bonsai_db *db = tu_open(tu_path("rules.db"), NULL);
+    bonsai_map x = tu_map_create(db, NULL, "x", BONSAI_KEY_BYTES);
+    bonsai_map y = tu_map_create(db, NULL, "y", BONSAI_KEY_BYTES);
+    put_str(NULL, x, "k", "in x");
+    put_str(NULL, y, "k", "in y");
+    bonsai_map again = tu_map_open(db, NULL, "x", BONSAI_KEY_BYTES);
+    cr_assert(again == x, "a map open twice has one handle");
+    TU_OK(bonsai_map_close(db, again));
+    expect_str(NULL, x, "k", "in x"); /* one open left */
+    bonsai_cursor *cur;
+    TU_OK(bonsai_cursor_open(NULL, x, &cur));
+    TU_RC(bonsai_map_close(db, x), BONSAI_BUSY);
+    bonsai_cursor_close(cur);
+    TU_OK(bonsai_map_close(db, x));
+    TU_RC(bonsai_map_close(db, x), BONSAI_INVALID);
+    bonsai_val k = sval("k"), v;
+    TU_RC(bonsai_get(NULL, x, &k, &v), BONSAI_INVALID);
+    TU_RC(bonsai_cursor_open(NULL, x, &cur), BONSAI_INVALID);
+    TU_RC(bonsai_map_close(NULL, y), BONSAI_INVALID);
+    TU_RC(bonsai_map_close(db, NULL), BONSAI_INVALID);
+
+    /* a snapshot reads x, its handle is freed and y's reopened handle
+     * may take its slot: the snapshot reads y there, not x */
+    bonsai_txn *r;
+    TU_OK(bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &r));
+    bonsai_map rx = tu_map_open(db, r, "x", BONSAI_KEY_BYTES);
+    expect_str(r, rx, "k", "in x");
+    TU_OK(bonsai_map_close(db, rx));
+    TU_OK(bonsai_map_close(db, y));
+    bonsai_map ry = tu_map_open(db, r, "y", BONSAI_KEY_BYTES);
+    expect_str(r, ry, "k", "in y");
+    bonsai_txn_abort(r);
+    TU_OK(bonsai_map_close(db, ry));
     TU_OK(bonsai_close(db));
 }
 
@@ -1783,7 +2033,8 @@ Test(api, strerror_distinct)
                    BONSAI_NOMEM,    BONSAI_IO,       BONSAI_BUSY,
                    BONSAI_READONLY, BONSAI_BADTXN,   BONSAI_MAPKIND,
                    BONSAI_ENOSPC,   BONSAI_FAILED,   BONSAI_NOTSUP,
-                   BONSAI_MAPS_FULL, BONSAI_LOCKFILE, BONSAI_READERS_FULL};
+                   BONSAI_MAPS_FULL, BONSAI_LOCKFILE, BONSAI_READERS_FULL,
+                   BONSAI_TXNID_FULL};
     size_t n = sizeof codes / sizeof codes[0];
     for (size_t i = 0; i < n; i++) {
         const char *s = bonsai_strerror(codes[i]);
@@ -1793,7 +2044,7 @@ Test(api, strerror_distinct)
                       "strerror(%d) == strerror(%d) == \"%s\"", codes[i],
                       codes[j], s);
     }
-    int unknown[] = {1, -1, -30700, -30721, 12345, INT32_MIN};
+    int unknown[] = {1, -1, -30700, -30722, 12345, INT32_MIN};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
         const char *s = bonsai_strerror(unknown[i]);
         cr_assert(s != NULL && s[0] != 0, "strerror(%d) is empty",

@@ -10,7 +10,8 @@
  * address space too small for the cap), a full disk (an injected ENOSPC,
  * and a real one on a small tmpfs mounted in a private mount namespace:
  * skipped, with a warning, only where mounting is not permitted), a
- * truncated file, a wrong magic, an unknown version, an unwritable file
+ * truncated file, a wrong magic, an unknown version, a store at the last
+ * transaction id (2^64-1, forged in its meta slot), an unwritable file
  * opened for writing (as root too: the child drops CAP_DAC_OVERRIDE), a
  * read-only handle asked to write, a second writer process, a path that
  * is a directory, a FIFO or a device, NULL handles, a dropped map's
@@ -887,6 +888,211 @@ Test(badinput, unknown_version)
     free(bad);
     free(orig);
     expect_store(path, NCOMMITTED, 0);
+}
+
+/* ---- the last transaction id ---------------------------------------------- */
+
+static uint64_t get_le64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static void put_le64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* The newest meta slot of the file image f (format.md, "Meta slots"). */
+static const uint8_t *newest_slot(const uint8_t *f)
+{
+    const uint8_t *s0 = f + 512, *s1 = f + 1024;
+    return get_le64(s1 + 8) > get_le64(s0 + 8) && !memcmp(s1, "meta", 4)
+               ? s1 : s0;
+}
+
+/* Writes slot (52 bytes) with txn_id id and end (if not 0), its checksum
+ * made to hold, into out. */
+static void forge_slot(const uint8_t *slot, uint64_t id, uint64_t end,
+                       uint8_t *out)
+{
+    uint8_t s[52];
+    memcpy(s, slot, sizeof s);
+    put_le64(s + 8, id);
+    if (end)
+        put_le64(s + 16, end);
+    uint32_t crc = bonsai_crc32c(0, s, 48);
+    for (int i = 0; i < 4; i++)
+        s[48 + i] = (uint8_t)(crc >> (8 * i));
+    memcpy(out, s, sizeof s);
+}
+
+/* Rewrites path's meta slots: the newest slot's contents with txn_id id
+ * in slot 0; slot 1 all zero (unused). */
+static void forge_txn_id(const char *path, uint64_t id)
+{
+    size_t n;
+    uint8_t *f = slurp(path, &n);
+    forge_slot(newest_slot(f), id, 0, f + 512);
+    memset(f + 1024, 0, 52);
+    spill(path, f, n);
+    free(f);
+}
+
+static uint64_t last_txn(bonsai_db *db)
+{
+    bonsai_stat st;
+    TU_OK(bonsai_db_stat(db, &st));
+    return st.txn_id;
+}
+
+/* Every way to change a store whose last id is UINT64_MAX is refused
+ * with BONSAI_TXNID_FULL, and the file is left as it was. */
+static void expect_no_more_writes(const char *path, int transactions)
+{
+    size_t n0, n1;
+    uint8_t *before = slurp(path, &n0);
+    bonsai_options o = plain_opts();
+    o.transactions = transactions;
+    bonsai_db *db = tu_open(path, &o);
+    cr_assert_eq(last_txn(db), UINT64_MAX);
+    bonsai_map m = tu_map_open(db, NULL, "u", BONSAI_KEY_U64);
+    bonsai_txn *t = NULL;
+    if (transactions) {
+        TU_RC(bonsai_txn_begin(db, 0, &t), BONSAI_TXNID_FULL);
+        cr_assert(t == NULL);
+    }
+    uint64_t count;
+    TU_OK(bonsai_count(NULL, m, &count)); /* the writer's tree, loaded */
+    TU_RC(bonsai_put_u64(NULL, m, NCOMMITTED + 7, NULL, 0),
+          BONSAI_TXNID_FULL);
+    TU_RC(bonsai_del_u64(NULL, m, 0), BONSAI_TXNID_FULL);
+    bonsai_map other;
+    TU_RC(bonsai_map_create(db, NULL, "v", BONSAI_KEY_U64, &other),
+          BONSAI_TXNID_FULL);
+    TU_RC(bonsai_map_drop(db, NULL, "u"), BONSAI_TXNID_FULL);
+    /* reading goes on, at the last id */
+    if (transactions) {
+        TU_OK(bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &t));
+        cr_assert_eq(bonsai_txn_id(t), UINT64_MAX);
+        expect_range(t, m, NCOMMITTED);
+        bonsai_txn_abort(t);
+    }
+    expect_range(NULL, m, NCOMMITTED);
+    verify_clean(db);
+    TU_OK(bonsai_sync(db));
+    TU_OK(bonsai_close(db));
+    uint8_t *after = slurp(path, &n1);
+    cr_assert(n0 == n1 && memcmp(before, after, n0) == 0,
+              "a refused write changed the file (transactions %d)",
+              transactions);
+    free(before);
+    free(after);
+}
+
+/* The commit with the last id there is stands; after it every write
+ * fails before it writes anything, as it does when the file already
+ * ends there; nothing wraps to id 0, whose meta slot would lose to the
+ * older one at the next open. */
+Test(badinput, no_commit_is_lost_at_the_last_txn_id)
+{
+    for (int transactions = 1; transactions >= 0; transactions--) {
+        const char *path = make_store("ids.db", NCOMMITTED);
+        forge_txn_id(path, UINT64_MAX - 1);
+        bonsai_options o = plain_opts();
+        o.transactions = transactions;
+        bonsai_db *db = tu_open(path, &o);
+        bonsai_map m = tu_map_open(db, NULL, "u", BONSAI_KEY_U64);
+        char buf[32];
+        bonsai_val v = value_of(NCOMMITTED, buf, sizeof buf);
+        bonsai_txn *t = NULL;
+        if (transactions) {
+            TU_OK(bonsai_txn_begin(db, 0, &t));
+            cr_assert_eq(bonsai_txn_id(t), UINT64_MAX);
+        }
+        TU_OK(bonsai_put_u64(t, m, NCOMMITTED, &v, 0));
+        if (t)
+            TU_OK(bonsai_txn_commit(t));
+        TU_OK(bonsai_close(db));
+        db = tu_open(path, &o);
+        cr_assert_eq(last_txn(db), UINT64_MAX, "transactions %d",
+                     transactions);
+        m = tu_map_open(db, NULL, "u", BONSAI_KEY_U64);
+        expect_range(NULL, m, NCOMMITTED + 1);
+        TU_OK(bonsai_close(db));
+        cr_assert(unlink(path) == 0);
+        unlink(tu_path("ids.db-lock"));
+
+        path = make_store("ids.db", NCOMMITTED);
+        forge_txn_id(path, UINT64_MAX);
+        expect_no_more_writes(path, transactions);
+        expect_no_more_writes(path, 1 - transactions);
+        expect_store(path, NCOMMITTED, 1);
+        cr_assert(unlink(path) == 0);
+        unlink(tu_path("ids.db-lock"));
+    }
+}
+
+/* A read-only handle publishes its snapshot of the last id in the lock
+ * file as a snapshot (a non-zero word), never as "no snapshot" (0). */
+Test(badinput, snapshot_of_the_last_txn_id_is_published)
+{
+    const char *path = make_store("ids.db", NCOMMITTED);
+    forge_txn_id(path, UINT64_MAX);
+    bonsai_options o = plain_opts();
+    o.read_only = 1;
+    bonsai_db *db = tu_open(path, &o);
+    bonsai_txn *t;
+    TU_OK(bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &t));
+    cr_assert_eq(bonsai_txn_id(t), UINT64_MAX);
+    bonsai_map m = tu_map_open(db, t, "u", BONSAI_KEY_U64);
+    expect_range(t, m, NCOMMITTED);
+    /* slot 0, the first a handle claims: its txn word, in host order */
+    int fd = open(tu_path("ids.db-lock"), O_RDONLY);
+    cr_assert(fd >= 0, "no lock file: %s", strerror(errno));
+    uint64_t word = 0;
+    cr_assert(pread(fd, &word, 8, 64) == 8);
+    close(fd);
+    cr_assert(word != 0, "the snapshot of id 2^64-1 is published as none");
+    /* a writer opening beside it keeps what it reads */
+    bonsai_db *w = tu_open(path, NULL);
+    TU_OK(bonsai_close(w));
+    expect_range(t, m, NCOMMITTED);
+    bonsai_txn_abort(t);
+    TU_OK(bonsai_close(db));
+}
+
+/* A reader follows the newest meta slot a writer wrote after it opened;
+ * an end so far out that its bytes pass 2^64 is beyond what the reader
+ * reserved (BONSAI_FULL), not a wrapped size that seems to fit. */
+Test(badinput, reader_refuses_an_end_whose_bytes_wrap)
+{
+    const char *path = make_store("end.db", NCOMMITTED);
+    bonsai_options o = plain_opts();
+    o.read_only = 1;
+    bonsai_db *db = tu_open(path, &o);
+    size_t n;
+    uint8_t *f = slurp(path, &n);
+    const uint8_t *s = newest_slot(f);
+    uint64_t id = get_le64(s + 8) + 1;
+    /* 2^55 pages of 512 bytes (the default page) are 2^64 bytes: 0 */
+    uint8_t slot[52];
+    forge_slot(s, id, UINT64_C(1) << 55, slot);
+    int fd = open(path, O_WRONLY);
+    cr_assert(fd >= 0 && pwrite(fd, slot, sizeof slot, 512 + 512 * (id & 1))
+                             == (ssize_t)sizeof slot);
+    close(fd);
+    bonsai_txn *t = NULL;
+    int rc = bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &t);
+    cr_assert(rc == BONSAI_FULL, "a snapshot of end 2^55 pages -> %s",
+              tu_err(rc));
+    TU_OK(bonsai_close(db));
+    spill(path, f, n);
+    free(f);
+    expect_store(path, NCOMMITTED, 1);
 }
 
 /* ---- permissions, locks, paths --------------------------------------------------------- */

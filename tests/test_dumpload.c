@@ -889,7 +889,7 @@ static int has_strerror(const char *path)
 {
     char *s = slurp(path, NULL);
     int found = 0;
-    for (int rc = BONSAI_NOTFOUND; rc >= BONSAI_READERS_FULL && !found; rc--)
+    for (int rc = BONSAI_NOTFOUND; rc >= BONSAI_TXNID_FULL && !found; rc--)
         found = strstr(s, bonsai_strerror(rc)) != NULL;
     free(s);
     return found;

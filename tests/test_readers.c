@@ -234,11 +234,19 @@ Test(readers, a_damaged_header_is_refused)
     /* a file cut short */
     cr_assert(truncate(lock_path(), 100) == 0);
     TU_RC(rt_open(&t, store(), 0644), BONSAI_LOCKFILE);
-    /* a header of zeros is a creation that never finished: made afresh */
+    /* a header of zeros on a file of another size is no table's: no
+     * creation leaves one, so it is refused and left as it is */
     write_at(lock_path(), 0, zero, sizeof zero);
+    TU_RC(rt_open(&t, store(), 0644), BONSAI_LOCKFILE);
+    struct stat st;
+    cr_assert(stat(lock_path(), &st) == 0 && st.st_size == 100);
+    /* a table's size and nothing but zeros is a creation that never
+     * finished: made afresh */
+    cr_assert(truncate(lock_path(), 0) == 0);
+    cr_assert(truncate(lock_path(), RT_HEAD_BYTES +
+                                    RT_SLOTS * RT_SLOT_BYTES) == 0);
     TU_OK(rt_open(&t, store(), 0644));
     cr_assert_eq(t.nslots, RT_SLOTS);
-    struct stat st;
     cr_assert(stat(lock_path(), &st) == 0);
     cr_assert_eq((uint64_t)st.st_size, RT_HEAD_BYTES + RT_SLOTS * RT_SLOT_BYTES);
     rt_close(&t);

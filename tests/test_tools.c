@@ -15,7 +15,15 @@
  *    exits 1 and names the page, dump and stat report and do not crash;
  *  - verify's progress only on a terminal or when asked;
  *  - bonsai-dump's output against mdb_dump's and db_dump's, byte for byte
- *    but for the sizing lines each tool writes of its own.
+ *    but for the sizing lines each tool writes of its own;
+ *  - a lock file bonsai did not make (a link, a FIFO, zeros): refused by
+ *    every tool, and never written;
+ *  - a store of more maps than one handle opens at once: every tool reads
+ *    it whole, a load of its dump makes it again;
+ *  - caps out of range: an invalid option, named;
+ *  - a failed load (a new store, through a dangling link, an empty file,
+ *    CRLF input, a disk too full to grow the file): the directory exactly
+ *    as it was.
  *
  * Every run asserts that no tool died of a signal (an alarm kills a hung
  * one) and that every file given to a tool as a source is unchanged, byte
@@ -28,6 +36,7 @@
 
 #include <criterion/criterion.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -490,6 +499,123 @@ Test(tools, load_refuses_bad_store_files)
     }
 }
 
+/* ---- sizes out of range ------------------------------------------------- */
+
+/* A cap of 2^64 - 1 (whose size rounds up past it, to 0) or beyond
+ * BONSAI_MAX_SIZE: an invalid option named as such, not an I/O error. */
+Test(tools, caps_out_of_range_are_named_invalid)
+{
+    const char *st = tp("cap.bonsai");
+    static const char *const caps[] = {
+        "18446744073709551615", "18446744073709551614",
+        "9223372036854775809", "8589934593G", "65535", "1K",
+    };
+    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
+        result r = RUN("bonsai-fill", "--cap", caps[i], "--count", "10",
+                       "--quiet");
+        expect(&r, 2);
+        expect_in(r.err, "--cap", r.cmd);
+        expect_in(r.err, caps[i], r.cmd);
+        expect_in(r.err, bonsai_strerror(BONSAI_INVALID), r.cmd);
+        result_free(&r);
+        r = RUN("bonsai-fill", "--file", st, "--cap", caps[i], "--count",
+                "10", "--quiet");
+        expect(&r, 2);
+        result_free(&r);
+        cr_assert(!exists(st), "fill --cap %s made %s", caps[i], st);
+    }
+    static const char *const opts[][2] = {
+        {"--page-size", "100"}, {"--page-size", "131072"},
+        {"--node-bytes", "255"}, {"--node-entries", "1"},
+    };
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
+        result r = RUN("bonsai-fill", opts[i][0], opts[i][1], "--count",
+                       "10", "--quiet");
+        expect(&r, 2);
+        expect_in(r.err, opts[i][0], r.cmd);
+        expect_in(r.err, bonsai_strerror(BONSAI_INVALID), r.cmd);
+        result_free(&r);
+    }
+    /* mapsize= in a dump header: the line that says it, and no store */
+    static const char *const sizes[] = {"18446744073709551615",
+                                        "9223372036854775809"};
+    const char *in = tp("big.dump");
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "VERSION=3\nformat=print\ndatabase=m\n"
+                 "type=btree\nmapsize=%s\nHEADER=END\n a\n b\nDATA=END\n",
+                 sizes[i]);
+        write_bytes(in, text, strlen(text));
+        result r = RUN("bonsai-load", "-f", in, st);
+        expect(&r, 1);
+        expect_in(r.err, "line 5", r.cmd);
+        expect_in(r.err, "mapsize", r.cmd);
+        expect_in(r.err, bonsai_strerror(BONSAI_INVALID), r.cmd);
+        result_free(&r);
+        cr_assert(!exists(st), "load of mapsize=%s made %s", sizes[i], st);
+    }
+    /* the largest cap loads, where the address space holds it */
+    result r = RUN("bonsai-fill", "--cap", "9223372036854775808", "--count",
+                   "10", "--quiet");
+    cr_assert(r.status == 0 || strstr(r.err, bonsai_strerror(BONSAI_NOMEM)),
+              "%s: exit %d: %s", r.cmd, r.status, r.err);
+    result_free(&r);
+}
+
+/* ---- a lock file bonsai did not make ------------------------------------ */
+
+/* STORE-lock a symbolic link to a file of zeros, a FIFO, a regular file
+ * of zeros that no creation of a lock table leaves: every tool refuses
+ * the store, and writes neither the lock file nor what it points at. */
+Test(tools, no_tool_writes_through_a_foreign_lock_file)
+{
+    const char *st = make_store("s.bonsai", 50), *dst = tp("copy.bonsai");
+    const char *lock = tp("s.bonsai-lock"), *victim = tp("victim");
+    const char *dump = tp("in.dump");
+    result r = RUN("bonsai-dump", "-f", dump, st);
+    expect(&r, 0);
+    result_free(&r);
+    enum { LINK_TABLE_SIZE, LINK_BIG, FIFO, ZEROS, NCASES };
+    static const char *const what[NCASES] = {
+        "a link to 8 KiB of zeros", "a link to 64 KiB of zeros", "a FIFO",
+        "4 KiB of zeros"};
+    char *zeros = calloc(1, 65536);
+    cr_assert(zeros);
+    for (int c = 0; c < NCASES; c++) {
+        unlink(lock);
+        unlink(victim);
+        if (c == LINK_TABLE_SIZE || c == LINK_BIG) {
+            write_bytes(victim, zeros, c == LINK_BIG ? 65536 : 8192);
+            cr_assert(symlink(victim, lock) == 0);
+        } else if (c == FIFO) {
+            cr_assert(mkfifo(lock, 0644) == 0);
+        } else {
+            write_bytes(lock, zeros, 4096);
+        }
+        const char *const *runs[] = {
+            ARGS("bonsai-verify", st),
+            ARGS("bonsai-stat", st),
+            ARGS("bonsai-dump", st),
+            ARGS("bonsai-dump", "-l", st),
+            ARGS("bonsai-compact", st, dst),
+            ARGS("bonsai-load", "-f", dump, st),
+        };
+        for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+            snap sv = snap_take(victim), sl = snap_take(lock),
+                 ss = snap_take(st);
+            r = run_v(-1, NULL, runs[i]);
+            expect(&r, 1);
+            expect_in(r.err, "-lock file", r.cmd);
+            result_free(&r);
+            snap_same(&sv, what[c]);
+            snap_same(&sl, what[c]);
+            snap_same(&ss, what[c]);
+            cr_assert(!exists(dst), "%s: compact made %s", what[c], dst);
+        }
+    }
+    free(zeros);
+}
+
 /* ---- bad load input ----------------------------------------------------- */
 
 /* Writes text into the FIFO from a child process; returns its pid. */
@@ -576,6 +702,158 @@ Test(tools, load_refuses_bad_input)
     expect(&r, 0);
     result_free(&r);
     cr_assert_eq(map_count(fresh, "piped"), 2);
+}
+
+/* ---- a failed load leaves no trace -------------------------------------- */
+
+static uint64_t file_size(const char *path);
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Everything in dir, one line an entry in name order: its name, type,
+ * mode, size, and a hash of its bytes or its link's target. */
+static char *dir_state(const char *dir)
+{
+    DIR *d = opendir(dir);
+    cr_assert(d, "%s: %s", dir, strerror(errno));
+    char *line[64];
+    size_t n = 0, total = 1;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        cr_assert(n < 64);
+        char path[PATH_MAX], what[PATH_MAX] = "";
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        cr_assert(lstat(path, &st) == 0);
+        if (S_ISLNK(st.st_mode)) {
+            ssize_t k = readlink(path, what, sizeof what - 1);
+            cr_assert(k >= 0);
+            what[k] = 0;
+        } else if (S_ISREG(st.st_mode)) {
+            size_t len;
+            char *bytes = slurp(path, &len);
+            snprintf(what, sizeof what, "%016" PRIx64,
+                     tu_hash(bytes, len, 0));
+            free(bytes);
+        }
+        char buf[2 * PATH_MAX];
+        int k = snprintf(buf, sizeof buf, "%s %o %jd %s\n", e->d_name,
+                         (unsigned)st.st_mode, (intmax_t)st.st_size, what);
+        line[n] = strdup(buf);
+        cr_assert(line[n]);
+        total += (size_t)k;
+        n++;
+    }
+    closedir(d);
+    qsort(line, n, sizeof *line, by_name);
+    char *s = calloc(1, total);
+    cr_assert(s);
+    for (size_t i = 0; i < n; i++) {
+        strcat(s, line[i]);
+        free(line[i]);
+    }
+    return s;
+}
+
+/* Runs bonsai-load with args (a shell word list), input from in, and
+ * expects it to fail (and want in its message) leaving dir exactly as it
+ * was.  limit: RLIMIT_FSIZE in bytes for it, 0 for none. */
+static void load_fails_cleanly(const char *dir, const char *in,
+                               const char *args, const char *want,
+                               uint64_t limit, const char *ctx)
+{
+    char *before = dir_state(dir);
+    char lim[64] = "";
+    if (limit)
+        snprintf(lim, sizeof lim, "trap '' XFSZ; ulimit -f %" PRIu64 "; ",
+                 limit / 512);
+    const char *err = tp("load.err");
+    int st = tu_sh("cd %s && %sexec %s -f %s %s 2>%s", tu_quote(dir), lim,
+                   tu_quote(tu_program("bonsai-load")), tu_quote(in), args,
+                   tu_quote(err));
+    char *msg = slurp(err, NULL);
+    cr_assert(st == 1, "%s: exit %d: %s", ctx, st, msg);
+    expect_in(msg, want, ctx);
+    char *after = dir_state(dir);
+    cr_assert(strcmp(before, after) == 0,
+              "%s: the failed load changed %s:\nbefore:\n%s\nafter:\n%s\n%s",
+              ctx, dir, before, after, msg);
+    free(before);
+    free(after);
+    free(msg);
+}
+
+/* A load that fails leaves the file system exactly as it was: a store it
+ * made (also through a dangling symbolic link) is gone with its lock
+ * file, an empty file is empty again, an existing store is its old size
+ * after a disk too full to grow it, and CRLF input is refused. */
+Test(tools, failed_load_leaves_the_file_system_as_it_was)
+{
+    const char *dir = tp("place"), *cut = tp("cut.dump");
+    cr_assert(mkdir(dir, 0755) == 0);
+    const char *cut_text = "VERSION=3\ndatabase=x\nHEADER=END\n 61\n";
+    write_bytes(cut, cut_text, strlen(cut_text));
+
+    load_fails_cleanly(dir, cut, "new.bonsai", "line 4", 0, "a new store");
+    cr_assert(symlink("target.bonsai", tp("place/dangling")) == 0);
+    load_fails_cleanly(dir, cut, "dangling", "line 4", 0,
+                       "through a dangling link");
+    cr_assert(mkdir(tp("place/sub"), 0755) == 0);
+    cr_assert(symlink("sub/../sub/t.bonsai", tp("place/deep")) == 0);
+    cr_assert(symlink("deep", tp("place/chain")) == 0);
+    load_fails_cleanly(dir, cut, "chain", "line 4", 0,
+                       "through two links into a directory");
+    write_bytes(tp("place/empty"), "", 0);
+    load_fails_cleanly(dir, cut, "empty", "line 4", 0, "an empty file");
+    /* a lock file not bonsai's: the open fails, the new store goes */
+    char zeros[4096] = {0};
+    write_bytes(tp("place/locked.bonsai-lock"), zeros, sizeof zeros);
+    load_fails_cleanly(dir, cut, "locked.bonsai", "-lock file", 0,
+                       "a new store beside a foreign lock file");
+
+    /* an existing store (with its lock file) */
+    const char *st = tp("place/s.bonsai");
+    copy_file(make_store("s.bonsai", 100), st);
+    bonsai_db *db = tu_open(st, NULL); /* its lock file, made */
+    TU_OK(bonsai_close(db));
+    load_fails_cleanly(dir, cut, "s.bonsai", "line 4", 0,
+                       "an existing store");
+    /* CRLF line ends: in a header, in data lines */
+    const char *crlf = tp("crlf.dump");
+    const char *header_crlf = "VERSION=3\r\nformat=print\r\n";
+    write_bytes(crlf, header_crlf, strlen(header_crlf));
+    load_fails_cleanly(dir, crlf, "s.bonsai",
+                       "line 1: carriage return (CRLF", 0, "a CRLF header");
+    const char *data_crlf = "VERSION=3\nformat=print\ndatabase=c\n"
+                            "HEADER=END\n a\r\n b\r\nDATA=END\r\n";
+    write_bytes(crlf, data_crlf, strlen(data_crlf));
+    load_fails_cleanly(dir, crlf, "s.bonsai",
+                       "line 5: carriage return (CRLF", 0, "CRLF data");
+    write_bytes(crlf, "a\r\nb\r\n", 6);
+    load_fails_cleanly(dir, crlf, "-T -s c s.bonsai",
+                       "line 1: carriage return (CRLF", 0, "CRLF text");
+
+    /* a disk that will not hold what the load needs (the file may not
+     * grow past a limit): the growth it got is taken back */
+    const char *big = tp("big.dump");
+    FILE *f = fopen(big, "w");
+    cr_assert(f);
+    fprintf(f, "VERSION=3\ndatabase=big\nHEADER=END\n");
+    tu_rng rng = {tu_seed("big load", 3)};
+    for (int i = 0; i < 8000; i++) {
+        fprintf(f, " %016" PRIx64 "\n ", tu_rand(&rng));
+        for (int j = 0; j < 50; j++)
+            fprintf(f, "%016" PRIx64, tu_rand(&rng));
+        fprintf(f, "\n");
+    }
+    fprintf(f, "DATA=END\n");
+    cr_assert(fclose(f) == 0);
+    load_fails_cleanly(dir, big, "s.bonsai", "s.bonsai",
+                       file_size(st) + (3u << 19), "a disk too full");
 }
 
 /* ---- unwritable outputs ------------------------------------------------- */
@@ -893,6 +1171,74 @@ static void same_dump(const char *a, const char *b)
               b);
     free(pa);
     free(pb);
+}
+
+/* Occurrences of needle in text. */
+static size_t count_in(const char *text, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+#define MANY_MAPS 5000
+
+/* A dump of maps [from, to), one entry each. */
+static void write_many_maps(const char *path, int from, int to)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert(f, "%s: %s", path, strerror(errno));
+    for (int i = from; i < to; i++)
+        fprintf(f, "VERSION=3\nformat=print\ndatabase=map%05d\n"
+                "type=btree\nHEADER=END\n k%d\n v%d\nDATA=END\n", i, i,
+                i);
+    cr_assert(fclose(f) == 0);
+}
+
+/* Two loads of 2,500 maps each make a store that holds more maps than
+ * one handle opens at once: every tool reads it whole, and a load of
+ * its whole dump makes the same store again. */
+Test(tools, tools_handle_more_maps_than_one_handle_opens)
+{
+    const char *st = tp("many.bonsai"), *half1 = tp("half1.dump"),
+               *half2 = tp("half2.dump"), *all = tp("all.dump"),
+               *copy = tp("copy.bonsai"), *again = tp("again.bonsai");
+    write_many_maps(half1, 0, MANY_MAPS / 2);
+    write_many_maps(half2, MANY_MAPS / 2, MANY_MAPS);
+    result r = RUN("bonsai-load", "-f", half1, st);
+    expect(&r, 0);
+    result_free(&r);
+    r = RUN("bonsai-load", "-f", half2, st);
+    expect(&r, 0);
+    result_free(&r);
+    r = RUN("bonsai-verify", st);
+    expect(&r, 0);
+    result_free(&r);
+
+    r = RUN("bonsai-dump", "-a", "-p", "-f", all, st);
+    expect(&r, 0);
+    result_free(&r);
+    char *text = slurp(all, NULL);
+    cr_assert_eq(count_in(text, "DATA=END\n"), MANY_MAPS);
+    cr_assert(strstr(text, "database=map04999\n"), "the last map is missing");
+    free(text);
+    r = RUN("bonsai-dump", "-l", st);
+    expect(&r, 0);
+    cr_assert_eq(count_in(r.out, "\n"), MANY_MAPS);
+    result_free(&r);
+    r = RUN("bonsai-stat", "--json", st);
+    expect(&r, 0);
+    cr_assert_eq(count_in(r.out, "\"name\":"), MANY_MAPS);
+    result_free(&r);
+    r = RUN("bonsai-compact", st, copy);
+    expect(&r, 0);
+    result_free(&r);
+    same_dump(st, copy);
+    r = RUN("bonsai-load", "-f", all, again);
+    expect(&r, 0);
+    result_free(&r);
+    same_dump(st, again);
 }
 
 Test(tools, compact_options_and_sizes)

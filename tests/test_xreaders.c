@@ -704,6 +704,135 @@ Test(xreaders, damaged_lock_file_is_a_clear_error)
     TU_OK(bonsai_close(db));
 }
 
+/* ---- a lock file bonsai did not make ------------------------------------ */
+
+/* The bytes of a regular file (NULL for anything else), for comparing. */
+static char *bytes_of(const char *path, size_t *len)
+{
+    struct stat st;
+    *len = 0;
+    if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return NULL;
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "%s: %s", path, strerror(errno));
+    char *p = malloc((size_t)st.st_size + 1);
+    cr_assert(p);
+    *len = fread(p, 1, (size_t)st.st_size, f);
+    fclose(f);
+    cr_assert_eq(*len, (size_t)st.st_size, "%s: short read", path);
+    return p;
+}
+
+static void zeros_file(const char *path, size_t n)
+{
+    char *z = calloc(1, n + 1);
+    FILE *f = fopen(path, "wb");
+    cr_assert(z && f, "%s: %s", path, strerror(errno));
+    cr_assert(fwrite(z, 1, n, f) == n && fclose(f) == 0);
+    free(z);
+}
+
+/* Opens path read-only and read-write and expects BONSAI_LOCKFILE both
+ * times, with what (PATH-lock, or the file a link there names) left
+ * exactly as it was: same type, same bytes, same inode. */
+static void refused_unwritten(const char *path, const char *what,
+                              const char *ctx)
+{
+    struct stat before, after;
+    int existed = lstat(what, &before) == 0;
+    size_t n0, n1;
+    char *b0 = bytes_of(what, &n0);
+    for (int ro = 1; ro >= 0; ro--) {
+        bonsai_db *db;
+        int rc = try_open(path, ro, -1, &db);
+        if (rc == 0)
+            bonsai_close(db);
+        cr_assert(rc == BONSAI_LOCKFILE, "%s, %s open: %s, expected "
+                  "BONSAI_LOCKFILE", ctx, ro ? "read-only" : "read-write",
+                  tu_err(rc));
+    }
+    int exists = lstat(what, &after) == 0;
+    cr_assert_eq(exists, existed, "%s: %s was %s, now %s", ctx, what,
+                 existed ? "there" : "missing", exists ? "there" : "missing");
+    char *b1 = bytes_of(what, &n1);
+    if (existed) {
+        cr_assert(before.st_ino == after.st_ino &&
+                  (before.st_mode & S_IFMT) == (after.st_mode & S_IFMT),
+                  "%s: %s was replaced", ctx, what);
+        cr_assert(n0 == n1 && (!b0 || memcmp(b0, b1, n0) == 0),
+                  "%s: %s was written (%zu bytes, now %zu)", ctx, what, n0,
+                  n1);
+    }
+    free(b0);
+    free(b1);
+}
+
+Test(xreaders, foreign_lock_file_is_refused_and_never_written)
+{
+    const char *path = tu_path("f.db"), *lock = lock_path(path);
+    const char *victim = tu_path("victim");
+    make_store(path);
+    cr_assert(unlink(lock) == 0);
+    size_t table = 8192; /* a new table (format.md, "The lock file") */
+    /* a symbolic link, to a file of zeros (of the table's size, and
+     * another), to nothing at all, and to a valid table */
+    size_t sizes[] = {table, 100000};
+    for (size_t i = 0; i < 2; i++) {
+        zeros_file(victim, sizes[i]);
+        cr_assert(symlink(victim, lock) == 0);
+        refused_unwritten(path, victim, "a link to a file of zeros");
+        refused_unwritten(path, lock, "a link to a file of zeros");
+        cr_assert(unlink(lock) == 0 && unlink(victim) == 0);
+    }
+    cr_assert(symlink(victim, lock) == 0);
+    refused_unwritten(path, victim, "a dangling link");
+    cr_assert(unlink(lock) == 0);
+    bonsai_db *db;
+    TU_OK(try_open(path, 1, -1, &db)); /* makes a valid table */
+    TU_OK(bonsai_close(db));
+    cr_assert(rename(lock, victim) == 0 && symlink(victim, lock) == 0);
+    refused_unwritten(path, victim, "a link to a valid table");
+    cr_assert(unlink(lock) == 0 && unlink(victim) == 0);
+
+    /* not a regular file */
+    cr_assert(mkfifo(lock, 0644) == 0);
+    refused_unwritten(path, lock, "a FIFO");
+    cr_assert(unlink(lock) == 0);
+    cr_assert(mkdir(lock, 0755) == 0);
+    refused_unwritten(path, lock, "a directory");
+    cr_assert(rmdir(lock) == 0);
+
+    /* a regular file of zeros that no creation of a table leaves: of
+     * another size, or with a second name */
+    size_t foreign[] = {1, 64, 100, 4096, table - 1, table + 1, 100000};
+    for (size_t i = 0; i < sizeof foreign / sizeof foreign[0]; i++) {
+        zeros_file(lock, foreign[i]);
+        refused_unwritten(path, lock, "a regular file of zeros");
+        cr_assert(unlink(lock) == 0);
+    }
+    zeros_file(victim, table);
+    cr_assert(link(victim, lock) == 0);
+    refused_unwritten(path, victim, "a hard link to a file of zeros");
+    cr_assert(unlink(lock) == 0 && unlink(victim) == 0);
+    /* the table's size, zero but for a byte past the header */
+    zeros_file(lock, table);
+    int fd = open(lock, O_WRONLY);
+    cr_assert(fd >= 0 && pwrite(fd, "x", 1, 4000) == 1 && close(fd) == 0);
+    refused_unwritten(path, lock, "a table-sized file, not all zero");
+    cr_assert(unlink(lock) == 0);
+
+    /* what an unfinished creation leaves is made afresh: an empty file
+     * (as before), and the table's blocks reserved but no header yet */
+    zeros_file(lock, table);
+    TU_OK(try_open(path, 1, -1, &db));
+    TU_OK(bonsai_close(db));
+    size_t n;
+    char *t = bytes_of(lock, &n);
+    cr_assert(t && n == table && memcmp(t, "BSLK", 4) == 0,
+              "the unfinished table was not made afresh");
+    free(t);
+}
+
 /* A reader in the lock file and a writer without transactions (which
  * updates nodes in place) exclude each other. */
 Test(xreaders, no_transaction_writer_and_readers_exclude_each_other)

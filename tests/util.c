@@ -49,6 +49,7 @@ const char *tu_err(int rc)
         {BONSAI_MAPS_FULL, "BONSAI_MAPS_FULL"},
         {BONSAI_LOCKFILE, "BONSAI_LOCKFILE"},
         {BONSAI_READERS_FULL, "BONSAI_READERS_FULL"},
+        {BONSAI_TXNID_FULL, "BONSAI_TXNID_FULL"},
     };
     static _Thread_local char buf[4][32];
     static _Thread_local unsigned next;

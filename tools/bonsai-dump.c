@@ -236,6 +236,13 @@ static uint64_t lmdb_entry_bytes(uint64_t klen, uint64_t vlen, uint64_t page)
     return 3 * (node + 2) + overflow;
 }
 
+/* a + b, or UINT64_MAX where that does not fit: an estimate this large
+ * says only "more than LMDB can map" anyway. */
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
 static int fail(const char *map, const char *what, int rc)
 {
     if (map)
@@ -243,28 +250,40 @@ static int fail(const char *map, const char *what, int rc)
     return tool_fail("%s: %s", what, bonsai_strerror(rc));
 }
 
-/* A cursor on map m of txn, and its entry count if count is not NULL;
- * 0 or an exit status (reported). */
+/* A cursor on map m of txn (in *cur, its map's handle in *map), and its
+ * entry count if count is not NULL; 0 or an exit status (reported). */
 static int open_cursor(bonsai_db *db, bonsai_txn *txn, const tool_map *m,
-                       bonsai_cursor **cur, uint64_t *count)
+                       bonsai_map *map, bonsai_cursor **cur, uint64_t *count)
 {
-    bonsai_map map;
-    int rc = bonsai_map_open(db, txn, m->name, &map, NULL);
+    int rc = bonsai_map_open(db, txn, m->name, map, NULL);
     if (rc)
         return fail(m->name, "open", rc);
-    if (count && (rc = bonsai_count(txn, map, count)))
-        return fail(m->name, "count", rc);
-    if ((rc = bonsai_cursor_open(txn, map, cur)))
-        return fail(m->name, "cursor", rc);
-    return 0;
+    if (count && (rc = bonsai_count(txn, *map, count)))
+        rc = fail(m->name, "count", rc);
+    else if ((rc = bonsai_cursor_open(txn, *map, cur)))
+        rc = fail(m->name, "cursor", rc);
+    if (rc)
+        bonsai_map_close(db, *map);
+    return rc;
+}
+
+/* Closes the cursor and the map's handle: a store may hold more maps
+ * than one handle opens at once.  0 or an exit status (reported). */
+static int close_cursor(bonsai_db *db, const tool_map *m, bonsai_map map,
+                        bonsai_cursor *cur)
+{
+    bonsai_cursor_close(cur);
+    int rc = bonsai_map_close(db, map);
+    return rc ? fail(m->name, "close", rc) : 0;
 }
 
 /* Adds the LMDB bytes of every entry of m to *total. */
 static int estimate_map(bonsai_db *db, bonsai_txn *txn, const tool_map *m,
                         uint64_t page, uint64_t *total)
 {
+    bonsai_map map;
     bonsai_cursor *cur;
-    int rc = open_cursor(db, txn, m, &cur, NULL);
+    int rc = open_cursor(db, txn, m, &map, &cur, NULL);
     if (rc)
         return rc;
     uint64_t sum = 4 * page; /* root, a record in LMDB's main tree */
@@ -273,13 +292,13 @@ static int estimate_map(bonsai_db *db, bonsai_txn *txn, const tool_map *m,
         bonsai_val k, v;
         if ((rc = bonsai_cursor_get(cur, &k, &v)))
             break;
-        sum += lmdb_entry_bytes(k.size, v.size, page);
+        sum = add_sat(sum, lmdb_entry_bytes(k.size, v.size, page));
     }
-    bonsai_cursor_close(cur);
+    int st = close_cursor(db, m, map, cur);
     if (rc != BONSAI_NOTFOUND)
         return fail(m->name, "walk", rc);
-    *total += sum;
-    return 0;
+    *total = add_sat(*total, sum);
+    return st;
 }
 
 /* ---- dumping ------------------------------------------------------------ */
@@ -304,9 +323,10 @@ static void write_header(out *o, const tool_map *m, uint64_t mapsize,
 static int dump_map(bonsai_db *db, bonsai_txn *txn, const tool_map *m,
                     uint64_t mapsize, int print, out *o)
 {
+    bonsai_map map;
     bonsai_cursor *cur;
     uint64_t count = 0, seen = 0;
-    int rc = open_cursor(db, txn, m, &cur, &count);
+    int rc = open_cursor(db, txn, m, &map, &cur, &count);
     if (rc)
         return rc;
     write_header(o, m, mapsize, print);
@@ -329,9 +349,11 @@ static int dump_map(bonsai_db *db, bonsai_txn *txn, const tool_map *m,
         out_line(o, v.data, v.size, print);
         seen++;
     }
-    bonsai_cursor_close(cur);
+    int st = close_cursor(db, m, map, cur);
     if (o->err)
         return 0; /* reported by the caller */
+    if (st)
+        return st;
     if (rc != BONSAI_NOTFOUND)
         return fail(m->name, "walk", rc);
     if (seen != count) {
@@ -366,7 +388,7 @@ static int run(const struct args *a, bonsai_db *db, bonsai_txn *txn,
         if ((rc = estimate_map(db, txn, &maps->v[i], page, &total)))
             return rc;
     uint64_t mib = 1u << 20;
-    uint64_t mapsize = (total + mib - 1) / mib * mib;
+    uint64_t mapsize = add_sat(total, mib - 1) / mib * mib;
     for (size_t i = 0; i < maps->n && !o->err; i++)
         if ((rc = dump_map(db, txn, &maps->v[i], mapsize, a->print, o)))
             return rc;

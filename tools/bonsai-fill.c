@@ -184,7 +184,8 @@ static void usage(FILE *out)
 "                        every preset, its flags and the original figure.\n"
 "    --file PATH         store in PATH, created anew (default: anonymous\n"
 "                        memory; file-* presets: " DEFAULT_FILE ")\n"
-"    --cap SIZE          max_size; K, M, G are powers of 1024 (default 1G)\n"
+"    --cap SIZE          max_size, 64K to 8 EiB (2^63 bytes); K, M, G are\n"
+"                        powers of 1024 (default 1G)\n"
 "    --keys seq|random   0,1,2,... or seeded random keys (default seq)\n"
 "    --seed N            PRNG seed for random keys and latency sampling\n"
 "                        (default 1); same seed, same figures but time\n"
@@ -206,9 +207,11 @@ static void usage(FILE *out)
 "    --flush-delay MS    write cached nodes once this old (0 = no limit)\n"
 "    --compress none|lz4|zlib[:LEVEL]\n"
 "                        node compression (default none; zlib level 1..9)\n"
-"    --node-bytes N      target node size in bytes (uncompressed)\n"
-"    --node-entries N    maximum entries in a node\n"
-"    --page-size N       allocation granule in bytes\n"
+"    --node-bytes N      target node size in bytes (uncompressed),\n"
+"                        256..1048576\n"
+"    --node-entries N    maximum entries in a node, 2..65535\n"
+"    --page-size N       allocation granule in bytes, a power of two,\n"
+"                        64..65536\n"
 "\n"
 "OUTPUT\n"
 "    On a terminal a live line (entries, rate, bytes per entry, %% of the\n"
@@ -325,10 +328,58 @@ static int bad_usage(void)
     return EXIT_USAGE;
 }
 
+/* What the library takes for an option whose range it checks (the
+ * number may parse and still be refused: BONSAI_INVALID), or NULL. */
+static const char *range_of(const char *opt)
+{
+    static const char *const ranges[][2] = {
+        {"cap", "64K to 8 EiB, 2^63 bytes"},
+        {"page-size", "a power of two, 64 to 65536"},
+        {"node-bytes", "256 to 1048576"},
+        {"node-entries", "2 to 65535"},
+    };
+    for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++)
+        if (strcmp(opt, ranges[i][0]) == 0)
+            return ranges[i][1];
+    return NULL;
+}
+
 static int bad_value(const char *opt, const char *val)
 {
-    fprintf(stderr, "bonsai-fill: bad value for --%s: '%s'\n", opt, val);
+    const char *range = range_of(opt);
+    fprintf(stderr, "bonsai-fill: bad value for --%s: '%s'", opt, val);
+    if (range)
+        fprintf(stderr, ": %s (%s)", bonsai_strerror(BONSAI_INVALID),
+                range);
+    fprintf(stderr, "\n");
     return bad_usage();
+}
+
+/* v in [lo, hi] into *out, else -1. */
+static int in_range(uint64_t v, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    if (v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_cap(const char *s, uint64_t *out)
+{
+    uint64_t v;
+    return parse_size(s, &v) ? -1 : in_range(v, 64 << 10, BONSAI_MAX_SIZE,
+                                              out);
+}
+
+/* A u32 option in [lo, hi] (a power of two if pow2). */
+static int parse_u32_in(const char *s, uint32_t lo, uint32_t hi, int pow2,
+                        uint32_t *out)
+{
+    uint32_t v;
+    if (parse_u32(s, &v) || v < lo || v > hi || (pow2 && (v & (v - 1))))
+        return -1;
+    *out = v;
+    return 0;
 }
 
 static const struct option LONGOPTS[] = {
@@ -362,7 +413,7 @@ static int apply_opt(int c, const char *v, struct args *a)
     switch (c) {
     case 'p': return 0; /* found by find_preset() */
     case 'f': a->file = v; return 0;
-    case 'c': return parse_size(v, &a->cap);
+    case 'c': return parse_cap(v, &a->cap);
     case 'k':
         a->random = strcmp(v, "random") == 0;
         return strcmp(v, "seq") && !a->random ? -1 : 0;
@@ -375,9 +426,10 @@ static int apply_opt(int c, const char *v, struct args *a)
     case 'W': return parse_size(v, &a->write_cache);
     case 'D': return parse_u32(v, &a->flush_delay);
     case 'C': return parse_compress(v, a);
-    case 'B': return parse_u32(v, &a->node_bytes);
-    case 'E': return parse_u32(v, &a->node_entries);
-    case 'P': return parse_u32(v, &a->page_size);
+    case 'B': return parse_u32_in(v, 256, 1u << 20, 0, &a->node_bytes);
+    case 'E': return parse_u32_in(v, 2, BONSAI_MAX_NODE_ENTRIES, 0,
+                                  &a->node_entries);
+    case 'P': return parse_u32_in(v, 64, 65536, 1, &a->page_size);
     case 'v': a->csv = v; return 0;
     case 'q': a->quiet = 1; return 0;
     case 'j': a->json = 1; return 0;

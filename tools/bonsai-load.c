@@ -12,7 +12,8 @@
  * Header keywords: VERSION (3), format (bytevalue | print; default
  * bytevalue), database (the map; print escapes decoded, as db_load does),
  * type (btree or hash), mapsize (the first block's raises the store's cap
- * above the 1 GiB default), bonsai_keys (u64 | bytes; default bytes);
+ * above the 1 GiB default; above BONSAI_MAX_SIZE it is refused),
+ * bonsai_keys (u64 | bytes; default bytes);
  * duplicates=1 and dupsort=1 are refused (a map holds one value per key);
  * the sizing keywords of both tools (quiet_keyword) are ignored; any other
  * keyword is ignored with a warning, as mdb_load does.
@@ -28,8 +29,12 @@
  *
  * The whole load is one write transaction: on any error (malformed input,
  * a failed put, a failed commit) it is aborted and the store is left as it
- * was; a store file this run created is removed again.  Memory: the
- * longest key line and value line, nothing more.
+ * was: a store file this run created (also through a symbolic link) is
+ * removed again with the lock file made for it, an empty file emptied
+ * again, and an existing store cut back to its size (growth for a load
+ * that met a full disk).  Only an existing store's new lock file stays: a
+ * reader may have begun to use it meanwhile.  Memory: the longest key
+ * line and value line, nothing more.
  *
  * Exit: 0 loaded, 1 an operation failed or the input is malformed, 2 bad
  * usage.  Uses only the public API (bonsai.h).
@@ -38,11 +43,14 @@
 #include "common/tool.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -86,8 +94,12 @@ static void usage(FILE *out)
         "    The load is one transaction: on any error nothing is written\n"
         "    and the store stays as it was.  A malformed line (odd hex\n"
         "    digits, a bad escape, a missing value line, an unknown format,\n"
-        "    a NUL byte, a line longer than 3 GiB) is reported with its line\n"
-        "    number.  INPUT may be a FIFO; FILE must be a regular file.\n"
+        "    a NUL byte, a CRLF line end, a line longer than 3 GiB) is\n"
+        "    reported with its line number.  A failed load takes back what\n"
+        "    it made: a new store file (also one a symbolic link names)\n"
+        "    with its FILE-lock, or the growth of an existing one (whose\n"
+        "    FILE-lock, which any open of it makes, stays).  INPUT may be a\n"
+        "    FIFO; FILE must be a regular file.\n"
         "\n"
         "OPTIONS\n"
         "    -s MAP     load every block into MAP (it wins over database=;\n"
@@ -107,7 +119,8 @@ static void usage(FILE *out)
         "FORMAT\n"
         "    See bonsai-dump --help.  Header keywords read: VERSION=3,\n"
         "    format=bytevalue|print, database=, type=btree|hash, mapsize=\n"
-        "    (the first block's raises the store's cap above 1 GiB),\n"
+        "    (the first block's raises the store's cap above 1 GiB; at\n"
+        "    most 2^63 bytes),\n"
         "    bonsai_keys=u64|bytes.  duplicates=1 and dupsort=1 are\n"
         "    refused; other keywords are ignored (unknown ones with a\n"
         "    warning).  A u64 key is 8 bytes, most significant first.\n"
@@ -196,7 +209,10 @@ static int line_room(input *in, line *l, size_t n)
 
 /* Reads the next line into l (NUL-terminated, without its '\n').  1: a
  * line, 0: end of input, -1: a read error, a NUL byte (no dump text holds
- * one: it is binary input) or a line too long (reported). */
+ * one: it is binary input), a carriage return at its end (a CRLF line
+ * end, which would otherwise end every key and value in '\r', and make a
+ * header value wrong where the '\r' cannot be seen) or a line too long
+ * (reported). */
 static int read_line(input *in, line *l)
 {
     size_t n = 0;
@@ -218,6 +234,11 @@ static int read_line(input *in, line *l)
     }
     if (c == EOF && n == 0)
         return 0;
+    if (n && l->p[n - 1] == '\r') {
+        tool_fail("line %" PRIu64 ": carriage return (CRLF line ends are "
+                  "not dump format)", in->lineno + 1);
+        return -1;
+    }
     if (line_room(in, l, n))
         return -1;
     in->lineno++;
@@ -370,6 +391,11 @@ static int header_line(input *in, line *l, header *h)
     } else if (!strcmp(k, "mapsize")) {
         if (parse_u64(v, &h->mapsize))
             return tool_fail("line %" PRIu64 ": bad mapsize '%s'", n, v);
+        if (h->mapsize > BONSAI_MAX_SIZE)
+            return tool_fail("line %" PRIu64 ": mapsize=%s: %s (a store's "
+                             "cap is at most %" PRIu64 " bytes, 2^63)", n,
+                             v, bonsai_strerror(BONSAI_INVALID),
+                             (uint64_t)BONSAI_MAX_SIZE);
     } else if (!strcmp(k, "bonsai_keys")) {
         if (!strcmp(v, "u64"))
             h->kind = BONSAI_KEY_U64;
@@ -491,18 +517,12 @@ static int decode_line(const loader *ld, line *l, const char *what,
     return 0;
 }
 
-/* Loads key/value lines up to DATA=END (or, with -T, the end of input). */
-static int load_block(loader *ld, const header *h)
+/* Loads key/value lines up to DATA=END (or, with -T, the end of input)
+ * into map. */
+static int load_entries(loader *ld, const header *h, const char *name,
+                        bonsai_map map)
 {
-    int text = ld->a->text;
-    const char *name = ld->a->map ? ld->a->map : h->name;
-    if (!name)
-        return tool_fail("line %" PRIu64 ": the block has no database= "
-                         "line; name a map with -s MAP", h->end);
-    bonsai_map map;
-    int rc = get_map(ld, name, h->kind, h->end, &map);
-    if (rc)
-        return rc;
+    int text = ld->a->text, rc;
     for (;;) {
         size_t klen, vlen;
         int r = read_line(&ld->in, &ld->key);
@@ -535,6 +555,191 @@ static int load_block(loader *ld, const header *h)
         if ((rc = put(ld, map, h->kind, name, klen, vlen, kline)))
             return rc;
     }
+}
+
+/* One block into its map, whose handle is closed after it: the input
+ * may name more maps than one handle opens at once. */
+static int load_block(loader *ld, const header *h)
+{
+    const char *name = ld->a->map ? ld->a->map : h->name;
+    if (!name)
+        return tool_fail("line %" PRIu64 ": the block has no database= "
+                         "line; name a map with -s MAP", h->end);
+    bonsai_map map;
+    int st = get_map(ld, name, h->kind, h->end, &map);
+    if (st)
+        return st;
+    st = load_entries(ld, h, name, map);
+    int rc = bonsai_map_close(ld->db, map);
+    if (rc && !st)
+        st = tool_fail("line %" PRIu64 ": map %s: %s", ld->in.lineno, name,
+                       bonsai_strerror(rc));
+    return st;
+}
+
+/* ---- leaving no trace --------------------------------------------------- */
+
+/* What a load may change in the file system, to put back when it fails:
+ * the store file it opens (the file a symbolic link names: made, or
+ * grown) and its lock file, which the library makes beside that file.
+ * Noted before the open, and again once this run is the store's writer,
+ * for another process may have made or grown the file in between. */
+typedef struct undo {
+    char *target;  /* the store file, links followed */
+    char *lock;    /* target + "-lock" */
+    int created;   /* target did not exist */
+    int made;      /* the store is this run's: it did not exist, or was
+                      an empty file */
+    off_t size;    /* the file's size to cut back to */
+    int lock_new;  /* the lock file did not exist */
+} undo;
+
+/* path/name (name may be absolute); malloc'd. */
+static char *join(const char *dir, const char *name)
+{
+    if (name[0] == '/' || !dir)
+        return strdup(name);
+    size_t d = strlen(dir), n = strlen(name);
+    char *p = malloc(d + n + 2);
+    if (p) {
+        memcpy(p, dir, d);
+        p[d] = '/';
+        memcpy(p + d + 1, name, n + 1);
+    }
+    return p;
+}
+
+/* The directory part of path ("." for none); malloc'd. */
+static char *dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        return strdup(".");
+    if (slash == path)
+        return strdup("/");
+    return strndup(path, (size_t)(slash - path));
+}
+
+/* The file that open(path, O_CREAT) reaches, existing or not: symbolic
+ * links followed as the kernel does (a dangling one names the file it
+ * would create), as an absolute path like the one the library puts the
+ * lock file beside.  NULL when it cannot be told (then path is used). */
+static char *resolve(const char *path)
+{
+    char *p = strdup(path);
+    for (int hops = 0; p && hops < 40; hops++) {
+        char link[PATH_MAX];
+        ssize_t n = readlink(p, link, sizeof link - 1);
+        if (n < 0)
+            break; /* not a link (or not there): p is the file */
+        link[n] = 0;
+        char *dir = dir_of(p), *next = dir ? join(dir, link) : NULL;
+        free(dir);
+        free(p);
+        p = next;
+    }
+    if (!p)
+        return NULL;
+    const char *slash = strrchr(p, '/');
+    char *dir = dir_of(p), *real = dir ? realpath(dir, NULL) : NULL;
+    char *out = real ? join(real, slash ? slash + 1 : p) : NULL;
+    free(dir);
+    free(real);
+    free(p);
+    return out;
+}
+
+static void undo_free(undo *u)
+{
+    free(u->target);
+    free(u->lock);
+    *u = (undo){0};
+}
+
+/* Notes the state of file (the FILE operand) before the store opens. */
+static int undo_note(undo *u, const char *file)
+{
+    *u = (undo){0};
+    u->target = resolve(file);
+    if (!u->target)
+        u->target = strdup(file);
+    size_t n = u->target ? strlen(u->target) : 0;
+    if (u->target && (u->lock = malloc(n + sizeof "-lock"))) {
+        memcpy(u->lock, u->target, n);
+        memcpy(u->lock + n, "-lock", sizeof "-lock");
+    }
+    if (!u->lock) {
+        undo_free(u);
+        return tool_fail("%s", bonsai_strerror(BONSAI_NOMEM));
+    }
+    struct stat st;
+    u->created = lstat(u->target, &st) != 0 && errno == ENOENT;
+    u->size = u->created ? 0 : st.st_size;
+    u->made = u->created || u->size == 0;
+    u->lock_new = lstat(u->lock, &st) != 0 && errno == ENOENT;
+    return 0;
+}
+
+/* Once this run is the writer, nobody else changes the file: a store it
+ * found new is its own only while no commit is in it (another process
+ * may have made one meanwhile), and an existing file is cut back to the
+ * size it has now but for the open's own rounding up to the OS page. */
+static void undo_opened(undo *u, bonsai_db *db)
+{
+    bonsai_stat s;
+    if (u->made && (bonsai_db_stat(db, &s) != 0 || s.txn_id != 0))
+        u->made = u->created = 0;
+    struct stat st;
+    if (u->made || stat(u->target, &st) != 0)
+        return;
+    long os = sysconf(_SC_PAGESIZE);
+    off_t page = os > 0 ? os : 4096;
+    if (st.st_size != (u->size + page - 1) / page * page)
+        u->size = st.st_size;
+}
+
+/* After the open failed: a file it created (left empty) goes, unless
+ * another process holds it as its writer (the open was busy). */
+static void undo_open_failed(const undo *u)
+{
+    if (!u->created)
+        return;
+    int fd = open(u->target, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0 ||
+        fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size != 0) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    if (unlink(u->target) == 0 && u->lock_new)
+        unlink(u->lock);
+    close(fd);
+}
+
+/* After a failed load, while still the writer: the store file removed
+ * if this run made it (or emptied, if it was an empty file), else cut
+ * back to its size (a load that met a full disk grew it), and the lock
+ * file removed if this run made it for a store it made.  An existing
+ * store's new lock file stays: a reader may have begun to use it. */
+static int undo_apply(const undo *u)
+{
+    struct stat st;
+    int ok = 1;
+    if (u->created && u->made)
+        ok = unlink(u->target) == 0 || errno == ENOENT;
+    else if (stat(u->target, &st) == 0 && st.st_size > u->size)
+        ok = truncate(u->target, u->size) == 0;
+    if (!ok) {
+        tool_warn("%s: could not take it back: %s", u->target,
+                  strerror(errno));
+        return -1;
+    }
+    if (u->made && u->lock_new && unlink(u->lock) != 0 && errno != ENOENT) {
+        tool_warn("%s: could not remove it: %s", u->lock, strerror(errno));
+        return -1;
+    }
+    return 0;
 }
 
 /* Every block, starting with h (already read). */
@@ -584,13 +789,14 @@ int main(int argc, char **argv)
      * the default 1 GiB) stays when the dump asks for less */
     if (h.mapsize > LOAD_DEFAULT_CAP)
         opts.max_size = h.mapsize;
-    /* a store this run creates, or makes of an empty file, is taken back
-     * on failure */
-    struct stat sb;
-    int created = stat(a.file, &sb) != 0 && errno == ENOENT;
-    int was_empty = !created && S_ISREG(sb.st_mode) && sb.st_size == 0;
-    if ((st = tool_open(a.file, &opts, &ld.db)))
-        goto undo;
+    undo u;
+    if ((st = undo_note(&u, a.file)))
+        goto out;
+    if ((st = tool_open(a.file, &opts, &ld.db))) {
+        undo_open_failed(&u);
+        goto out_undo;
+    }
+    undo_opened(&u, ld.db);
     int rc = bonsai_txn_begin(ld.db, 0, &ld.txn);
     if (rc)
         st = tool_fail("%s: write transaction: %s", a.file,
@@ -599,16 +805,18 @@ int main(int argc, char **argv)
         bonsai_txn_abort(ld.txn);
     else if ((rc = bonsai_txn_commit(ld.txn)))
         st = tool_fail("%s: commit: %s", a.file, bonsai_strerror(rc));
+    /* BONSAI_FAILED: a sync failed once the commit was being written, so
+     * it may stand; any other failure rolled everything back.  Still the
+     * writer: nobody else may change the file meanwhile. */
+    if (st && rc == BONSAI_FAILED)
+        tool_warn("%s: the load may stand or not: see bonsai-verify %s",
+                  a.file, a.file);
+    else if (st && undo_apply(&u) == 0)
+        tool_warn("nothing loaded; %s is as it was", a.file);
     if ((rc = bonsai_close(ld.db)) && !st)
         st = tool_fail("%s: close: %s", a.file, bonsai_strerror(rc));
-    if (st)
-        tool_warn("nothing loaded; %s is as it was", a.file);
-undo:
-    if (st && created)
-        unlink(a.file);
-    if (st && was_empty && truncate(a.file, 0) != 0)
-        tool_warn("%s: could not empty it again: %s", a.file,
-                  strerror(errno));
+out_undo:
+    undo_free(&u);
 out:
     header_clear(&h);
     free(ld.key.p);

@@ -139,8 +139,13 @@ static void stat_maps(bonsai_db *db, const struct args *a, store *s)
         bonsai_map m;
         ms->map = &s->names.v[i];
         ms->err = bonsai_map_open(db, txn, ms->map->name, &m, NULL);
-        if (ms->err == 0)
+        if (ms->err == 0) {
             ms->err = bonsai_map_stat(txn, m, &ms->info);
+            /* a store may hold more maps than one handle opens at once */
+            int rc = bonsai_map_close(db, m);
+            if (ms->err == 0)
+                ms->err = rc;
+        }
     }
     bonsai_txn_abort(txn);
 }

@@ -236,6 +236,8 @@ int tool_maps_list(bonsai_db *db, bonsai_txn *txn, const char *only,
     bonsai_map m;
     unsigned kind;
     int rc = bonsai_map_open(db, txn, only, &m, &kind);
+    if (rc == 0)
+        rc = bonsai_map_close(db, m);
     return rc ? rc : maps_add(maps, only, kind, 0);
 }
 
