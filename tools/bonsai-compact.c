@@ -29,6 +29,7 @@ struct args {
     int level;           /* zlib level, 0 = default */
     uint32_t node_bytes, node_entries, page_size; /* 0: the source's */
     int quiet;
+    uint32_t busy_timeout_ms;
     const char *src, *dst;
 };
 
@@ -54,7 +55,9 @@ static void usage(FILE *out)
         "    written; it is verified before it is copied.  DST is written\n"
         "    to a temporary file beside it, synced, verified and only then\n"
         "    renamed over DST, so DST is either the old file or the whole\n"
-        "    new copy.  Prints the sizes before and after.\n"
+        "    new copy.  A DST that is a store another process has open to\n"
+        "    write is waited for (--busy-timeout) and held while it is\n"
+        "    replaced.  Prints the sizes before and after.\n"
         "\n"
         "    With the source's settings the copy is never larger than the\n"
         "    source: if it would be, DST is left as it was and the exit\n"
@@ -70,6 +73,7 @@ static void usage(FILE *out)
         "                      64..65536\n"
         "                      (each default: the source's)\n"
         "    --quiet           print nothing on success\n"
+        TOOL_BUSY_TIMEOUT_HELP
         "    -V                print the version and exit\n"
         "    --help            this text\n"
         "\n"
@@ -122,17 +126,19 @@ static int parse_option(int c, const char *arg, struct args *a)
 /* Fills *a from argv.  Returns 0, an exit status, or -1 when done. */
 static int parse_args(int argc, char **argv, struct args *a)
 {
-    enum { OPT_HELP = 256, OPT_QUIET };
+    enum { OPT_HELP = 256, OPT_QUIET, OPT_BUSY };
     static const struct option longopts[] = {
         {"help", no_argument, NULL, OPT_HELP},
         {"quiet", no_argument, NULL, OPT_QUIET},
+        {"busy-timeout", required_argument, NULL, OPT_BUSY},
         {"compress", required_argument, NULL, 'c'},
         {"node-bytes", required_argument, NULL, 'b'},
         {"node-entries", required_argument, NULL, 'e'},
         {"page-size", required_argument, NULL, 'p'},
         {NULL, 0, NULL, 0},
     };
-    *a = (struct args){.compress = -1};
+    *a = (struct args){.compress = -1,
+                       .busy_timeout_ms = TOOL_BUSY_TIMEOUT_DEFAULT};
     int c;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":V", longopts, NULL)) != -1) {
@@ -142,6 +148,10 @@ static int parse_args(int argc, char **argv, struct args *a)
                 return tool_usage_error("bad value '%s'", optarg);
             break;
         case OPT_QUIET: a->quiet = 1; break;
+        case OPT_BUSY:
+            if (tool_parse_busy_timeout(optarg, &a->busy_timeout_ms))
+                return TOOL_EXIT_USAGE;
+            break;
         case 'V': tool_version(); return -1;
         case OPT_HELP: usage(stdout); return -1;
         default: return tool_bad_option(c, argv);
@@ -256,15 +266,20 @@ static int compact(const struct args *a, bonsai_db *db)
 int main(int argc, char **argv)
 {
     tool_init(PROG, "[--compress none|lz4|zlib[:LEVEL]] [--node-bytes N]\n"
-                    " [--node-entries N] [--page-size N] [--quiet] SRC DST");
+                    " [--node-entries N] [--page-size N] [--quiet]\n"
+                    " [--busy-timeout MS] SRC DST");
     struct args a;
     int st = parse_args(argc, argv, &a);
     if (st)
         return st < 0 ? TOOL_EXIT_OK : st;
-    bonsai_db *db;
-    if ((st = check_dst(a.dst)) || (st = tool_open_read_only(a.src, &db)))
+    bonsai_db *db, *held;
+    if ((st = check_dst(a.dst)) ||
+        (st = tool_hold_writer(a.dst, a.busy_timeout_ms, &held)))
         return st;
-    st = compact(&a, db);
-    bonsai_close(db);
+    if ((st = tool_open_read_only(a.src, &db)) == 0) {
+        st = compact(&a, db);
+        bonsai_close(db);
+    }
+    bonsai_close(held);
     return st;
 }

@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -161,6 +162,7 @@ struct args {
     int quiet;
     int resume;            /* go on with the store in --file */
     uint64_t seconds;      /* stop after this long; 0 = no limit */
+    uint32_t busy_timeout; /* ms to wait for another writer of --file */
 };
 
 static void usage(FILE *out)
@@ -229,6 +231,10 @@ static void usage(FILE *out)
 "                        cap, or of --count) and once a second; rows in\n"
 "                        between repeat its last values.\n"
 "    --json              end with the report as one JSON line\n"
+"    --busy-timeout MS   wait at most MS milliseconds (0: not at all) for\n"
+"                        another process that has --file open to write,\n"
+"                        before replacing or resuming it (default:\n"
+"                        \"forever\", as long as it takes)\n"
 "    --help              this text\n"
 "\n"
 "    The report samples insert latency: one bonsai_put_u64 in 64 on\n"
@@ -371,6 +377,20 @@ static int parse_cap(const char *s, uint64_t *out)
                                               out);
 }
 
+/* Milliseconds below BONSAI_WAIT_FOREVER, or "forever". */
+static int parse_busy_timeout(const char *s, uint32_t *out)
+{
+    if (strcmp(s, "forever") == 0) {
+        *out = BONSAI_WAIT_FOREVER;
+        return 0;
+    }
+    uint32_t v;
+    if (parse_u32(s, &v) || v == BONSAI_WAIT_FOREVER)
+        return -1;
+    *out = v;
+    return 0;
+}
+
 /* A u32 option in [lo, hi] (a power of two if pow2). */
 static int parse_u32_in(const char *s, uint32_t lo, uint32_t hi, int pow2,
                         uint32_t *out)
@@ -402,6 +422,7 @@ static const struct option LONGOPTS[] = {
     {"csv", required_argument, NULL, 'v'},
     {"quiet", no_argument, NULL, 'q'},
     {"json", no_argument, NULL, 'j'},
+    {"busy-timeout", required_argument, NULL, 'b'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -433,6 +454,7 @@ static int apply_opt(int c, const char *v, struct args *a)
     case 'v': a->csv = v; return 0;
     case 'q': a->quiet = 1; return 0;
     case 'j': a->json = 1; return 0;
+    case 'b': return parse_busy_timeout(v, &a->busy_timeout);
     case 'h': return 1;
     default: return 2;
     }
@@ -506,7 +528,8 @@ static int parse_args(int argc, char **argv, struct args *a)
     *a = (struct args){.cap = UINT64_C(1) << 30, .seed = 1,
                        .count = UINT64_MAX, .transactions = -1,
                        .write_cache = WRITE_CACHE_DEFAULT,
-                       .flush_delay = FLUSH_DELAY_DEFAULT};
+                       .flush_delay = FLUSH_DELAY_DEFAULT,
+                       .busy_timeout = BONSAI_WAIT_FOREVER};
     const char *name = find_preset(argc, argv);
     if (name && strcmp(name, "list") == 0) {
         preset_list();
@@ -928,6 +951,7 @@ static void set_options(const struct args *a, bonsai_options *o)
 {
     bonsai_options_init(o);
     o->max_size = a->cap;
+    o->busy_timeout_ms = a->busy_timeout;
     o->transactions = a->transactions;
     if (a->node_bytes)
         o->node_bytes = a->node_bytes;
@@ -1017,6 +1041,40 @@ static int open_db(const struct args *a, struct fill *f, int read_only)
     return 0;
 }
 
+/* A store at --file that another process writes is not replaced under
+ * it: this waits for that writer (up to --busy-timeout) by opening the
+ * store to write, and holds it in *old while it is replaced.  Anything
+ * that does not open as a store is replaced as it is. */
+static int wait_for_writer(const struct args *a, bonsai_db **old)
+{
+    struct stat st;
+    *old = NULL;
+    if (!a->file || stat(a->file, &st) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_size == 0)
+        return 0;
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.create = 0;
+    o.busy_timeout_ms = 0;
+    int rc = bonsai_open(a->file, &o, old);
+    if (rc == BONSAI_BUSY && a->busy_timeout) {
+        if (!a->quiet)
+            fprintf(stderr, "bonsai-fill: %s: waiting for the process that "
+                    "has it open to write\n", a->file);
+        o.busy_timeout_ms = a->busy_timeout;
+        rc = bonsai_open(a->file, &o, old);
+    }
+    if (rc == BONSAI_BUSY) {
+        fprintf(stderr, "bonsai-fill: cannot replace %s: %s (waited %u ms "
+                "for the process that has it open)\n", a->file,
+                bonsai_strerror(rc), (unsigned)a->busy_timeout);
+        return EXIT_ERROR;
+    }
+    if (rc)
+        *old = NULL;
+    return 0;
+}
+
 /* A resumed store is looked at read-only first, so that one it cannot go
  * on with is left as it was. */
 static int open_store(const struct args *a, struct fill *f)
@@ -1031,12 +1089,18 @@ static int open_store(const struct args *a, struct fill *f)
             rc = open_db(a, f, 0);
         return rc ? rc : open_resumed(a, f);
     }
+    bonsai_db *old = NULL;
+    int rc = wait_for_writer(a, &old);
+    if (rc)
+        return rc;
     if (a->file && unlink(a->file) != 0 && errno != ENOENT) {
         fprintf(stderr, "bonsai-fill: cannot replace %s: %s\n", a->file,
                 strerror(errno));
+        bonsai_close(old);
         return EXIT_ERROR;
     }
-    int rc = open_db(a, f, 0);
+    bonsai_close(old); /* the old store's lock, held while it went */
+    rc = open_db(a, f, 0);
     if (rc)
         return rc;
     rc = bonsai_map_create(f->db, NULL, "test", BONSAI_KEY_U64, &f->map);

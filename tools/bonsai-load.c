@@ -69,6 +69,7 @@ struct args {
     int nooverwrite;   /* -N */
     const char *input; /* -f INPUT, NULL: stdin */
     const char *file;
+    uint32_t busy_timeout_ms;
 };
 
 /* ---- usage -------------------------------------------------------------- */
@@ -80,8 +81,8 @@ static void usage(FILE *out)
         "    bonsai-load - load db_dump/mdb_dump text into a bonsai store\n"
         "\n"
         "SYNOPSIS\n"
-        "    bonsai-load [-s MAP] [-N] [-f INPUT] FILE\n"
-        "    bonsai-load -T -s MAP [-N] [-f INPUT] FILE\n"
+        "    bonsai-load [-s MAP] [-N] [-f INPUT] [--busy-timeout MS] FILE\n"
+        "    bonsai-load -T -s MAP [-N] [-f INPUT] [--busy-timeout MS] FILE\n"
         "\n"
         "DESCRIPTION\n"
         "    Reads text in the format bonsai-dump, db_dump and mdb_dump\n"
@@ -113,6 +114,7 @@ static void usage(FILE *out)
         "               earlier in the input) keeps its value, as\n"
         "               mdb_load -N\n"
         "    -f INPUT   read INPUT instead of standard input\n"
+        TOOL_BUSY_TIMEOUT_HELP
         "    -V         print the version and exit\n"
         "    --help     this text\n"
         "\n"
@@ -143,9 +145,10 @@ static int parse_args(int argc, char **argv, struct args *a)
 {
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
+        {"busy-timeout", required_argument, NULL, 'B'},
         {NULL, 0, NULL, 0},
     };
-    *a = (struct args){0};
+    *a = (struct args){.busy_timeout_ms = TOOL_BUSY_TIMEOUT_DEFAULT};
     int c;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":s:TNf:V", longopts, NULL)) !=
@@ -155,6 +158,10 @@ static int parse_args(int argc, char **argv, struct args *a)
         case 'T': a->text = 1; break;
         case 'N': a->nooverwrite = 1; break;
         case 'f': a->input = optarg; break;
+        case 'B':
+            if (tool_parse_busy_timeout(optarg, &a->busy_timeout_ms))
+                return TOOL_EXIT_USAGE;
+            break;
         case 'V': tool_version(); return -1;
         case 'h': usage(stdout); return -1;
         default: return tool_bad_option(c, argv);
@@ -789,6 +796,7 @@ int main(int argc, char **argv)
      * the default 1 GiB) stays when the dump asks for less */
     if (h.mapsize > LOAD_DEFAULT_CAP)
         opts.max_size = h.mapsize;
+    opts.busy_timeout_ms = a.busy_timeout_ms;
     undo u;
     if ((st = undo_note(&u, a.file)))
         goto out;

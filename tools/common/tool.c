@@ -132,20 +132,81 @@ static int check_path(const char *path, int create, const char **why)
     return *why ? BONSAI_IO : 0;
 }
 
+/* bonsai_open, first without waiting, so that the user hears why the
+ * tool stops before it waits for another writer. */
+static int open_waiting(const char *path, const bonsai_options *opts,
+                        bonsai_db **db)
+{
+    bonsai_options now = *opts;
+    now.busy_timeout_ms = 0;
+    int rc = bonsai_open(path, &now, db);
+    if (rc != BONSAI_BUSY || opts->busy_timeout_ms == 0)
+        return rc;
+    if (opts->busy_timeout_ms == BONSAI_WAIT_FOREVER)
+        tool_warn("%s: waiting for the process that has it open to write "
+                  "(--busy-timeout MS to give up)", path);
+    else
+        tool_warn("%s: waiting up to %u ms for the process that has it "
+                  "open to write", path, (unsigned)opts->busy_timeout_ms);
+    return bonsai_open(path, opts, db);
+}
+
+int tool_parse_busy_timeout(const char *s, uint32_t *ms)
+{
+    int64_t v;
+    if (strcmp(s, "forever") == 0) {
+        *ms = BONSAI_WAIT_FOREVER;
+        return 0;
+    }
+    if (tool_number(s, 0, (int64_t)BONSAI_WAIT_FOREVER - 1, &v) != 0)
+        return tool_usage_error("--busy-timeout %s: milliseconds, 0 to "
+                                "%u, or \"forever\"", s,
+                                (unsigned)BONSAI_WAIT_FOREVER - 1);
+    *ms = (uint32_t)v;
+    return 0;
+}
+
 int tool_open(const char *path, const bonsai_options *opts, bonsai_db **db)
 {
     *db = NULL;
     const char *why;
+    char waited[96];
     int rc = check_path(path, opts->create && !opts->read_only, &why);
-    if (rc == 0 && (rc = bonsai_open(path, opts, db)) != 0)
+    if (rc == 0 && (rc = open_waiting(path, opts, db)) != 0)
         *db = NULL;
     if (rc == 0)
         return 0;
     if (rc == BONSAI_CORRUPT)
         why = "not a bonsai store, or its header and both meta slots are "
               "damaged";
+    if (rc == BONSAI_BUSY) {
+        snprintf(waited, sizeof waited, "waited %u ms for the process that "
+                 "has it open", (unsigned)opts->busy_timeout_ms);
+        why = waited;
+    }
     return tool_fail("%s: cannot open: %s%s%s%s", path, bonsai_strerror(rc),
                      why ? " (" : "", why ? why : "", why ? ")" : "");
+}
+
+int tool_hold_writer(const char *path, uint32_t timeout_ms,
+                     bonsai_db **held)
+{
+    struct stat st;
+    *held = NULL;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0)
+        return 0;
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.create = 0;
+    o.busy_timeout_ms = timeout_ms;
+    int rc = open_waiting(path, &o, held);
+    if (rc == 0)
+        return 0;
+    *held = NULL;
+    if (rc != BONSAI_BUSY)
+        return 0; /* not a store, or one that does not open: replaced */
+    return tool_fail("%s: %s (waited %u ms for the process that has it "
+                     "open)", path, bonsai_strerror(rc), (unsigned)timeout_ms);
 }
 
 int tool_open_read_only(const char *path, bonsai_db **db)

@@ -58,6 +58,29 @@ void tool_version(void);
  * path.  Returns 0 or TOOL_EXIT_FAIL (*db is then NULL). */
 int tool_open(const char *path, const bonsai_options *opts, bonsai_db **db);
 
+/* tool_open waits for another writer as opts->busy_timeout_ms says; when
+ * it has to, it says so on stderr first ("waiting for ..."). */
+
+/* The tools that write wait for another writer this long by default. */
+#define TOOL_BUSY_TIMEOUT_DEFAULT BONSAI_WAIT_FOREVER
+/* "--busy-timeout MS": a number of milliseconds (0 = fail at once) or
+ * "forever"; 0, or the usage error naming the option. */
+int tool_parse_busy_timeout(const char *s, uint32_t *ms);
+/* The --help line for it, the same in every tool. */
+#define TOOL_BUSY_TIMEOUT_HELP                                                \
+    "    --busy-timeout MS\n"                                                 \
+    "               wait at most MS milliseconds (0: not at all) for\n"      \
+    "               another process that has the store open to write;\n"     \
+    "               default: as long as it takes (\"forever\")\n"
+
+/* Where path is a store, opens it to write, so that *held has its
+ * writer's lock while the tool replaces the file: waits up to timeout_ms
+ * for another process that has it open to write (saying so on stderr).
+ * *held is NULL where path is missing, empty or not a store.  Returns 0,
+ * or TOOL_EXIT_FAIL when the wait ran out. */
+int tool_hold_writer(const char *path, uint32_t timeout_ms,
+                     bonsai_db **held);
+
 /* tool_open read-only, never creating: for the tools that only read. */
 int tool_open_read_only(const char *path, bonsai_db **db);
 
