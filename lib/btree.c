@@ -1377,8 +1377,24 @@ int bt_seek(bonsai_db *db, const bt_rd *rd, const bt_tree *t, int mode,
 
 /* ---- walking every extent ---------------------------------------------- */
 
-static int walk_values(const nview *v, bt_ext_fn fn,
-                       void *ctx)
+typedef struct walk_ctx {
+    bonsai_db *db;
+    const bt_rd *rd;
+    const bt_tree *t;
+    pageset *seen;
+    bt_ext_fn fn;
+    void *ctx;
+} walk_ctx;
+
+/* Every extent lies below the snapshot's end and is met once. */
+static int visit(walk_ctx *w, bn_ext e, int is_value)
+{
+    if (!ext_ok(w->db, w->rd->end, e) || ps_claim(w->seen, e))
+        return BONSAI_CORRUPT;
+    return w->fn ? w->fn(w->ctx, e, is_value) : 0;
+}
+
+static int walk_values(walk_ctx *w, const nview *v)
 {
     for (uint32_t i = 0; i < view_count(v); i++) {
         const uint8_t *p;
@@ -1397,29 +1413,28 @@ static int walk_values(const nview *v, bt_ext_fn fn,
         uint64_t vlen;
         if (ovf_ext(p, len, &e, &vlen))
             return BONSAI_CORRUPT;
-        if ((rc = fn(ctx, e, 1)))
+        if ((rc = visit(w, e, 1)))
             return rc;
     }
     return 0;
 }
 
-static int walk(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
-                bn_child ref, unsigned level, bt_ext_fn fn, void *ctx)
+static int walk(walk_ctx *w, bn_child ref, unsigned level)
 {
     int rc = 0;
     if (ref.mem ? ref.mem->has_home : 1)
-        rc = fn(ctx, ref.mem ? ref.mem->home : ref.ext, 0);
+        rc = visit(w, ref.mem ? ref.mem->home : ref.ext, 0);
     if (rc)
         return rc;
-    if (level == 1 && !ref.mem && !(t->flags & TREE_F_OVERFLOW))
+    if (level == 1 && !ref.mem && !(w->t->flags & TREE_F_OVERFLOW))
         return 0; /* leaves without overflow values need no reading */
     nview v;
-    if ((rc = view_of(db, rd, t->kind, ref, &v)))
+    if ((rc = view_of(w->db, w->rd, w->t->kind, ref, &v)))
         return rc;
     if (view_leaf(&v) != (level == 1))
         return BONSAI_CORRUPT;
     if (level == 1)
-        return walk_values(&v, fn, ctx);
+        return walk_values(w, &v);
     /* the children first: walking them reuses the unpack cache that may
      * hold this node's image */
     uint32_t n = view_count(&v);
@@ -1429,19 +1444,27 @@ static int walk(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
     for (uint32_t i = 0; i < n && rc == 0; i++)
         rc = view_child(&v, i, &kids[i]);
     for (uint32_t i = 0; i < n && rc == 0; i++)
-        rc = walk(db, rd, t, kids[i], level - 1, fn, ctx);
+        rc = walk(w, kids[i], level - 1);
     free(kids);
     return rc;
 }
 
-int bt_walk(bonsai_db *db, const bt_rd *rd, const bt_tree *t, bt_ext_fn fn,
-            void *ctx)
+int bt_walk(bonsai_db *db, const bt_rd *rd, const bt_tree *t, pageset *seen,
+            bt_ext_fn fn, void *ctx)
 {
     if (t->depth == 0)
         return 0;
-    if (t->depth > MAX_DEPTH)
+    if (t->depth > MAX_DEPTH || rd->end < db->first_pgno)
         return BONSAI_CORRUPT;
-    return walk(db, rd, t, t->root, t->depth, fn, ctx);
+    pageset own;
+    int rc = seen ? 0 : ps_init(&own, db->first_pgno, rd->end);
+    if (rc)
+        return rc;
+    walk_ctx w = {db, rd, t, seen ? seen : &own, fn, ctx};
+    rc = walk(&w, t->root, t->depth);
+    if (!seen)
+        ps_free(&own);
+    return rc;
 }
 
 /* ---- dropping a tree --------------------------------------------------- */
@@ -1469,7 +1492,7 @@ static int bury(bonsai_db *db, bn_node *n)
 int bt_drop(bonsai_db *db, bt_tree *t)
 {
     bt_rd rd = {db->al.end, &db->uc};
-    int rc = bt_walk(db, &rd, t, release_ext, db);
+    int rc = bt_walk(db, &rd, t, NULL, release_ext, db);
     if (rc == 0 && t->root.mem)
         rc = bury(db, t->root.mem);
     if (rc)

@@ -17,6 +17,7 @@
 
 #include "internal.h"
 #include "pack.h"
+#include "pageset.h"
 
 #define BT_FIRST 0
 #define BT_LAST 1
@@ -122,11 +123,16 @@ void bt_forget_changes(bonsai_db *db);
 /* Frees the decoded nodes of t (its images are untouched). */
 void bt_discard(bonsai_db *db, bt_tree *t);
 
-/* Calls fn for every extent t references: nodes (is_value 0) and
- * overflow values (is_value 1). */
+/* Calls fn (unless NULL) for every extent t references: nodes (is_value
+ * 0) and overflow values (is_value 1), reading branches only, and the
+ * leaves of a tree with TREE_F_OVERFLOW.  Each extent is first claimed in
+ * seen (a set over at least [first_pgno, rd->end); NULL: a set of the
+ * walk's own): one beyond rd->end, or meeting a page claimed before (by
+ * this walk or an earlier one into the same set), is BONSAI_CORRUPT and
+ * not followed, so the walk costs at most the pages of the file. */
 typedef int (*bt_ext_fn)(void *ctx, bn_ext ext, int is_value);
-int bt_walk(bonsai_db *db, const bt_rd *rd, const bt_tree *t, bt_ext_fn fn,
-            void *ctx);
+int bt_walk(bonsai_db *db, const bt_rd *rd, const bt_tree *t, pageset *seen,
+            bt_ext_fn fn, void *ctx);
 
 /* Releases every extent of t and forgets its decoded nodes: t is empty. */
 int bt_drop(bonsai_db *db, bt_tree *t);

