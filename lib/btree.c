@@ -1261,7 +1261,8 @@ static int64_t land(const bn_node *leaf, int mode, bn_key key)
 }
 
 typedef struct seek_state {
-    int mode;
+    int mode;     /* BT_FIRST .. BT_LT */
+    int crossing; /* key is the separator of the leaf beside */
     bn_key key;
     uint8_t kbuf[BONSAI_MAX_KEY];
     bt_bounds b; /* of the leaf the last descent reached */
@@ -1309,6 +1310,32 @@ static int descend(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
     return rc;
 }
 
+/* Crossing the separator s->key onward, the descent's bound on the near
+ * side is at most (at least) that separator by the search: it must be
+ * the separator itself, else a branch on the way disagrees with the one
+ * that gave it, and the keys between would be skipped. */
+static int crossed_ok(unsigned kind, const seek_state *s)
+{
+    if (!s->crossing)
+        return 1;
+    if (s->mode == BT_GE)
+        return s->b.has_lower && !bt_key_less(kind, s->b.lower, s->key);
+    return s->b.has_upper && !bt_key_less(kind, s->key, s->b.upper);
+}
+
+/* A leaf holds keys within the bounds its parents give (a leaf shared by
+ * two parents cannot, unless they give it the same ones). */
+static int within_bounds(unsigned kind, const bn_node *leaf,
+                         const bt_bounds *b)
+{
+    if (leaf->n == 0)
+        return 1;
+    if (b->has_lower && bt_key_less(kind, bn_key_at(leaf, 0), b->lower))
+        return 0;
+    return !b->has_upper ||
+           bt_key_less(kind, bn_key_at(leaf, leaf->n - 1), b->upper);
+}
+
 /* Copies bounds, pointing byte keys at the copy's own buffers. */
 static void copy_bounds(bt_bounds *to, const bt_bounds *from, unsigned kind)
 {
@@ -1336,7 +1363,9 @@ int bt_seek(bonsai_db *db, const bt_rd *rd, const bt_tree *t, int mode,
     seek_state *s = malloc(sizeof *s);
     if (!s)
         return BONSAI_NOMEM;
-    s->mode = mode;
+    s->mode = mode == BT_NEXT_LEAF ? BT_GE : mode == BT_PREV_LEAF ? BT_LT
+                                                                 : mode;
+    s->crossing = s->mode != mode;
     s->key = key;
     int rc;
     for (;;) {
@@ -1345,6 +1374,10 @@ int bt_seek(bonsai_db *db, const bt_rd *rd, const bt_tree *t, int mode,
             break;
         if ((rc = load_leaf_copy(&v, t->kind, leaf)))
             break;
+        if (!crossed_ok(t->kind, s) || !within_bounds(t->kind, leaf, &s->b)) {
+            rc = BONSAI_CORRUPT;
+            break;
+        }
         int64_t at = land(leaf, s->mode, s->key);
         if (at >= 0) {
             *idx = (uint32_t)at;
@@ -1370,6 +1403,7 @@ int bt_seek(bonsai_db *db, const bt_rd *rd, const bt_tree *t, int mode,
             s->key.b = s->kbuf;
         }
         s->mode = forward ? BT_GE : BT_LT;
+        s->crossing = 1;
     }
     free(s);
     return rc;

@@ -24,6 +24,11 @@
 #define BT_GE 2
 #define BT_GT 3
 #define BT_LT 4
+/* The leaf beside the one whose upper (lower) separator is the key: as
+ * BT_GE (BT_LT) from that separator, and the leaf reached must begin
+ * (end) exactly there, or the separators disagree (BONSAI_CORRUPT). */
+#define BT_NEXT_LEAF 5
+#define BT_PREV_LEAF 6
 
 #define BT_OVF_REF 20u /* bytes of an overflow value reference */
 
@@ -93,7 +98,12 @@ typedef struct bt_bounds {
 
 /* Positions on an entry by mode, decoding its leaf into *leaf (which the
  * caller bn_init'ed; it is cleared first), and when bounds is not NULL
- * gives that leaf's bounds (a cursor steps to the next leaf with them). */
+ * gives that leaf's bounds (a cursor steps to the next leaf with them).
+ * A leaf whose keys lie outside the bounds its descent gives, or one
+ * reached past another leaf (BT_NEXT_LEAF, BT_PREV_LEAF, or moving on
+ * from a leaf the mode does not land in) whose separators disagree with
+ * that leaf's, is BONSAI_CORRUPT: a forged tree never makes a seek skip
+ * keys or meet a leaf twice. */
 int bt_seek(bonsai_db *db, const bt_rd *rd, const bt_tree *t, int mode,
             bn_key key, bn_node *leaf, uint32_t *idx, bt_bounds *bounds);
 

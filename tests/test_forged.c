@@ -178,3 +178,101 @@ Test(forged, shared_child_stat_counts_no_node_twice)
     TU_RC(bonsai_map_stat(NULL, map_of(db, "m"), &info), BONSAI_CORRUPT);
     TU_OK(bonsai_close(db));
 }
+
+/* ---- cursors in a corrupt tree ------------------------------------------ */
+
+/* Walks map "m" with a cursor until it stops: the keys it gave (up to
+ * cap) and how it stopped. */
+static int scan(bonsai_db *db, int forward, uint64_t *keys, unsigned cap,
+                unsigned *n)
+{
+    bonsai_cursor *c;
+    TU_OK(bonsai_cursor_open(NULL, map_of(db, "m"), &c));
+    *n = 0;
+    int rc = forward ? bonsai_cursor_first(c) : bonsai_cursor_last(c);
+    while (rc == 0 && *n < cap) {
+        uint64_t k;
+        TU_OK(bonsai_cursor_get_u64(c, &k, NULL));
+        keys[(*n)++] = k;
+        rc = forward ? bonsai_cursor_next(c) : bonsai_cursor_prev(c);
+    }
+    bonsai_cursor_close(c);
+    return rc;
+}
+
+/* Both directions end in BONSAI_CORRUPT, having given keys in order. */
+static void assert_scans_corrupt(const char *path, const char *ctx)
+{
+    bonsai_db *db = open_ro(path);
+    uint64_t keys[4096];
+    for (int fwd = 1; fwd >= 0; fwd--) {
+        unsigned n;
+        int rc = scan(db, fwd, keys, 4096, &n);
+        cr_assert(rc == BONSAI_CORRUPT, "%s: %s scan ended in %s after %u "
+                  "keys, expected BONSAI_CORRUPT", ctx, fwd ? "forward" :
+                  "backward", tu_err(rc), n);
+        for (unsigned i = 1; i < n; i++)
+            cr_assert(fwd ? keys[i - 1] < keys[i] : keys[i - 1] > keys[i],
+                      "%s: key %u out of order", ctx, i);
+    }
+    TU_OK(bonsai_close(db));
+}
+
+static void one_map_store(tf_store *s, const char *path, unsigned depth,
+                          bn_ext root, uint64_t count)
+{
+    tf_map m = {"m", BONSAI_KEY_U64, 0, depth, root, count};
+    tf_finish(s, &m, 1);
+    tf_write(s, path);
+    tf_free(s);
+}
+
+/* A root whose separators 0, 50, 30 are out of order, over leaves
+ * {10, 20}, {60, 70}, {80}: a backward scan used to give 80, 20, 10 and
+ * end as if the map had (the seek below 30 lands left of 50). */
+Test(forged, cursor_corrupt_on_separators_out_of_order)
+{
+    const char *path = tp("order.bonsai");
+    tf_store s;
+    tf_init(&s, 512, 4096, BONSAI_COMPRESS_NONE);
+    uint64_t a[] = {10, 20}, b[] = {60, 70}, c[] = {80};
+    bn_ext kids[3] = {tf_place(&s, tf_leaf_u64(2, a, NULL)),
+                      tf_place(&s, tf_leaf_u64(2, b, NULL)),
+                      tf_place(&s, tf_leaf_u64(1, c, NULL))};
+    uint64_t seps[] = {0, 50, 30};
+    one_map_store(&s, path, 2, tf_place(&s, tf_branch_u64(3, seps, kids)),
+                  5);
+    assert_scans_corrupt(path, "separators 0, 50, 30");
+}
+
+/* Two branches share the leaf {50..59}: under the second it lies below
+ * its separator 100.  A forward scan used to give 0..9, 50..59, 150..159
+ * and end as if the map had. */
+Test(forged, cursor_corrupt_on_leaf_shared_by_two_parents)
+{
+    const char *path = tp("twice.bonsai");
+    tf_store s;
+    tf_init(&s, 512, 4096, BONSAI_COMPRESS_NONE);
+    bn_ext l1 = tf_place(&s, tf_leaf_run(10, 0, 1));
+    bn_ext l2 = tf_place(&s, tf_leaf_run(10, 50, 1));
+    bn_ext l3 = tf_place(&s, tf_leaf_run(10, 150, 1));
+    uint64_t k1[] = {0, 50}, k2[] = {100, 150}, kr[] = {0, 100};
+    bn_ext c1[] = {l1, l2}, c2[] = {l2, l3};
+    bn_ext kids[] = {tf_place(&s, tf_branch_u64(2, k1, c1)),
+                     tf_place(&s, tf_branch_u64(2, k2, c2))};
+    one_map_store(&s, path, 3, tf_place(&s, tf_branch_u64(2, kr, kids)),
+                  40);
+    assert_scans_corrupt(path, "a leaf under two parents");
+}
+
+/* The shared-child file of the walks above, scanned: its one leaf is met
+ * again past the separator 1000. */
+Test(forged, cursor_corrupt_on_child_shared_by_many)
+{
+    const char *path = tp("shared.bonsai");
+    shared_child_store(path, 300, 7);
+    assert_scans_corrupt(path, "one child 300 times");
+    int st = tu_sh("%s %s >/dev/null 2>&1", tu_program("bonsai-dump"),
+                   tu_quote(path));
+    cr_assert(st == 1, "bonsai-dump exited %d, expected 1", st);
+}
