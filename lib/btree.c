@@ -63,7 +63,7 @@ static int view_of(bonsai_db *db, const bt_rd *rd, unsigned kind,
         return 0;
     if (!ext_ok(db, rd->end, ref.ext))
         return BONSAI_CORRUPT;
-    int rc = pk_view(rd->uc, ref.ext.pgno, ext_ptr(db, ref.ext),
+    int rc = pk_view(rd->uc, &db->pk, ref.ext.pgno, ext_ptr(db, ref.ext),
                      (size_t)ref.ext.npages * db->page_size, &v->img,
                      &v->avail);
     if (rc)
@@ -274,7 +274,7 @@ static int decode_image(bonsai_db *db, bn_ext e, unsigned kind, bn_node *n)
     if (avail < BN_HEADER_SIZE || !pk_is_packed(img))
         return bn_decode(img, avail, kind, n);
     uint32_t raw_len;
-    int rc = pk_check(img, avail, &raw_len);
+    int rc = pk_check(img, avail, &db->pk, &raw_len);
     if (rc)
         return rc;
     uint8_t *raw = malloc(raw_len);
@@ -1006,7 +1006,8 @@ static int image_bytes(bonsai_db *db, bn_node *n, size_t *bytes)
     free(n->packed);
     n->packed = NULL;
     *bytes = raw;
-    if (db->opt.compression == BONSAI_COMPRESS_NONE || raw > PK_MAX_RAW)
+    /* readers refuse to inflate more than pk_raw_limit: store it raw */
+    if (db->opt.compression == BONSAI_COMPRESS_NONE || raw > db->pk.max_raw)
         return 0;
     if (db->scratch_cap < raw) {
         uint8_t *b = realloc(db->scratch, raw);

@@ -66,7 +66,7 @@ static int walk_ref(shape *s, bn_child ref, unsigned level)
     const uint8_t *img;
     size_t avail;
     bn_info info;
-    int rc = pk_view(s->rd->uc, ref.ext.pgno, stored,
+    int rc = pk_view(s->rd->uc, &db->pk, ref.ext.pgno, stored,
                      (size_t)ref.ext.npages * db->page_size, &img, &avail);
     if (rc == 0)
         rc = bn_img_check(img, avail, s->t->kind, 0, &info);

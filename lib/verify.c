@@ -269,11 +269,16 @@ static void packed_problem(vwalk *w, const vnode *v)
     const uint8_t *p = v->stored;
     uint32_t len = v->avail >= PK_HEADER ? get_le32(p + 4) : 0;
     uint32_t raw = v->avail >= PK_HEADER ? get_le32(p + 12) : 0;
-    if (len < PK_HEADER || len > v->avail || raw < BN_HEADER_SIZE ||
-        raw > PK_MAX_RAW)
+    uint32_t max_raw = w->db->pk.max_raw;
+    if (len < PK_HEADER || len > v->avail || raw < BN_HEADER_SIZE)
         problem(w, v->e.pgno, "packed image: length %" PRIu32 " or raw "
                 "length %" PRIu32 " out of range (run of %zu bytes)", len,
                 raw, v->avail);
+    else if (raw > max_raw)
+        problem(w, v->e.pgno, "packed image: raw length %" PRIu32 " exceeds "
+                "the %" PRIu32 " bytes a node may take in this store "
+                "(node_bytes %" PRIu32 ")", raw, max_raw,
+                w->db->opt.node_bytes);
     else if (p[16] != BONSAI_COMPRESS_LZ4 && p[16] != BONSAI_COMPRESS_ZLIB)
         problem(w, v->e.pgno, "packed image: unknown codec %u", p[16]);
     else
@@ -291,14 +296,14 @@ static int unpack(vwalk *w, vnode *v, int *ok)
     if (v->avail < BN_HEADER_SIZE || !pk_is_packed(v->stored))
         return 0;
     uint32_t raw;
-    if (pk_check(v->stored, v->avail, &raw)) {
+    if (pk_check(v->stored, v->avail, &w->db->pk, &raw)) {
         packed_problem(w, v);
         *ok = 0;
         return 0;
     }
     v->stored_len = get_le32(v->stored + 4);
-    int rc = pk_view(w->rd.uc, v->e.pgno, v->stored, v->avail, &v->img,
-                     &v->img_avail);
+    int rc = pk_view(w->rd.uc, &w->db->pk, v->e.pgno, v->stored, v->avail,
+                     &v->img, &v->img_avail);
     if (rc == BONSAI_CORRUPT) {
         problem(w, v->e.pgno, "packed image: the body does not unpack to "
                 "the %" PRIu32 "-byte raw image its header describes", raw);

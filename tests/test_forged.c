@@ -276,3 +276,93 @@ Test(forged, cursor_corrupt_on_child_shared_by_many)
                    tu_quote(path));
     cr_assert(st == 1, "bonsai-dump exited %d, expected 1", st);
 }
+
+/* ---- packed images that inflate too far --------------------------------- */
+
+/* A zlib store of 4 KiB nodes whose map "m" is one packed leaf of
+ * 65535 keys and 16-byte values: a megabyte raw, a few KiB stored. */
+Test(forged, packed_image_beyond_node_size_is_corrupt)
+{
+    const char *path = tp("inflate.bonsai");
+    tf_store s;
+    tf_init(&s, 512, 4096, BONSAI_COMPRESS_ZLIB);
+    uint32_t n = 65535;
+    uint64_t *keys = malloc(n * sizeof *keys);
+    tf_val *vals = malloc(n * sizeof *vals);
+    static const uint8_t zero[16];
+    cr_assert(keys && vals);
+    for (uint32_t i = 0; i < n; i++) {
+        keys[i] = i;
+        vals[i] = (tf_val){zero, sizeof zero, 0};
+    }
+    tf_img raw = tf_leaf_u64(n, keys, vals);
+    cr_assert(raw.n > 1000000);
+    bn_ext leaf = tf_place(&s, tf_pack(BONSAI_COMPRESS_ZLIB, raw));
+    cr_assert(leaf.npages < 32, "the packed leaf takes %u pages",
+              leaf.npages);
+    free(keys);
+    free(vals);
+    one_map_store(&s, path, 1, leaf, n);
+
+    bonsai_db *db = open_ro(path);
+    bonsai_map m = map_of(db, "m");
+    bonsai_val v;
+    TU_RC(bonsai_get_u64(NULL, m, 7, &v), BONSAI_CORRUPT);
+    bonsai_map_info info;
+    TU_RC(bonsai_map_stat(NULL, m, &info), BONSAI_CORRUPT);
+    bonsai_cursor *c;
+    TU_OK(bonsai_cursor_open(NULL, m, &c));
+    TU_RC(bonsai_cursor_first(c), BONSAI_CORRUPT);
+    bonsai_cursor_close(c);
+    assert_verify_reports(db, "raw length 1");
+    TU_OK(bonsai_close(db));
+
+    /* the writer's path decodes it for a change */
+    bonsai_db *rw;
+    TU_OK(open_store(path, 0, &rw));
+    TU_RC(bonsai_put_u64(NULL, map_of(rw, "m"), 70000, NULL, 0),
+          BONSAI_CORRUPT);
+    TU_OK(bonsai_close(rw));
+}
+
+/* What the writer packs stays within what readers accept: nodes that
+ * cannot split (one entry of a 1024-byte key, branches of three such
+ * separators) in the smallest nodes, compressed. */
+Test(forged, writer_packs_only_what_readers_accept)
+{
+    for (unsigned codec = BONSAI_COMPRESS_LZ4; codec <= BONSAI_COMPRESS_ZLIB;
+         codec++) {
+        const char *path = tp(codec == BONSAI_COMPRESS_LZ4 ? "big-lz4.bonsai"
+                                                         : "big-zlib.bonsai");
+        bonsai_options o;
+        bonsai_options_init(&o);
+        o.node_bytes = 256;
+        o.compression = codec;
+        o.sync = 0;
+        o.max_size = UINT64_C(64) << 20;
+        bonsai_db *db = tu_open(path, &o);
+        bonsai_map m = tu_map_create(db, NULL, "b", BONSAI_KEY_BYTES);
+        uint8_t key[BONSAI_MAX_KEY], val[64];
+        memset(val, 'v', sizeof val);
+        for (unsigned i = 0; i < 60; i++) {
+            memset(key, 'a', sizeof key);
+            key[sizeof key - 1] = (uint8_t)i; /* 1024-byte separators */
+            bonsai_val k = {sizeof key, key}, v = {sizeof val, val};
+            TU_OK(bonsai_put(NULL, m, &k, &v, 0));
+        }
+        TU_OK(bonsai_close(db));
+        db = open_ro(path);
+        found f = {0};
+        uint64_t n = 1;
+        TU_OK(bonsai_verify(db, 0, on_problem, NULL, &f, &n));
+        cr_assert(n == 0, "codec %u: %s", codec, f.first);
+        bonsai_map_info info;
+        TU_OK(bonsai_map_stat(NULL, map_of(db, "b"), &info));
+        cr_assert(info.entries == 60 && info.depth >= 3 &&
+                  info.stored_bytes < info.raw_bytes / 2, "codec %u: %"
+                  PRIu64 " entries, depth %u, %" PRIu64 " bytes stored of %"
+                  PRIu64, codec, info.entries, info.depth, info.stored_bytes,
+                  info.raw_bytes);
+        TU_OK(bonsai_close(db));
+    }
+}
