@@ -396,9 +396,10 @@ static void fn_image(const fn_ctx *c, uint8_t *img, size_t avail, int depth);
 static void fn_packed(const fn_ctx *c, const uint8_t *img, size_t avail,
                       int depth)
 {
-    /* any raw length the format allows: the store's own limit is the
-     * file harness's business */
-    const pk_rules rules = {PK_MAX_RAW};
+    /* the rules of a store of the codec the image names, with any raw
+     * length the format allows: a store's own limits are the file
+     * harness's business */
+    const pk_rules rules = {avail > 16 ? img[16] : 0, PK_MAX_RAW};
     uint32_t raw_len = 0;
     int rc = pk_check(img, avail, &rules, &raw_len);
     FZ_CHECK(rc == 0 || rc == BONSAI_CORRUPT, "pk_check -> %s", fz_err(rc));

@@ -59,6 +59,8 @@ int pk_check(const uint8_t *img, size_t avail, const pk_rules *r,
         return BONSAI_CORRUPT;
     if (img[16] != BONSAI_COMPRESS_LZ4 && img[16] != BONSAI_COMPRESS_ZLIB)
         return BONSAI_CORRUPT;
+    if (img[16] != r->codec)
+        return BONSAI_CORRUPT; /* only the codec the store was made with */
     uint32_t crc = bonsai_crc32c(0, img, 8);
     static const uint8_t zero[4] = {0};
     crc = bonsai_crc32c(crc, zero, 4);

@@ -24,10 +24,12 @@
 #define PK_MAX_RAW (1u << 24) /* a raw image is never larger */
 #define PK_SLOTS 8u
 
-/* What a store accepts of a packed image: a raw image no larger than its
+/* What a store accepts of a packed image: its own codec (the header's;
+ * none: no packed image at all), and a raw image no larger than its
  * writer packs (pk_raw_limit), so a few stored bytes never inflate into
  * more than a node's worth of memory and time. */
 typedef struct pk_rules {
+    unsigned codec;
     uint32_t max_raw;
 } pk_rules;
 

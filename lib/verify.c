@@ -20,7 +20,8 @@
  *     bytes everywhere else in the head area;
  *  2. every tree, the catalog first, then each map it lists: every extent
  *     inside [first_pgno, end) and referenced once; every image's
- *     envelope, header, checksum and sections (a full decode); leaves
+ *     envelope (the header's codec, a raw length within the store's
+ *     limit), header, checksum and sections (a full decode); leaves
  *     exactly on the bottom level; keys strictly increasing within a
  *     node, within the separators the parents give, and across leaves;
  *     zero bytes after each image to the end of its run; entry counts
@@ -263,6 +264,13 @@ static uint32_t image_crc(const uint8_t *img, uint32_t length)
     return bonsai_crc32c(crc, img + 12, length - 12);
 }
 
+static const char *codec_name(unsigned codec)
+{
+    return codec == BONSAI_COMPRESS_LZ4    ? "lz4"
+           : codec == BONSAI_COMPRESS_ZLIB ? "zlib"
+                                           : "no compression";
+}
+
 /* Says why pk_check refused a packed image. */
 static void packed_problem(vwalk *w, const vnode *v)
 {
@@ -281,6 +289,10 @@ static void packed_problem(vwalk *w, const vnode *v)
                 w->db->opt.node_bytes);
     else if (p[16] != BONSAI_COMPRESS_LZ4 && p[16] != BONSAI_COMPRESS_ZLIB)
         problem(w, v->e.pgno, "packed image: unknown codec %u", p[16]);
+    else if (p[16] != w->db->pk.codec)
+        problem(w, v->e.pgno, "packed image: codec %s in a store whose "
+                "header says %s", codec_name(p[16]),
+                codec_name(w->db->pk.codec));
     else
         problem(w, v->e.pgno, "packed image: checksum mismatch (stored "
                 "0x%08" PRIx32 ", computed 0x%08" PRIx32 ")",

@@ -366,3 +366,63 @@ Test(forged, writer_packs_only_what_readers_accept)
         TU_OK(bonsai_close(db));
     }
 }
+
+/* ---- codecs the header does not name ------------------------------------ */
+
+/* A store of header codec `store` whose map "m" is one leaf packed with
+ * `codec`. */
+static void other_codec_store(const char *path, unsigned store,
+                              unsigned codec)
+{
+    static const char val[] = "a value that packs";
+    uint64_t keys[200];
+    tf_val vals[200];
+    for (unsigned i = 0; i < 200; i++) {
+        keys[i] = 1000 + 3 * i;
+        vals[i] = (tf_val){val, sizeof val, 0};
+    }
+    tf_store s;
+    tf_init(&s, 512, 4096, store);
+    bn_ext leaf = tf_place(&s, tf_pack(codec, tf_leaf_u64(200, keys, vals)));
+    one_map_store(&s, path, 1, leaf, 200);
+}
+
+Test(forged, packed_image_of_another_codec_is_corrupt)
+{
+    static const struct {
+        unsigned store, codec;
+        const char *says;
+    } cases[] = {
+        {BONSAI_COMPRESS_NONE, BONSAI_COMPRESS_LZ4,
+         "codec lz4 in a store whose header says no compression"},
+        {BONSAI_COMPRESS_NONE, BONSAI_COMPRESS_ZLIB,
+         "codec zlib in a store whose header says no compression"},
+        {BONSAI_COMPRESS_ZLIB, BONSAI_COMPRESS_LZ4,
+         "codec lz4 in a store whose header says zlib"},
+        {BONSAI_COMPRESS_LZ4, BONSAI_COMPRESS_ZLIB,
+         "codec zlib in a store whose header says lz4"},
+    };
+    for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "codec%u.bonsai", i);
+        const char *path = tp(name);
+        other_codec_store(path, cases[i].store, cases[i].codec);
+        bonsai_db *db = open_ro(path);
+        bonsai_map m = map_of(db, "m");
+        bonsai_val v;
+        TU_RC(bonsai_get_u64(NULL, m, 1003, &v), BONSAI_CORRUPT);
+        bonsai_cursor *c;
+        TU_OK(bonsai_cursor_open(NULL, m, &c));
+        TU_RC(bonsai_cursor_first(c), BONSAI_CORRUPT);
+        bonsai_cursor_close(c);
+        assert_verify_reports(db, cases[i].says);
+        TU_OK(bonsai_close(db));
+    }
+    /* the same leaf in a store of its own codec reads */
+    const char *path = tp("same.bonsai");
+    other_codec_store(path, BONSAI_COMPRESS_LZ4, BONSAI_COMPRESS_LZ4);
+    bonsai_db *db = open_ro(path);
+    bonsai_val v;
+    TU_OK(bonsai_get_u64(NULL, map_of(db, "m"), 1003, &v));
+    TU_OK(bonsai_close(db));
+}
