@@ -1429,6 +1429,17 @@ static int visit(walk_ctx *w, bn_ext e, int is_value)
     return w->fn ? w->fn(w->ctx, e, is_value) : 0;
 }
 
+/* A leaf the walk does not read (its tree has no overflow values) must
+ * still be a leaf without overflow values, since free space is derived
+ * trusting both: else the pages below it, or its values' runs, would be
+ * taken for free.  Its type and flags bytes tell (a packed image's outer
+ * header repeats them), without unpacking or hashing it. */
+static int unread_leaf_ok(const bonsai_db *db, bn_ext e)
+{
+    const uint8_t *p = ext_ptr(db, e);
+    return p[0] == BN_TYPE_LEAF && !(p[1] & BN_F_OVERFLOW);
+}
+
 static int walk_values(walk_ctx *w, const nview *v)
 {
     for (uint32_t i = 0; i < view_count(v); i++) {
@@ -1462,7 +1473,7 @@ static int walk(walk_ctx *w, bn_child ref, unsigned level)
     if (rc)
         return rc;
     if (level == 1 && !ref.mem && !(w->t->flags & TREE_F_OVERFLOW))
-        return 0; /* leaves without overflow values need no reading */
+        return unread_leaf_ok(w->db, ref.ext) ? 0 : BONSAI_CORRUPT;
     nview v;
     if ((rc = view_of(w->db, w->rd, w->t->kind, ref, &v)))
         return rc;

@@ -134,8 +134,11 @@ void bt_forget_changes(bonsai_db *db);
 void bt_discard(bonsai_db *db, bt_tree *t);
 
 /* Calls fn (unless NULL) for every extent t references: nodes (is_value
- * 0) and overflow values (is_value 1), reading branches only, and the
- * leaves of a tree with TREE_F_OVERFLOW.  Each extent is first claimed in
+ * 0) and overflow values (is_value 1), reading branches, the leaves of a
+ * tree with TREE_F_OVERFLOW, and of every other leaf its type and flags
+ * bytes only: a branch where a leaf must be, or a leaf with overflow
+ * values in a tree without the flag, is BONSAI_CORRUPT (the pages they
+ * reach would go unmarked).  Each extent is first claimed in
  * seen (a set over at least [first_pgno, rd->end); NULL: a set of the
  * walk's own): one beyond rd->end, or meeting a page claimed before (by
  * this walk or an earlier one into the same set), is BONSAI_CORRUPT and

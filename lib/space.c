@@ -3,6 +3,10 @@
  *
  * At open the writer walks every tree of the last commit and marks the
  * pages they reach; every other page below the high-water mark is free.
+ * The walk (bt_walk) reads branches, and of a leaf whose values it need
+ * not read its type and flags: a record whose depth or overflow flag
+ * lies about its tree fails the open (BONSAI_CORRUPT), since the pages
+ * it hides would be handed out.
  * A reader in another process may still read an older snapshot (its slot
  * in the lock file, readers.h, says which): the writer walks that
  * snapshot's trees too, from the copy of its meta in the slot, and keeps

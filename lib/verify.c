@@ -362,8 +362,12 @@ static int read_node(vwalk *w, bn_ext e, unsigned level, vnode *v, int *ok)
     if (v->img == v->stored)
         v->stored_len = v->info.length;
     if ((v->info.type == BN_TYPE_LEAF) != (level == 1)) {
-        problem(w, e.pgno, "%s found at level %u (expected %s)",
-                node_name(v), level, level == 1 ? "a leaf" : "a branch");
+        /* a branch where leaves must be: a depth too small, which free
+         * space at open would trust (it refuses a read-write open) */
+        problem(w, e.pgno, "%s found at level %u (expected %s%s)",
+                node_name(v), level, level == 1 ? "a leaf" : "a branch",
+                level == 1 ? ": the depth recorded is below the tree's, "
+                "and a read-write open refuses the store" : "");
         *ok = 0;
     }
     return 0;
@@ -503,8 +507,9 @@ static int overflow_allowed(vwalk *w, const vnode *v)
     }
     if (!(w->t->flags & TREE_F_OVERFLOW))
         problem(w, v->e.pgno, "leaf holds overflow values but the map's "
-                "record lacks the overflow flag 0x01 (open would take "
-                "their pages for free space)");
+                "record lacks the overflow flag 0x01 (free space at open "
+                "would take their pages: a read-write open refuses the "
+                "store)");
     return 1;
 }
 

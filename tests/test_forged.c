@@ -103,6 +103,15 @@ static void assert_verify_reports(bonsai_db *db, const char *needle)
     }
 }
 
+static void assert_clean(bonsai_db *db, const char *ctx)
+{
+    found f = {0};
+    uint64_t n = 1;
+    TU_OK(bonsai_verify(db, 0, on_problem, NULL, &f, &n));
+    cr_assert(n == 0, "%s: %" PRIu64 " problems, the first: %s", ctx, n,
+              f.first);
+}
+
 static bonsai_map map_of(bonsai_db *db, const char *name)
 {
     bonsai_map m;
@@ -352,10 +361,7 @@ Test(forged, writer_packs_only_what_readers_accept)
         }
         TU_OK(bonsai_close(db));
         db = open_ro(path);
-        found f = {0};
-        uint64_t n = 1;
-        TU_OK(bonsai_verify(db, 0, on_problem, NULL, &f, &n));
-        cr_assert(n == 0, "codec %u: %s", codec, f.first);
+        assert_clean(db, codec == BONSAI_COMPRESS_LZ4 ? "lz4" : "zlib");
         bonsai_map_info info;
         TU_OK(bonsai_map_stat(NULL, map_of(db, "b"), &info));
         cr_assert(info.entries == 60 && info.depth >= 3 &&
@@ -425,4 +431,96 @@ Test(forged, packed_image_of_another_codec_is_corrupt)
     bonsai_val v;
     TU_OK(bonsai_get_u64(NULL, map_of(db, "m"), 1003, &v));
     TU_OK(bonsai_close(db));
+}
+
+/* ---- records that lie about what free space depends on ------------------ */
+
+/* Asserts that a read-write open refuses path while a read-only one
+ * opens it and verify reports needle. */
+static void assert_write_refused(const char *path, const char *needle)
+{
+    bonsai_db *db;
+    TU_RC(open_store(path, 0, &db), BONSAI_CORRUPT);
+    cr_assert(db == NULL);
+    db = open_ro(path);
+    assert_verify_reports(db, needle);
+    TU_OK(bonsai_close(db));
+}
+
+/* A tree of `levels` levels of two-child branches over leaves of ten
+ * keys, under a record that says depth `depth`. */
+static void deep_store(const char *path, unsigned levels, unsigned depth)
+{
+    tf_store s;
+    tf_init(&s, 512, 4096, BONSAI_COMPRESS_NONE);
+    unsigned width = 1u << levels;
+    bn_ext nodes[64];
+    uint64_t first[64];
+    for (unsigned i = 0; i < width; i++) {
+        first[i] = 100 * i;
+        nodes[i] = tf_place(&s, tf_leaf_run(10, first[i], 1));
+    }
+    for (; width > 1; width /= 2)
+        for (unsigned i = 0; i < width / 2; i++) {
+            uint64_t keys[2] = {first[2 * i], first[2 * i + 1]};
+            bn_ext kids[2] = {nodes[2 * i], nodes[2 * i + 1]};
+            first[i] = first[2 * i];
+            nodes[i] = tf_place(&s, tf_branch_u64(2, keys, kids));
+        }
+    one_map_store(&s, path, depth, nodes[0], 10u << levels);
+}
+
+/* Free space at open reads branches only, down to the record's depth:
+ * under a record too shallow, the tree's lower nodes were taken for free
+ * pages, and a read-write open let later writes overwrite them. */
+Test(forged, open_refuses_record_depth_below_tree)
+{
+    const char *path = tp("depth.bonsai");
+    deep_store(path, 2, 3); /* the truth: opens for writing, verifies */
+    bonsai_db *db;
+    TU_OK(open_store(path, 0, &db));
+    assert_clean(db, "a record of the tree's depth");
+    TU_OK(bonsai_close(db));
+    deep_store(path, 1, 1);
+    assert_write_refused(path, "branch found at level 1");
+    deep_store(path, 2, 2);
+    assert_write_refused(path, "branch found at level 1");
+}
+
+/* A map "m" of one leaf whose entry 1 is an overflow value, under a
+ * record with flags rflags. */
+static void overflow_store(const char *path, unsigned rflags)
+{
+    tf_store s;
+    tf_init(&s, 512, 4096, BONSAI_COMPRESS_NONE);
+    static uint8_t big[3000];
+    memset(big, 'o', sizeof big);
+    uint8_t ref[20];
+    tf_overflow(&s, big, sizeof big, ref);
+    uint64_t keys[3] = {1, 2, 3};
+    tf_val vals[3] = {{"a", 1, 0}, {ref, 20, 1}, {"c", 1, 0}};
+    bn_ext leaf = tf_place(&s, tf_leaf_u64(3, keys, vals));
+    tf_map m = {"m", BONSAI_KEY_U64, rflags, 1, leaf, 3};
+    tf_finish(&s, &m, 1);
+    tf_write(&s, path);
+    tf_free(&s);
+}
+
+/* Free space at open reads the leaves of maps flagged as holding
+ * overflow values only: without the flag, the value's run was taken for
+ * free while bonsai_get still returned its bytes. */
+Test(forged, open_refuses_overflow_values_without_record_flag)
+{
+    const char *path = tp("ovf.bonsai");
+    overflow_store(path, 0x01); /* the truth */
+    bonsai_db *db;
+    TU_OK(open_store(path, 0, &db));
+    bonsai_val v;
+    TU_OK(bonsai_get_u64(NULL, map_of(db, "m"), 2, &v));
+    cr_assert(v.size == 3000 && ((const uint8_t *)v.data)[2999] == 'o');
+    assert_clean(db, "overflow value under the flag");
+    TU_OK(bonsai_close(db));
+
+    overflow_store(path, 0);
+    assert_write_refused(path, "lacks the overflow flag");
 }
