@@ -11,6 +11,17 @@
  * the CRCs.  Seeds carry the 'F'; a mutation of that byte tests the
  * checksums themselves.
  *
+ * Under libFuzzer a structure-aware mutator (LLVMFuzzerCustomMutator,
+ * below) makes half the mutations: it finds the node images at page
+ * boundaries, the catalog's records and the meta slots, and changes what
+ * the checks behind the checksums are about - a branch's child pointed at
+ * another node (shared children, cycles, wrong levels), two children
+ * swapped (separators out of order), a record's or a meta slot's root,
+ * depth or flags, a node's type and flags, a packed image's codec and raw
+ * length, the raw image inside a packed one (unpacked, mutated, its CRC
+ * fixed, packed again), one image copied over another - and sets the
+ * 'F' byte, so the checksums are repaired before the store is opened.
+ *
  * Each input is written to one file in a directory made once per process
  * (mkdtemp), then:
  *  1. opened read-only (max_size 64 MiB whatever the file says); every map
@@ -18,10 +29,12 @@
  *     (keys must strictly increase / decrease: a cursor always moves on),
  *     seeked to keys taken from the walk and from the input (a seek lands
  *     on a key >= the one sought), read with bonsai_get, bonsai_count and
- *     bonsai_map_stat; bonsai_db_stat; bonsai_verify;
+ *     bonsai_map_stat; bonsai_db_stat, bonsai_space_stat; bonsai_verify;
+ *     for one input in 8 (by length), bonsai_compact into the directory;
  *  2. opened read-write (this derives free space): the same walks inside a
  *     write transaction, one put into every map, a delete of its first
- *     key, a new map, commit; a quick verify; close;
+ *     key, a new map, for one input in 4 the first map dropped, commit; a
+ *     quick verify; close;
  *  3. opened read-only again and walked once more.
  * Every call must return 0 or a BONSAI_* code.  Walks stop after FF_STEPS
  * entries: a small file can still describe a huge tree.
@@ -300,6 +313,8 @@ static void ff_read_only(ff_ctx *c, const char *path, unsigned *sum)
         return;
     bonsai_stat st;
     FF_RC(bonsai_db_stat(db, &st), "bonsai_db_stat");
+    bonsai_space sp;
+    FF_RC(bonsai_space_stat(db, &sp), "bonsai_space_stat");
     bonsai_txn *txn = NULL;
     rc = bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &txn);
     FF_RC(rc, "bonsai_txn_begin read-only");
@@ -310,6 +325,14 @@ static void ff_read_only(ff_ctx *c, const char *path, unsigned *sum)
         bonsai_txn_abort(txn);
     }
     ff_verify(c, db, 0);
+    if ((c->size & 7) == 0) {
+        char copy[4200];
+        fz_path(copy, sizeof copy, "copy.bonsai");
+        FF_RC(bonsai_compact(db, copy, NULL), "bonsai_compact");
+        unlink(copy);
+        strcat(copy, "-lock");
+        unlink(copy);
+    }
     FF_RC(bonsai_close(db), "bonsai_close read-only");
 }
 
@@ -358,6 +381,8 @@ static void ff_read_write(ff_ctx *c, const char *path, unsigned *sum)
             }
             bonsai_cursor_close(cur);
         }
+        if ((c->size & 3) == 1 && l.n > 0)
+            FF_RC(bonsai_map_drop(db, txn, l.m[0].name), "bonsai_map_drop");
         bonsai_map m = NULL;
         rc = bonsai_map_create(db, txn, "fuzz-new-map", BONSAI_KEY_U64, &m);
         FF_RC(rc, "bonsai_map_create");
@@ -398,5 +423,275 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fuzz_file(data, size);
     return 0;
+}
+
+/* ---- the structure-aware mutator ---------------------------------------- */
+
+#include "compress.h"
+#include "pack.h"
+
+#define FM_MAX_NODES 1024u
+
+size_t LLVMFuzzerMutate(uint8_t *data, size_t size, size_t max_size);
+size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size,
+                               unsigned int seed);
+
+/* What the mutator found in a file image. */
+typedef struct fm_file {
+    uint8_t *f;
+    size_t n;
+    uint32_t ps;
+    struct fm_node {
+        size_t off;         /* byte offset of the image */
+        uint32_t len;       /* its length field */
+        uint32_t npages;    /* pages it takes */
+    } node[FM_MAX_NODES];
+    unsigned nnodes;
+    uint64_t rng;
+} fm_file;
+
+static uint64_t fm_rand(fm_file *m)
+{
+    return fz_mix(m->rng++);
+}
+
+static unsigned fm_below(fm_file *m, unsigned n)
+{
+    return n ? (unsigned)(fm_rand(m) % n) : 0;
+}
+
+/* Images at page boundaries (as ff_fix_checksums finds them). */
+static int fm_scan(fm_file *m)
+{
+    if (m->n < 4096)
+        return 0;
+    m->ps = get_le32(m->f + 12);
+    if (m->ps < 64 || m->ps > 65536 || (m->ps & (m->ps - 1)))
+        return 0;
+    size_t first = m->ps > 4096 ? m->ps : 4096;
+    for (size_t off = first; off + 16 <= m->n && m->nnodes < FM_MAX_NODES;
+         off += m->ps) {
+        const uint8_t *img = m->f + off;
+        uint32_t len = get_le32(img + 4);
+        if ((img[0] != 1 && img[0] != 2) || len < 16 || len > m->n - off)
+            continue;
+        if ((img[1] & PK_F_PACKED) && len < PK_HEADER)
+            continue;
+        m->node[m->nnodes++] = (struct fm_node){off, len,
+                                                (len + m->ps - 1) / m->ps};
+        off += (size_t)(len - 1) / m->ps * m->ps;
+    }
+    return m->nnodes > 0;
+}
+
+static struct fm_node *fm_pick(fm_file *m, int packed, unsigned type)
+{
+    unsigned start = fm_below(m, m->nnodes);
+    for (unsigned i = 0; i < m->nnodes; i++) {
+        struct fm_node *x = &m->node[(start + i) % m->nnodes];
+        const uint8_t *img = m->f + x->off;
+        if ((packed < 0 || !!(img[1] & PK_F_PACKED) == packed) &&
+            (!type || img[0] == type))
+            return x;
+    }
+    return NULL;
+}
+
+/* Another node's extent, as a branch child or a root names it. */
+static void fm_put_ext(fm_file *m, uint8_t *at5, uint8_t *at3)
+{
+    const struct fm_node *x = &m->node[fm_below(m, m->nnodes)];
+    put_le40(at5, x->off / m->ps);
+    put_le24(at3, x->npages);
+}
+
+/* A raw branch: child idx's 8 bytes, or NULL. */
+static uint8_t *fm_child(fm_file *m, struct fm_node *b, unsigned idx)
+{
+    uint8_t *img = m->f + b->off;
+    unsigned count = get_le16(img + 2);
+    if (idx >= count || (size_t)count * 8 + 16 > b->len)
+        return NULL;
+    return img + b->len - 8 * (size_t)(count - idx);
+}
+
+static int fm_branch_child(fm_file *m)
+{
+    struct fm_node *b = fm_pick(m, 0, 2);
+    uint8_t *c = b ? fm_child(m, b, fm_below(m, get_le16(m->f + b->off + 2)))
+                   : NULL;
+    if (!c)
+        return 0;
+    if (fm_rand(m) & 1) {
+        fm_put_ext(m, c, c + 5);
+    } else { /* a sibling's: one child under two separators */
+        uint8_t *d = fm_child(m, b, fm_below(m, get_le16(m->f + b->off + 2)));
+        memmove(c, d, 8);
+    }
+    return 1;
+}
+
+static int fm_swap_children(fm_file *m)
+{
+    struct fm_node *b = fm_pick(m, 0, 2);
+    unsigned count = b ? get_le16(m->f + b->off + 2) : 0;
+    uint8_t *c = count > 1 ? fm_child(m, b, fm_below(m, count - 1)) : NULL;
+    if (!c)
+        return 0;
+    uint8_t t[8];
+    memcpy(t, c, 8);
+    memmove(c, c + 8, 8);
+    memcpy(c + 8, t, 8);
+    return 1;
+}
+
+/* A record of the catalog: raw byte-key leaves of 24-byte fixed values. */
+static uint8_t *fm_record(fm_file *m)
+{
+    unsigned start = fm_below(m, m->nnodes);
+    for (unsigned i = 0; i < m->nnodes; i++) {
+        struct fm_node *x = &m->node[(start + i) % m->nnodes];
+        uint8_t *img = m->f + x->off;
+        unsigned count = get_le16(img + 2);
+        if (img[0] != 1 || img[1] != 0x04 || count == 0 ||
+            (size_t)count * 24 + 17 > x->len)
+            continue;
+        return img + x->len - 24 * (size_t)(count - fm_below(m, count));
+    }
+    return NULL;
+}
+
+static int fm_mutate_record(fm_file *m)
+{
+    uint8_t *r = fm_record(m);
+    if (!r)
+        return 0;
+    switch (fm_below(m, 4)) {
+    case 0: r[2] = (uint8_t)(r[2] + (fm_rand(m) & 1 ? 1 : -1)); break;
+    case 1: r[1] ^= 0x01; break;
+    case 2: fm_put_ext(m, r + 4, r + 9); break;
+    default: put_le64(r + 12, get_le64(r + 12) + (fm_rand(m) & 7) - 3);
+    }
+    return 1;
+}
+
+static int fm_mutate_meta(fm_file *m)
+{
+    uint8_t *s = m->f + 512 + 512 * fm_below(m, 2);
+    switch (fm_below(m, 4)) {
+    case 0: s[32] = (uint8_t)(s[32] + (fm_rand(m) & 1 ? 1 : -1)); break;
+    case 1: fm_put_ext(m, s + 24, s + 29); break;
+    case 2: put_le64(s + 16, get_le64(s + 16) + (fm_rand(m) & 15) - 8);
+            break;
+    default: put_le64(s + 8, get_le64(s + 8) ^ 1);
+    }
+    return 1;
+}
+
+static int fm_mutate_header(fm_file *m)
+{
+    struct fm_node *x = fm_pick(m, -1, 0);
+    if (!x)
+        return 0;
+    uint8_t *img = m->f + x->off;
+    static const uint8_t bits[] = {0x01, 0x02, 0x04, 0x08, 0x10};
+    if (fm_rand(m) & 1)
+        img[0] ^= 3; /* leaf <-> branch */
+    else
+        img[1] ^= bits[fm_below(m, sizeof bits)];
+    return 1;
+}
+
+static int fm_mutate_envelope(fm_file *m)
+{
+    struct fm_node *x = fm_pick(m, 1, 0);
+    if (!x)
+        return 0;
+    uint8_t *img = m->f + x->off;
+    switch (fm_below(m, 3)) {
+    case 0: img[16] ^= 3; break; /* the other codec */
+    case 1: img[16] = 0; break;
+    default: put_le32(img + 12, get_le32(img + 12) << (1 + fm_below(m, 8)));
+    }
+    return 1;
+}
+
+/* Unpacks a packed image, mutates its raw image (CRC fixed), packs it
+ * again with its codec if the result still fits its pages. */
+static int fm_mutate_packed(fm_file *m)
+{
+    struct fm_node *x = fm_pick(m, 1, 0);
+    if (!x)
+        return 0;
+    uint8_t *img = m->f + x->off;
+    uint32_t raw_len = get_le32(img + 12);
+    unsigned codec = img[16];
+    if (raw_len <= 16 || raw_len > (1u << 20))
+        return 0;
+    size_t cap = (size_t)x->npages * m->ps;
+    uint8_t *raw = malloc(raw_len), *out = malloc(cap);
+    int done = 0;
+    if (raw && out &&
+        bx_decompress(codec, img + PK_HEADER, x->len - PK_HEADER, raw,
+                      raw_len) == 0) {
+        size_t n = LLVMFuzzerMutate(raw + 16, raw_len - 16, raw_len - 16);
+        put_le32(raw + 4, (uint32_t)(16 + n));
+        put_le32(raw + 8, ff_image_crc(raw, (uint32_t)(16 + n)));
+        size_t body;
+        if (cap > PK_HEADER &&
+            bx_compress(codec, 6, raw, 16 + n, out, cap - PK_HEADER,
+                        &body) == 0) {
+            memset(img + PK_HEADER, 0, cap - PK_HEADER);
+            memcpy(img + PK_HEADER, out, body);
+            memcpy(img + 2, raw + 2, 2);
+            put_le32(img + 4, (uint32_t)(PK_HEADER + body));
+            put_le32(img + 12, (uint32_t)(16 + n));
+            done = 1;
+        }
+    }
+    free(raw);
+    free(out);
+    return done;
+}
+
+/* One image copied over another's pages (as far as they reach). */
+static int fm_copy_image(fm_file *m)
+{
+    struct fm_node *a = &m->node[fm_below(m, m->nnodes)];
+    struct fm_node *b = &m->node[fm_below(m, m->nnodes)];
+    if (a == b)
+        return 0;
+    size_t n = (size_t)b->npages * m->ps;
+    if (n > (size_t)a->npages * m->ps)
+        n = (size_t)a->npages * m->ps;
+    if (b->off + n > m->n || a->off + n > m->n)
+        return 0;
+    memmove(m->f + b->off, m->f + a->off, n);
+    return 1;
+}
+
+size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size,
+                               unsigned int seed)
+{
+    static fm_file m;
+    m.f = data;
+    m.n = size;
+    m.nnodes = 0;
+    m.rng = seed;
+    if ((seed & 1) || !fm_scan(&m))
+        return LLVMFuzzerMutate(data, size, max_size);
+    int (*const ops[])(fm_file *) = {
+        fm_branch_child, fm_swap_children, fm_mutate_record,
+        fm_mutate_meta,  fm_mutate_header, fm_mutate_envelope,
+        fm_mutate_packed, fm_copy_image,
+    };
+    unsigned nops = sizeof ops / sizeof ops[0];
+    int done = 0;
+    for (unsigned tries = 0; tries < 4 && !done; tries++)
+        done = ops[fm_below(&m, nops)](&m);
+    if (!done)
+        return LLVMFuzzerMutate(data, size, max_size);
+    data[FF_FIX_AT] = FF_FIX_MAGIC; /* the harness repairs the checksums */
+    return size;
 }
 #endif

@@ -396,8 +396,12 @@ static void fn_image(const fn_ctx *c, uint8_t *img, size_t avail, int depth);
 static void fn_packed(const fn_ctx *c, const uint8_t *img, size_t avail,
                       int depth)
 {
+    /* the rules of a store of the codec the image names, with any raw
+     * length the format allows: a store's own limits are the file
+     * harness's business */
+    const pk_rules rules = {avail > 16 ? img[16] : 0, PK_MAX_RAW};
     uint32_t raw_len = 0;
-    int rc = pk_check(img, avail, &raw_len);
+    int rc = pk_check(img, avail, &rules, &raw_len);
     FZ_CHECK(rc == 0 || rc == BONSAI_CORRUPT, "pk_check -> %s", fz_err(rc));
     if (rc)
         return;
@@ -415,7 +419,8 @@ static void fn_packed(const fn_ctx *c, const uint8_t *img, size_t avail,
     for (int t = 0; t < 2; t++) {
         const uint8_t *view = NULL;
         size_t view_len = 0;
-        int vrc = pk_view(&cache, 42, img, avail, &view, &view_len);
+        int vrc = pk_view(&cache, &rules, 42, img, avail, &view,
+                          &view_len);
         FZ_CHECK(vrc == rc || (rc == 0 && vrc == BONSAI_NOMEM),
                  "pk_view -> %s, pk_unpack -> %s", fz_err(vrc), fz_err(rc));
         if (vrc == 0)

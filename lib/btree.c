@@ -66,7 +66,7 @@ static int view_of(bonsai_db *db, const bt_rd *rd, unsigned kind,
         return 0;
     if (!ext_ok(db, rd->end, ref.ext))
         return BONSAI_CORRUPT;
-    int rc = pk_view(rd->uc, ref.ext.pgno, ext_ptr(db, ref.ext),
+    int rc = pk_view(rd->uc, &db->pk, ref.ext.pgno, ext_ptr(db, ref.ext),
                      (size_t)ref.ext.npages * db->page_size, &v->img,
                      &v->avail);
     if (rc)
@@ -277,7 +277,7 @@ static int decode_image(bonsai_db *db, bn_ext e, unsigned kind, bn_node *n)
     if (avail < BN_HEADER_SIZE || !pk_is_packed(img))
         return bn_decode(img, avail, kind, n);
     uint32_t raw_len;
-    int rc = pk_check(img, avail, &raw_len);
+    int rc = pk_check(img, avail, &db->pk, &raw_len);
     if (rc)
         return rc;
     uint8_t *raw = malloc(raw_len);
@@ -1036,7 +1036,8 @@ static int image_bytes(bonsai_db *db, bn_node *n, size_t *bytes)
     free(n->packed);
     n->packed = NULL;
     *bytes = raw;
-    if (db->opt.compression == BONSAI_COMPRESS_NONE || raw > PK_MAX_RAW)
+    /* readers refuse to inflate more than pk_raw_limit: store it raw */
+    if (db->opt.compression == BONSAI_COMPRESS_NONE || raw > db->pk.max_raw)
         return 0;
     if (db->scratch_cap < raw) {
         uint8_t *b = realloc(db->scratch, raw);
@@ -1313,7 +1314,8 @@ static int64_t land(const bn_node *leaf, int mode, bn_key key)
 }
 
 typedef struct seek_state {
-    int mode;
+    int mode;     /* BT_FIRST .. BT_LT */
+    int crossing; /* key is the separator of the leaf beside */
     bn_key key;
     uint8_t kbuf[BONSAI_MAX_KEY];
     bt_bounds b; /* of the leaf the last descent reached */
@@ -1361,6 +1363,32 @@ static int descend(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
     return rc;
 }
 
+/* Crossing the separator s->key onward, the descent's bound on the near
+ * side is at most (at least) that separator by the search: it must be
+ * the separator itself, else a branch on the way disagrees with the one
+ * that gave it, and the keys between would be skipped. */
+static int crossed_ok(unsigned kind, const seek_state *s)
+{
+    if (!s->crossing)
+        return 1;
+    if (s->mode == BT_GE)
+        return s->b.has_lower && !bt_key_less(kind, s->b.lower, s->key);
+    return s->b.has_upper && !bt_key_less(kind, s->key, s->b.upper);
+}
+
+/* A leaf holds keys within the bounds its parents give (a leaf shared by
+ * two parents cannot, unless they give it the same ones). */
+static int within_bounds(unsigned kind, const bn_node *leaf,
+                         const bt_bounds *b)
+{
+    if (leaf->n == 0)
+        return 1;
+    if (b->has_lower && bt_key_less(kind, bn_key_at(leaf, 0), b->lower))
+        return 0;
+    return !b->has_upper ||
+           bt_key_less(kind, bn_key_at(leaf, leaf->n - 1), b->upper);
+}
+
 /* Copies bounds, pointing byte keys at the copy's own buffers. */
 static void copy_bounds(bt_bounds *to, const bt_bounds *from, unsigned kind)
 {
@@ -1388,7 +1416,9 @@ int bt_seek(bonsai_db *db, const bt_rd *rd, const bt_tree *t, int mode,
     seek_state *s = malloc(sizeof *s);
     if (!s)
         return BONSAI_NOMEM;
-    s->mode = mode;
+    s->mode = mode == BT_NEXT_LEAF ? BT_GE : mode == BT_PREV_LEAF ? BT_LT
+                                                                 : mode;
+    s->crossing = s->mode != mode;
     s->key = key;
     int rc;
     for (;;) {
@@ -1397,6 +1427,10 @@ int bt_seek(bonsai_db *db, const bt_rd *rd, const bt_tree *t, int mode,
             break;
         if ((rc = load_leaf_copy(&v, t->kind, leaf)))
             break;
+        if (!crossed_ok(t->kind, s) || !within_bounds(t->kind, leaf, &s->b)) {
+            rc = BONSAI_CORRUPT;
+            break;
+        }
         int64_t at = land(leaf, s->mode, s->key);
         if (at >= 0) {
             *idx = (uint32_t)at;
@@ -1422,6 +1456,7 @@ int bt_seek(bonsai_db *db, const bt_rd *rd, const bt_tree *t, int mode,
             s->key.b = s->kbuf;
         }
         s->mode = forward ? BT_GE : BT_LT;
+        s->crossing = 1;
     }
     free(s);
     return rc;
@@ -1429,8 +1464,35 @@ int bt_seek(bonsai_db *db, const bt_rd *rd, const bt_tree *t, int mode,
 
 /* ---- walking every extent ---------------------------------------------- */
 
-static int walk_values(const nview *v, bt_ext_fn fn,
-                       void *ctx)
+typedef struct walk_ctx {
+    bonsai_db *db;
+    const bt_rd *rd;
+    const bt_tree *t;
+    pageset *seen;
+    bt_ext_fn fn;
+    void *ctx;
+} walk_ctx;
+
+/* Every extent lies below the snapshot's end and is met once. */
+static int visit(walk_ctx *w, bn_ext e, int is_value)
+{
+    if (!ext_ok(w->db, w->rd->end, e) || ps_claim(w->seen, e))
+        return BONSAI_CORRUPT;
+    return w->fn ? w->fn(w->ctx, e, is_value) : 0;
+}
+
+/* A leaf the walk does not read (its tree has no overflow values) must
+ * still be a leaf without overflow values, since free space is derived
+ * trusting both: else the pages below it, or its values' runs, would be
+ * taken for free.  Its type and flags bytes tell (a packed image's outer
+ * header repeats them), without unpacking or hashing it. */
+static int unread_leaf_ok(const bonsai_db *db, bn_ext e)
+{
+    const uint8_t *p = ext_ptr(db, e);
+    return p[0] == BN_TYPE_LEAF && !(p[1] & BN_F_OVERFLOW);
+}
+
+static int walk_values(walk_ctx *w, const nview *v)
 {
     for (uint32_t i = 0; i < view_count(v); i++) {
         const uint8_t *p;
@@ -1449,29 +1511,28 @@ static int walk_values(const nview *v, bt_ext_fn fn,
         uint64_t vlen;
         if (ovf_ext(p, len, &e, &vlen))
             return BONSAI_CORRUPT;
-        if ((rc = fn(ctx, e, 1)))
+        if ((rc = visit(w, e, 1)))
             return rc;
     }
     return 0;
 }
 
-static int walk(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
-                bn_child ref, unsigned level, bt_ext_fn fn, void *ctx)
+static int walk(walk_ctx *w, bn_child ref, unsigned level)
 {
     int rc = 0;
     if (ref.mem ? ref.mem->has_home : 1)
-        rc = fn(ctx, ref.mem ? ref.mem->home : ref.ext, 0);
+        rc = visit(w, ref.mem ? ref.mem->home : ref.ext, 0);
     if (rc)
         return rc;
-    if (level == 1 && !ref.mem && !(t->flags & TREE_F_OVERFLOW))
-        return 0; /* leaves without overflow values need no reading */
+    if (level == 1 && !ref.mem && !(w->t->flags & TREE_F_OVERFLOW))
+        return unread_leaf_ok(w->db, ref.ext) ? 0 : BONSAI_CORRUPT;
     nview v;
-    if ((rc = view_of(db, rd, t->kind, ref, &v)))
+    if ((rc = view_of(w->db, w->rd, w->t->kind, ref, &v)))
         return rc;
     if (view_leaf(&v) != (level == 1))
         return BONSAI_CORRUPT;
     if (level == 1)
-        return walk_values(&v, fn, ctx);
+        return walk_values(w, &v);
     /* the children first: walking them reuses the unpack cache that may
      * hold this node's image */
     uint32_t n = view_count(&v);
@@ -1481,19 +1542,27 @@ static int walk(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
     for (uint32_t i = 0; i < n && rc == 0; i++)
         rc = view_child(&v, i, &kids[i]);
     for (uint32_t i = 0; i < n && rc == 0; i++)
-        rc = walk(db, rd, t, kids[i], level - 1, fn, ctx);
+        rc = walk(w, kids[i], level - 1);
     free(kids);
     return rc;
 }
 
-int bt_walk(bonsai_db *db, const bt_rd *rd, const bt_tree *t, bt_ext_fn fn,
-            void *ctx)
+int bt_walk(bonsai_db *db, const bt_rd *rd, const bt_tree *t, pageset *seen,
+            bt_ext_fn fn, void *ctx)
 {
     if (t->depth == 0)
         return 0;
-    if (t->depth > MAX_DEPTH)
+    if (t->depth > MAX_DEPTH || rd->end < db->first_pgno)
         return BONSAI_CORRUPT;
-    return walk(db, rd, t, t->root, t->depth, fn, ctx);
+    pageset own;
+    int rc = seen ? 0 : ps_init(&own, db->first_pgno, rd->end);
+    if (rc)
+        return rc;
+    walk_ctx w = {db, rd, t, seen ? seen : &own, fn, ctx};
+    rc = walk(&w, t->root, t->depth);
+    if (!seen)
+        ps_free(&own);
+    return rc;
 }
 
 /* ---- dropping a tree --------------------------------------------------- */
@@ -1521,7 +1590,7 @@ static int bury(bonsai_db *db, bn_node *n)
 int bt_drop(bonsai_db *db, bt_tree *t)
 {
     bt_rd rd = {db->al.end, &db->uc};
-    int rc = bt_walk(db, &rd, t, release_ext, db);
+    int rc = bt_walk(db, &rd, t, NULL, release_ext, db);
     if (rc == 0 && t->root.mem)
         rc = bury(db, t->root.mem);
     if (rc)

@@ -17,12 +17,18 @@
 
 #include "internal.h"
 #include "pack.h"
+#include "pageset.h"
 
 #define BT_FIRST 0
 #define BT_LAST 1
 #define BT_GE 2
 #define BT_GT 3
 #define BT_LT 4
+/* The leaf beside the one whose upper (lower) separator is the key: as
+ * BT_GE (BT_LT) from that separator, and the leaf reached must begin
+ * (end) exactly there, or the separators disagree (BONSAI_CORRUPT). */
+#define BT_NEXT_LEAF 5
+#define BT_PREV_LEAF 6
 
 #define BT_OVF_REF 20u /* bytes of an overflow value reference */
 
@@ -92,7 +98,12 @@ typedef struct bt_bounds {
 
 /* Positions on an entry by mode, decoding its leaf into *leaf (which the
  * caller bn_init'ed; it is cleared first), and when bounds is not NULL
- * gives that leaf's bounds (a cursor steps to the next leaf with them). */
+ * gives that leaf's bounds (a cursor steps to the next leaf with them).
+ * A leaf whose keys lie outside the bounds its descent gives, or one
+ * reached past another leaf (BT_NEXT_LEAF, BT_PREV_LEAF, or moving on
+ * from a leaf the mode does not land in) whose separators disagree with
+ * that leaf's, is BONSAI_CORRUPT: a forged tree never makes a seek skip
+ * keys or meet a leaf twice. */
 int bt_seek(bonsai_db *db, const bt_rd *rd, const bt_tree *t, int mode,
             bn_key key, bn_node *leaf, uint32_t *idx, bt_bounds *bounds);
 
@@ -126,11 +137,19 @@ void bt_discard(bonsai_db *db, bt_tree *t);
  * be in the writer's list of decoded leaves: they leave it first. */
 void bt_forget_tree(bonsai_db *db, bt_tree *t);
 
-/* Calls fn for every extent t references: nodes (is_value 0) and
- * overflow values (is_value 1). */
+/* Calls fn (unless NULL) for every extent t references: nodes (is_value
+ * 0) and overflow values (is_value 1), reading branches, the leaves of a
+ * tree with TREE_F_OVERFLOW, and of every other leaf its type and flags
+ * bytes only: a branch where a leaf must be, or a leaf with overflow
+ * values in a tree without the flag, is BONSAI_CORRUPT (the pages they
+ * reach would go unmarked).  Each extent is first claimed in
+ * seen (a set over at least [first_pgno, rd->end); NULL: a set of the
+ * walk's own): one beyond rd->end, or meeting a page claimed before (by
+ * this walk or an earlier one into the same set), is BONSAI_CORRUPT and
+ * not followed, so the walk costs at most the pages of the file. */
 typedef int (*bt_ext_fn)(void *ctx, bn_ext ext, int is_value);
-int bt_walk(bonsai_db *db, const bt_rd *rd, const bt_tree *t, bt_ext_fn fn,
-            void *ctx);
+int bt_walk(bonsai_db *db, const bt_rd *rd, const bt_tree *t, pageset *seen,
+            bt_ext_fn fn, void *ctx);
 
 /* Releases every extent of t and forgets its decoded nodes: t is empty. */
 int bt_drop(bonsai_db *db, bt_tree *t);

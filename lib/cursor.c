@@ -206,7 +206,11 @@ int bonsai_cursor_seek_u64(bonsai_cursor *c, uint64_t key)
 /* From the first or last entry of the leaf copy to the leaf beside it,
  * by the separator between them (nothing lies between the entry and it).
  * Separators that do not lie beyond the entry (a damaged or hostile
- * file) would send a scan round in circles: BONSAI_CORRUPT. */
+ * file) would send a scan round in circles: BONSAI_CORRUPT.  So is a
+ * leaf that does not begin (end) at that separator, or whose keys lie
+ * outside its own (bt_seek), and one whose first (last) key does not
+ * follow the entry: a scan of a corrupt tree never ends as if the map
+ * had ended, nor meets a key twice. */
 static int cross(bonsai_cursor *c, int forward)
 {
     int has = forward ? c->bounds.has_upper : c->bounds.has_lower;
@@ -226,7 +230,13 @@ static int cross(bonsai_cursor *c, int forward)
         c->state = AT_NOTHING;
         return BONSAI_CORRUPT;
     }
-    return seek(c, forward ? BT_GE : BT_LT, bound);
+    int rc = seek(c, forward ? BT_NEXT_LEAF : BT_PREV_LEAF, bound);
+    if (rc == 0 && (forward ? !bt_key_less(c->map->kind, here, c->key)
+                            : !bt_key_less(c->map->kind, c->key, here))) {
+        c->state = AT_NOTHING;
+        return BONSAI_CORRUPT;
+    }
+    return rc;
 }
 
 /* After writes: looks for the cursor's key again.  0: it is there, the

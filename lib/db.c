@@ -446,6 +446,8 @@ static int open_store(bonsai_db *db, const char *path)
     if (rc)
         return rc;
     db->inline_max = db->opt.node_bytes / 4;
+    db->pk = (pk_rules){db->opt.compression,
+                        pk_raw_limit(db->opt.node_bytes)};
     db->wtxn_id = txn_next_id(db->meta.txn_id);
     set_catalog_from_meta(db);
     /* a node image takes node_bytes at most (bigger ones split) */

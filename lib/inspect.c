@@ -2,7 +2,10 @@
  * inspect.c - the inspection API: the shape of a map (bonsai_map_stat).
  * Walks every node of a tree, decoded (the writer's cache) or as an image
  * (reading its header only, plus the values of leaves that may hold
- * overflow references).  The checks of bonsai-verify are in verify.c.
+ * overflow references).  Each walk claims the extents it meets in a set
+ * of pages (pageset.h): a page met twice is BONSAI_CORRUPT, so a forged
+ * tree costs at most its file's pages.  The checks of bonsai-verify are
+ * in verify.c.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +20,7 @@ typedef struct shape {
     const bt_rd *rd;
     const bt_tree *t;
     bonsai_map_info *st;
+    pageset seen;
     uint64_t leaf_raw;
 } shape;
 
@@ -56,14 +60,13 @@ static int walk_ref(shape *s, bn_child ref, unsigned level)
     if (ref.mem)
         return walk_mem(s, ref.mem);
     const bonsai_db *db = s->db;
-    if (ref.ext.npages == 0 || ref.ext.pgno < db->first_pgno ||
-        ref.ext.pgno + ref.ext.npages > s->rd->end)
+    if (ps_claim(&s->seen, ref.ext))
         return BONSAI_CORRUPT;
     const uint8_t *stored = db->rg.base + ref.ext.pgno * db->page_size;
     const uint8_t *img;
     size_t avail;
     bn_info info;
-    int rc = pk_view(s->rd->uc, ref.ext.pgno, stored,
+    int rc = pk_view(s->rd->uc, &db->pk, ref.ext.pgno, stored,
                      (size_t)ref.ext.npages * db->page_size, &img, &avail);
     if (rc == 0)
         rc = bn_img_check(img, avail, s->t->kind, 0, &info);
@@ -94,6 +97,8 @@ static int walk_mem(shape *s, const bn_node *n)
 {
     const bonsai_db *db = s->db;
     uint64_t raw = n->est, stored = raw, pages = whole_pages(db, raw);
+    if (n->has_home && ps_claim(&s->seen, n->home))
+        return BONSAI_CORRUPT;
     if (n->has_home && !n->dirty) {
         /* written: its image at home tells the stored size */
         const uint8_t *img = db->rg.base + n->home.pgno * db->page_size;
@@ -131,11 +136,17 @@ static int stat_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     st->depth = t->depth;
     if (t->depth == 0)
         return 0;
-    shape s = {db, &rd, t, st, 0};
-    if ((rc = walk_ref(&s, t->root, t->depth)))
+    if (rd.end < db->first_pgno)
+        return BONSAI_CORRUPT;
+    shape s = {db, &rd, t, st, {0}, 0};
+    if ((rc = ps_init(&s.seen, db->first_pgno, rd.end)))
+        return rc;
+    rc = walk_ref(&s, t->root, t->depth);
+    ps_free(&s.seen);
+    if (rc)
         return rc;
     if (t->flags & TREE_F_OVERFLOW)
-        rc = bt_walk(db, &rd, t, count_overflow, &s);
+        rc = bt_walk(db, &rd, t, NULL, count_overflow, &s);
     if (st->leaf_nodes)
         st->leaf_fill = (double)s.leaf_raw / (double)st->leaf_nodes /
                         db->opt.node_bytes;

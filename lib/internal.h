@@ -90,6 +90,7 @@ struct bonsai_db {
     uint32_t page_size;
     uint32_t format_version; /* the file's (anonymous: the library's) */
     uint32_t inline_max; /* longer values go to overflow extents */
+    pk_rules pk;         /* what a packed image of this store may be */
     uint64_t first_pgno;
 
     pthread_mutex_t lock;

@@ -17,6 +17,12 @@ int pk_is_packed(const uint8_t *img)
     return (img[1] & PK_F_PACKED) != 0;
 }
 
+uint32_t pk_raw_limit(uint32_t node_bytes)
+{
+    uint64_t limit = 2 * (uint64_t)node_bytes + 4096;
+    return limit < PK_MAX_RAW ? (uint32_t)limit : PK_MAX_RAW;
+}
+
 int pk_pack(unsigned codec, int level, const uint8_t *raw, size_t raw_len,
             uint8_t *out, size_t cap, size_t *len)
 {
@@ -42,16 +48,19 @@ int pk_pack(unsigned codec, int level, const uint8_t *raw, size_t raw_len,
     return 0;
 }
 
-int pk_check(const uint8_t *img, size_t avail, uint32_t *raw_len)
+int pk_check(const uint8_t *img, size_t avail, const pk_rules *r,
+             uint32_t *raw_len)
 {
     if (avail < PK_HEADER || !pk_is_packed(img))
         return BONSAI_CORRUPT;
     uint32_t len = get_le32(img + 4), raw = get_le32(img + 12);
     if (len < PK_HEADER || len > avail || raw < BN_HEADER_SIZE ||
-        raw > PK_MAX_RAW)
+        raw > PK_MAX_RAW || raw > r->max_raw)
         return BONSAI_CORRUPT;
     if (img[16] != BONSAI_COMPRESS_LZ4 && img[16] != BONSAI_COMPRESS_ZLIB)
         return BONSAI_CORRUPT;
+    if (img[16] != r->codec)
+        return BONSAI_CORRUPT; /* only the codec the store was made with */
     uint32_t crc = bonsai_crc32c(0, img, 8);
     static const uint8_t zero[4] = {0};
     crc = bonsai_crc32c(crc, zero, 4);
@@ -94,8 +103,9 @@ static struct pk_slot *oldest_slot(pk_cache *c)
     return s;
 }
 
-int pk_view(pk_cache *c, uint64_t pgno, const uint8_t *img, size_t avail,
-            const uint8_t **raw, size_t *raw_avail)
+int pk_view(pk_cache *c, const pk_rules *r, uint64_t pgno,
+            const uint8_t *img, size_t avail, const uint8_t **raw,
+            size_t *raw_avail)
 {
     if (avail < BN_HEADER_SIZE || !pk_is_packed(img)) {
         *raw = img;
@@ -103,7 +113,7 @@ int pk_view(pk_cache *c, uint64_t pgno, const uint8_t *img, size_t avail,
         return 0;
     }
     uint32_t raw_len;
-    int rc = pk_check(img, avail, &raw_len);
+    int rc = pk_check(img, avail, r, &raw_len);
     if (rc)
         return rc;
     uint32_t crc = get_le32(img + 8);

@@ -24,6 +24,22 @@
 #define PK_MAX_RAW (1u << 24) /* a raw image is never larger */
 #define PK_SLOTS 8u
 
+/* What a store accepts of a packed image: its own codec (the header's;
+ * none: no packed image at all), and a raw image no larger than its
+ * writer packs (pk_raw_limit), so a few stored bytes never inflate into
+ * more than a node's worth of memory and time. */
+typedef struct pk_rules {
+    unsigned codec;
+    uint32_t max_raw;
+} pk_rules;
+
+/* The largest raw image a store of node_bytes packs: twice node_bytes
+ * (its split target, which a size estimate may overrun before the split)
+ * plus 4 KiB for a node that cannot split (one entry with a 1024-byte key,
+ * a branch of three 1024-byte separators).  A writer stores a larger
+ * image raw. */
+uint32_t pk_raw_limit(uint32_t node_bytes);
+
 /* Is this (at least 16-byte) image packed? */
 int pk_is_packed(const uint8_t *img);
 
@@ -33,9 +49,11 @@ int pk_is_packed(const uint8_t *img);
 int pk_pack(unsigned codec, int level, const uint8_t *raw, size_t raw_len,
             uint8_t *out, size_t cap, size_t *len);
 
-/* Checks a packed image's outer header and checksum within avail bytes and
- * gives its raw length.  0 or BONSAI_CORRUPT. */
-int pk_check(const uint8_t *img, size_t avail, uint32_t *raw_len);
+/* Checks a packed image's outer header and checksum within avail bytes
+ * and against the store's rules, and gives its raw length.  0 or
+ * BONSAI_CORRUPT. */
+int pk_check(const uint8_t *img, size_t avail, const pk_rules *r,
+             uint32_t *raw_len);
 
 /* Unpacks a checked image into out (raw_len bytes).  0, BONSAI_CORRUPT. */
 int pk_unpack(const uint8_t *img, uint8_t *out, uint32_t raw_len);
@@ -55,10 +73,12 @@ typedef struct pk_cache {
 } pk_cache;
 
 /* The raw form of the image at img (page pgno, avail bytes): img itself
- * when not packed, else a cache buffer (valid until PK_SLOTS more
- * unpacks).  0, BONSAI_CORRUPT or BONSAI_NOMEM. */
-int pk_view(pk_cache *c, uint64_t pgno, const uint8_t *img, size_t avail,
-            const uint8_t **raw, size_t *raw_avail);
+ * when not packed, else (checked by pk_check with r) a cache buffer
+ * (valid until PK_SLOTS more unpacks).  0, BONSAI_CORRUPT or
+ * BONSAI_NOMEM. */
+int pk_view(pk_cache *c, const pk_rules *r, uint64_t pgno,
+            const uint8_t *img, size_t avail, const uint8_t **raw,
+            size_t *raw_avail);
 
 void pk_cache_free(pk_cache *c);
 

@@ -3,6 +3,10 @@
  *
  * At open the writer walks every tree of the last commit and marks the
  * pages they reach; every other page below the high-water mark is free.
+ * The walk (bt_walk) reads branches, and of a leaf whose values it need
+ * not read its type and flags: a record whose depth or overflow flag
+ * lies about its tree fails the open (BONSAI_CORRUPT), since the pages
+ * it hides would be handed out.
  * A reader in another process may still read an older snapshot (its slot
  * in the lock file, readers.h, says which): the writer walks that
  * snapshot's trees too, from the copy of its meta in the slot, and keeps
@@ -20,69 +24,30 @@
 #include "btree.h"
 #include "maps.h"
 
-typedef struct used_map {
-    uint64_t first, end;
-    uint8_t *bits;
-} used_map;
-
-static int is_set(const used_map *u, uint64_t p)
-{
-    uint64_t i = p - u->first;
-    return (u->bits[i >> 3] >> (i & 7)) & 1;
-}
-
-static void set(used_map *u, uint64_t p)
-{
-    uint64_t i = p - u->first;
-    u->bits[i >> 3] |= (uint8_t)(1u << (i & 7));
-}
-
-static int map_new(used_map *u, uint64_t first, uint64_t end)
-{
-    *u = (used_map){first, end, calloc((end - first) / 8 + 1, 1)};
-    return u->bits ? 0 : BONSAI_NOMEM;
-}
-
 typedef struct walk_ctx {
     bonsai_db *db;
     const bt_rd *rd;
-    used_map *u;
+    pageset *u;
 } walk_ctx;
-
-/* Every extent lies below the snapshot's end, and is reached once. */
-static int mark_used(void *ctx, bn_ext e, int is_value)
-{
-    (void)is_value;
-    const walk_ctx *w = ctx;
-    used_map *u = w->u;
-    if (e.npages == 0 || e.pgno < u->first || e.pgno >= w->rd->end ||
-        e.npages > w->rd->end - e.pgno)
-        return BONSAI_CORRUPT;
-    for (uint64_t p = e.pgno; p < e.pgno + e.npages; p++) {
-        if (is_set(u, p))
-            return BONSAI_CORRUPT; /* referenced twice */
-        set(u, p);
-    }
-    return 0;
-}
 
 static int walk_map_record(void *ctx, const char *name, const bt_tree *t)
 {
     (void)name;
     walk_ctx *w = ctx;
-    return bt_walk(w->db, w->rd, t, mark_used, w);
+    return bt_walk(w->db, w->rd, t, w->u, NULL, NULL);
 }
 
-/* Marks every page the trees of snapshot m reach (u covers m->end). */
+/* Marks every page the trees of snapshot m reach (u covers m->end); a
+ * page reached twice is BONSAI_CORRUPT. */
 static int mark_snapshot(bonsai_db *db, const bx_meta *m, pk_cache *uc,
-                         used_map *u)
+                         pageset *u)
 {
     bt_tree cat = {.kind = BONSAI_KEY_BYTES, .depth = m->cat_depth,
                    .count = m->cat_count};
     cat.root.ext = m->cat_root;
     bt_rd rd = {m->end, uc};
     walk_ctx w = {db, &rd, u};
-    int rc = bt_walk(db, &rd, &cat, mark_used, &w);
+    int rc = bt_walk(db, &rd, &cat, u, NULL, NULL);
     if (rc == 0)
         rc = maps_each_record(db, &rd, &cat, walk_map_record, &w);
     return rc;
@@ -136,11 +101,11 @@ static int hold(hold_list *l, uint64_t tag, uint64_t pgno, uint64_t npages)
 
 /* Pages snapshot s reaches that nothing in u (the last commit, newer
  * snapshots) does: held for s, and marked in u. */
-static int hold_snapshot(bonsai_db *db, const bx_meta *s, used_map *u,
+static int hold_snapshot(bonsai_db *db, const bx_meta *s, pageset *u,
                          hold_list *l)
 {
-    used_map mine;
-    int rc = map_new(&mine, u->first, u->end);
+    pageset mine;
+    int rc = ps_init(&mine, u->first, u->end);
     if (rc)
         return rc;
     pk_cache uc;
@@ -148,14 +113,14 @@ static int hold_snapshot(bonsai_db *db, const bx_meta *s, used_map *u,
     rc = mark_snapshot(db, s, &uc, &mine);
     pk_cache_free(&uc);
     if (rc == BONSAI_NOMEM) {
-        free(mine.bits);
+        ps_free(&mine);
         return rc;
     }
     uint64_t run = 0;
     for (uint64_t p = u->first; rc == 0 && p <= s->end; p++) {
-        int only = p < s->end && is_set(&mine, p) && !is_set(u, p);
+        int only = p < s->end && ps_has(&mine, p) && !ps_has(u, p);
         if (only && run < UINT32_MAX) {
-            set(u, p);
+            ps_add(u, p);
             run++;
             continue;
         }
@@ -163,11 +128,11 @@ static int hold_snapshot(bonsai_db *db, const bx_meta *s, used_map *u,
             rc = hold(l, s->txn_id + 1, p - run, run);
         run = 0;
         if (only) {
-            set(u, p);
+            ps_add(u, p);
             run = 1;
         }
     }
-    free(mine.bits);
+    ps_free(&mine);
     return rc == BONSAI_CORRUPT ? 0 : rc;
 }
 
@@ -179,7 +144,7 @@ static int oldest_tag_first(const void *a, const void *b)
 
 /* Holds, newest snapshot first, so a page two snapshots reach waits for
  * the newer one; then hands the holds to the allocator, oldest first. */
-static int hold_all(bonsai_db *db, held *h, used_map *u)
+static int hold_all(bonsai_db *db, held *h, pageset *u)
 {
     qsort(h->v, h->n, sizeof *h->v, newest_first);
     hold_list l = {0};
@@ -196,11 +161,11 @@ static int hold_all(bonsai_db *db, held *h, used_map *u)
 
 /* ---- the free runs ------------------------------------------------------- */
 
-static int free_gaps(bonsai_db *db, const used_map *u)
+static int free_gaps(bonsai_db *db, const pageset *u)
 {
     uint64_t n = u->end - u->first, run = 0;
     for (uint64_t p = 0; p <= n; p++) {
-        int used = p == n || is_set(u, u->first + p);
+        int used = p == n || ps_has(u, u->first + p);
         if (!used && run < UINT32_MAX) {
             run++;
             continue;
@@ -232,9 +197,9 @@ int space_derive(bonsai_db *db)
     if (db->rt.fd >= 0)
         rc = rt_each_snapshot(&db->rt, collect, &h);
     /* an older snapshot may reach past the last commit's end */
-    used_map u = {0};
+    pageset u = {0};
     if (rc == 0)
-        rc = map_new(&u, db->first_pgno, highest_end(db, &h));
+        rc = ps_init(&u, db->first_pgno, highest_end(db, &h));
     if (rc == 0)
         rc = mark_snapshot(db, &db->meta, &db->uc, &u);
     if (rc == 0 && h.n) {
@@ -243,7 +208,7 @@ int space_derive(bonsai_db *db)
     }
     if (rc == 0)
         rc = free_gaps(db, &u);
-    free(u.bits);
+    ps_free(&u);
     free(h.v);
     return rc;
 }

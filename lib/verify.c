@@ -20,7 +20,8 @@
  *     bytes everywhere else in the head area;
  *  2. every tree, the catalog first, then each map it lists: every extent
  *     inside [first_pgno, end) and referenced once; every image's
- *     envelope, header, checksum and sections (a full decode); leaves
+ *     envelope (the header's codec, a raw length within the store's
+ *     limit), header, checksum and sections (a full decode); leaves
  *     exactly on the bottom level; keys strictly increasing within a
  *     node, within the separators the parents give, and across leaves;
  *     zero bytes after each image to the end of its run; entry counts
@@ -98,7 +99,7 @@ typedef struct vwalk {
     bonsai_txn *snap;     /* transaction mode: the snapshot read */
     pk_cache uc;
     bt_rd rd;
-    uint8_t *used;        /* a bit per page of [first_pgno, end) */
+    pageset used;         /* the pages of [first_pgno, end) met */
     /* the tree being walked */
     const char *map;      /* its name; "" for the catalog and the file */
     const bt_tree *t;
@@ -228,33 +229,26 @@ static void check_range(vwalk *w, const vnode *v, bn_key first, bn_key last,
 
 /* ---- extents ------------------------------------------------------------ */
 
-static int is_used(const vwalk *w, uint64_t p)
-{
-    uint64_t i = p - w->db->first_pgno;
-    return (w->used[i >> 3] >> (i & 7)) & 1;
-}
-
 /* Marks e's pages used; 0 when they were inside the store and not yet
  * referenced, else a problem is reported and -1 returned. */
 static int claim(vwalk *w, bn_ext e, uint64_t from, const char *what)
 {
     uint64_t first = w->db->first_pgno, end = w->m.end;
-    if (e.npages == 0 || e.pgno < first || e.pgno >= end ||
-        e.npages > end - e.pgno) {
+    if (!ps_inside(&w->used, e)) {
         problem(w, from, "%s at pages %" PRIu64 "+%" PRIu32 " lies outside "
                 "the store's pages [%" PRIu64 ", %" PRIu64 ")", what, e.pgno,
                 e.npages, first, end);
         return -1;
     }
     for (uint64_t p = e.pgno; p < e.pgno + e.npages; p++)
-        if (is_used(w, p)) {
+        if (ps_has(&w->used, p)) {
             problem(w, from, "%s at pages %" PRIu64 "+%" PRIu32 ": page %"
                     PRIu64 " is already referenced by another node or "
                     "value", what, e.pgno, e.npages, p);
             return -1;
         }
-    for (uint64_t p = e.pgno - first; p < e.pgno - first + e.npages; p++)
-        w->used[p >> 3] |= (uint8_t)(1u << (p & 7));
+    for (uint64_t p = e.pgno; p < e.pgno + e.npages; p++)
+        ps_add(&w->used, p);
     w->pages_done += e.npages;
     tick(w);
     return 0;
@@ -270,19 +264,35 @@ static uint32_t image_crc(const uint8_t *img, uint32_t length)
     return bonsai_crc32c(crc, img + 12, length - 12);
 }
 
+static const char *codec_name(unsigned codec)
+{
+    return codec == BONSAI_COMPRESS_LZ4    ? "lz4"
+           : codec == BONSAI_COMPRESS_ZLIB ? "zlib"
+                                           : "no compression";
+}
+
 /* Says why pk_check refused a packed image. */
 static void packed_problem(vwalk *w, const vnode *v)
 {
     const uint8_t *p = v->stored;
     uint32_t len = v->avail >= PK_HEADER ? get_le32(p + 4) : 0;
     uint32_t raw = v->avail >= PK_HEADER ? get_le32(p + 12) : 0;
-    if (len < PK_HEADER || len > v->avail || raw < BN_HEADER_SIZE ||
-        raw > PK_MAX_RAW)
+    uint32_t max_raw = w->db->pk.max_raw;
+    if (len < PK_HEADER || len > v->avail || raw < BN_HEADER_SIZE)
         problem(w, v->e.pgno, "packed image: length %" PRIu32 " or raw "
                 "length %" PRIu32 " out of range (run of %zu bytes)", len,
                 raw, v->avail);
+    else if (raw > max_raw)
+        problem(w, v->e.pgno, "packed image: raw length %" PRIu32 " exceeds "
+                "the %" PRIu32 " bytes a node may take in this store "
+                "(node_bytes %" PRIu32 ")", raw, max_raw,
+                w->db->opt.node_bytes);
     else if (p[16] != BONSAI_COMPRESS_LZ4 && p[16] != BONSAI_COMPRESS_ZLIB)
         problem(w, v->e.pgno, "packed image: unknown codec %u", p[16]);
+    else if (p[16] != w->db->pk.codec)
+        problem(w, v->e.pgno, "packed image: codec %s in a store whose "
+                "header says %s", codec_name(p[16]),
+                codec_name(w->db->pk.codec));
     else
         problem(w, v->e.pgno, "packed image: checksum mismatch (stored "
                 "0x%08" PRIx32 ", computed 0x%08" PRIx32 ")",
@@ -298,14 +308,14 @@ static int unpack(vwalk *w, vnode *v, int *ok)
     if (v->avail < BN_HEADER_SIZE || !pk_is_packed(v->stored))
         return 0;
     uint32_t raw;
-    if (pk_check(v->stored, v->avail, &raw)) {
+    if (pk_check(v->stored, v->avail, &w->db->pk, &raw)) {
         packed_problem(w, v);
         *ok = 0;
         return 0;
     }
     v->stored_len = get_le32(v->stored + 4);
-    int rc = pk_view(w->rd.uc, v->e.pgno, v->stored, v->avail, &v->img,
-                     &v->img_avail);
+    int rc = pk_view(w->rd.uc, &w->db->pk, v->e.pgno, v->stored, v->avail,
+                     &v->img, &v->img_avail);
     if (rc == BONSAI_CORRUPT) {
         problem(w, v->e.pgno, "packed image: the body does not unpack to "
                 "the %" PRIu32 "-byte raw image its header describes", raw);
@@ -352,8 +362,12 @@ static int read_node(vwalk *w, bn_ext e, unsigned level, vnode *v, int *ok)
     if (v->img == v->stored)
         v->stored_len = v->info.length;
     if ((v->info.type == BN_TYPE_LEAF) != (level == 1)) {
-        problem(w, e.pgno, "%s found at level %u (expected %s)",
-                node_name(v), level, level == 1 ? "a leaf" : "a branch");
+        /* a branch where leaves must be: a depth too small, which free
+         * space at open would trust (it refuses a read-write open) */
+        problem(w, e.pgno, "%s found at level %u (expected %s%s)",
+                node_name(v), level, level == 1 ? "a leaf" : "a branch",
+                level == 1 ? ": the depth recorded is below the tree's, "
+                "and a read-write open refuses the store" : "");
         *ok = 0;
     }
     return 0;
@@ -493,8 +507,9 @@ static int overflow_allowed(vwalk *w, const vnode *v)
     }
     if (!(w->t->flags & TREE_F_OVERFLOW))
         problem(w, v->e.pgno, "leaf holds overflow values but the map's "
-                "record lacks the overflow flag 0x01 (open would take "
-                "their pages for free space)");
+                "record lacks the overflow flag 0x01 (free space at open "
+                "would take their pages: a read-write open refuses the "
+                "store)");
     return 1;
 }
 
@@ -916,7 +931,7 @@ static void tally_free(vwalk *w)
 {
     uint64_t run = 0;
     for (uint64_t p = w->db->first_pgno; p <= w->m.end; p++) {
-        if (p < w->m.end && !is_used(w, p)) {
+        if (p < w->m.end && !ps_has(&w->used, p)) {
             run++;
             w->free_pages++;
             continue;
@@ -958,7 +973,7 @@ static void check_allocator(vwalk *w)
     for (uint64_t p = w->db->first_pgno; p <= w->m.end; p++) {
         int s = 0;
         if (p < w->m.end) {
-            int used = is_used(w, p), fr = alloc_free(a, p);
+            int used = ps_has(&w->used, p), fr = alloc_free(a, p);
             s = used && fr ? 1 : !used && !fr ? 2 : 0;
         }
         if (s == state)
@@ -1022,9 +1037,8 @@ static int run_checks(vwalk *w)
     bonsai_db *db = w->db;
     w->rd = (bt_rd){w->m.end, &w->uc};
     w->total = w->m.end - db->first_pgno;
-    w->used = calloc(w->total / 8 + 1, 1);
-    if (!w->used)
-        return BONSAI_NOMEM;
+    if ((rc = ps_init(&w->used, db->first_pgno, w->m.end)))
+        return rc;
     if (!db->anonymous && (rc = check_head(w)))
         return rc;
     if (w->stale)
@@ -1044,7 +1058,7 @@ static void walk_free(vwalk *w)
     for (size_t i = 0; i < w->nrecs; i++)
         free(w->recs[i].name);
     free(w->recs);
-    free(w->used);
+    ps_free(&w->used);
     pk_cache_free(&w->uc);
     bonsai_txn_abort(w->snap);
     free(w);

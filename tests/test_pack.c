@@ -18,6 +18,13 @@ TestSuite(pack, .init = tu_setup, .fini = tu_teardown);
 
 static const unsigned codecs[] = {BONSAI_COMPRESS_LZ4, BONSAI_COMPRESS_ZLIB};
 
+/* The rules of a store of codec that takes any raw length the format
+ * allows. */
+static pk_rules rules_of(unsigned codec)
+{
+    return (pk_rules){codec, PK_MAX_RAW};
+}
+
 /* A raw leaf image of n u64 keys with the given gap and value bytes. */
 static uint8_t *leaf_image(tu_rng *r, uint32_t n, uint64_t gap,
                            uint32_t vlen, int random_vals, size_t *len)
@@ -49,7 +56,8 @@ static void round_trip(const uint8_t *raw, size_t len, unsigned codec)
     cr_assert(plen < len);
     cr_assert(pk_is_packed(packed));
     uint32_t raw_len;
-    TU_OK(pk_check(packed, plen, &raw_len));
+    pk_rules rules = rules_of(codec);
+    TU_OK(pk_check(packed, plen, &rules, &raw_len));
     cr_assert_eq(raw_len, len);
     TU_OK(pk_unpack(packed, back, raw_len));
     cr_assert_eq(memcmp(raw, back, len), 0, "codec %u changed the image",
@@ -72,6 +80,29 @@ Test(pack, round_trip_both_codecs)
     for (unsigned c = 0; c < 2; c++)
         round_trip(vals, len, codecs[c]);
     free(vals);
+}
+
+/* A store takes packed images of its own codec only (the header's), and
+ * none when it has no compression. */
+Test(pack, other_codec_refused)
+{
+    tu_rng r = {tu_seed("pack.other_codec", 14)};
+    size_t len, plen;
+    uint8_t *raw = leaf_image(&r, 1000, 1, 4, 0, &len);
+    uint8_t *packed = malloc(len);
+    static const unsigned all[] = {BONSAI_COMPRESS_NONE, BONSAI_COMPRESS_LZ4,
+                                   BONSAI_COMPRESS_ZLIB};
+    for (unsigned c = 0; c < 2; c++) {
+        TU_OK(pk_pack(codecs[c], 0, raw, len, packed, len, &plen));
+        for (unsigned s = 0; s < 3; s++) {
+            pk_rules rules = rules_of(all[s]);
+            uint32_t raw_len;
+            TU_RC(pk_check(packed, plen, &rules, &raw_len),
+                  all[s] == codecs[c] ? 0 : BONSAI_CORRUPT);
+        }
+    }
+    free(packed);
+    free(raw);
 }
 
 Test(pack, incompressible_image_stays_raw)
@@ -102,7 +133,8 @@ Test(pack, corrupt_packed_images)
             memcpy(bad, packed, plen);
             bad[bit / 8] ^= (uint8_t)(1u << (bit % 8));
             uint32_t raw_len;
-            int rc = pk_is_packed(bad) ? pk_check(bad, plen, &raw_len)
+            pk_rules rules = rules_of(codecs[c]);
+            int rc = pk_is_packed(bad) ? pk_check(bad, plen, &rules, &raw_len)
                                        : BONSAI_CORRUPT;
             cr_assert_eq(rc, BONSAI_CORRUPT, "codec %u bit %zu not caught",
                          codecs[c], bit);

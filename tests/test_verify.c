@@ -477,7 +477,7 @@ static int on_record(void *ctx, const char *name, const bt_tree *t)
 {
     places *p = ctx;
     p->map = name;
-    int rc = bt_walk(p->db, &p->rd, t, on_ext, p);
+    int rc = bt_walk(p->db, &p->rd, t, NULL, on_ext, p);
     p->map = "";
     return rc;
 }
@@ -495,7 +495,7 @@ static places *find_places(bonsai_db *db)
     bt_tree cat = {.kind = BONSAI_KEY_BYTES, .depth = db->meta.cat_depth,
                    .count = db->meta.cat_count};
     cat.root.ext = db->meta.cat_root;
-    TU_OK(bt_walk(db, &p->rd, &cat, on_ext, p));
+    TU_OK(bt_walk(db, &p->rd, &cat, NULL, on_ext, p));
     TU_OK(maps_each_record(db, &p->rd, &cat, on_record, p));
     pk_cache_free(&uc);
     return p;
