@@ -1485,11 +1485,23 @@ static int visit(walk_ctx *w, bn_ext e, int is_value)
  * still be a leaf without overflow values, since free space is derived
  * trusting both: else the pages below it, or its values' runs, would be
  * taken for free.  Its type and flags bytes tell (a packed image's outer
- * header repeats them), without unpacking or hashing it. */
+ * header repeats them), without unpacking or hashing it.  From a file
+ * they are read, not touched through the mapping: the walk meets every
+ * leaf of the store once, and a page fault costs more than the call. */
 static int unread_leaf_ok(const bonsai_db *db, bn_ext e)
 {
-    const uint8_t *p = ext_ptr(db, e);
-    return p[0] == BN_TYPE_LEAF && !(p[1] & BN_F_OVERFLOW);
+    uint8_t head[2];
+    if (db->fd < 0) {
+        memcpy(head, ext_ptr(db, e), sizeof head);
+    } else {
+        int rc = db->io.pread(db->io.ctx, db->fd, head, sizeof head,
+                              e.pgno * db->page_size);
+        if (rc)
+            return rc;
+    }
+    if (head[0] != BN_TYPE_LEAF || (head[1] & BN_F_OVERFLOW))
+        return BONSAI_CORRUPT;
+    return 0;
 }
 
 static int walk_values(walk_ctx *w, const nview *v)
@@ -1525,7 +1537,7 @@ static int walk(walk_ctx *w, bn_child ref, unsigned level)
     if (rc)
         return rc;
     if (level == 1 && !ref.mem && !(w->t->flags & TREE_F_OVERFLOW))
-        return unread_leaf_ok(w->db, ref.ext) ? 0 : BONSAI_CORRUPT;
+        return unread_leaf_ok(w->db, ref.ext);
     nview v;
     if ((rc = view_of(w->db, w->rd, w->t->kind, ref, &v)))
         return rc;
