@@ -25,7 +25,7 @@ $(BENCH_OBJ): bench/bench.c
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
 
-$(BENCH_BIN): $(BENCH_OBJ) $(STATIC)
+$(BENCH_BIN): $(BENCH_OBJ) $(INTERNAL)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $^ $(BENCH_LIBS) $(LIBS)
 
 bench: $(BENCH_BIN)

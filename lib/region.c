@@ -38,17 +38,20 @@ static uint64_t headroom(uint64_t need)
     return room > (UINT64_C(1) << 40) ? UINT64_C(1) << 40 : room;
 }
 
-/* need bytes of address space and, if the system allows, headroom: only
- * a refusal of that much address space (BONSAI_NOMEM) falls back to need
- * alone, any other error is the open's. */
+/* need bytes of address space and, if the system allows, headroom.  The
+ * headroom is asked of mmap itself, not of the I/O layer: it is optional,
+ * and refused for many reasons (an address space limit, valgrind's
+ * EINVAL), so any refusal falls back to need alone through the I/O layer,
+ * whose errors are the open's. */
 static int reserve(const bx_io *io, uint64_t need, void **p, uint64_t *got)
 {
     int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
     uint64_t want = need + headroom(need);
-    int rc = io->map(io->ctx, NULL, want, PROT_NONE, flags, -1, 0, p);
-    if (rc != BONSAI_NOMEM) {
+    void *q = mmap(NULL, want, PROT_NONE, flags, -1, 0);
+    if (q != MAP_FAILED) {
+        *p = q;
         *got = want;
-        return rc;
+        return 0;
     }
     *got = need;
     return io->map(io->ctx, NULL, need, PROT_NONE, flags, -1, 0, p);
