@@ -200,7 +200,7 @@ static int scan(bonsai_db *db, int forward, uint64_t *keys, unsigned cap,
     *n = 0;
     int rc = forward ? bonsai_cursor_first(c) : bonsai_cursor_last(c);
     while (rc == 0 && *n < cap) {
-        uint64_t k;
+        uint64_t k = 0;
         TU_OK(bonsai_cursor_get_u64(c, &k, NULL));
         keys[(*n)++] = k;
         rc = forward ? bonsai_cursor_next(c) : bonsai_cursor_prev(c);
