@@ -391,7 +391,10 @@ int bonsai_get(bonsai_txn *txn, bonsai_map map, const bonsai_val *key,
                bonsai_val *val);
 
 /* Deletes a key.  Errors: BONSAI_NOTFOUND, BONSAI_READONLY, BONSAI_FULL
- * (a copy-on-write delete needs space), BONSAI_CORRUPT. */
+ * (nothing changed: a copy-on-write delete needs space; without
+ * transactions only a store at its cap refuses one, rarely: where taking
+ * the key out lengthens a node's encoding past the pages it has),
+ * BONSAI_CORRUPT. */
 int bonsai_del(bonsai_txn *txn, bonsai_map map, const bonsai_val *key);
 
 /* u64-key conveniences; val may be NULL for an empty value. */

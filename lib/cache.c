@@ -127,8 +127,6 @@ int cache_room_waiting(const bonsai_db *db, uint32_t slots, uint64_t waiting)
 
 int cache_has_room(const bonsai_db *db, uint32_t slots, uint32_t vlen)
 {
-    if (!db->cow && vlen == CACHE_DELETE)
-        return 1; /* deletes shrink nodes in place */
     return room_for(db, 2u * db->dirty_nodes + slots, vlen);
 }
 

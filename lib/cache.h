@@ -21,8 +21,9 @@ int cache_flush(bonsai_db *db);
 
 /* BONSAI_FULL unless the cached changes plus `slots` more node runs (and a
  * value of vlen bytes) can surely be written; writes the cache first when
- * that makes room.  Without transactions deletes
- * never need room ahead (they shrink nodes in place). */
+ * that makes room.  Deletes ask too: a cached delete dirties its path,
+ * may merge nodes and may lengthen a neighbour's encoding, and every
+ * cached change must be written back. */
 int cache_reserve(bonsai_db *db, uint32_t slots, uint32_t vlen);
 
 /* Would cache_reserve answer 0 without writing anything? */

@@ -14,6 +14,9 @@
  * reads or writes that map's tree otherwise (txn_tree, deletes, commit,
  * write-back, listing); a get only looks them up.  A map's count excludes
  * its waiting puts until they are applied.
+ *
+ * Deletes take their path through here too (pending_del): they meet the
+ * waiting puts of their map, and need room as puts do.
  */
 #ifndef BONSAI_PENDING_H
 #define BONSAI_PENDING_H
@@ -23,6 +26,15 @@
 /* A put of the write path: waits when it may, else goes to the tree. */
 int pending_put(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key,
                 const uint8_t *val, uint32_t vlen, unsigned flags);
+
+/* A delete of the write path: the map's waiting puts are applied first,
+ * then room is made as for a put, so that the cached delete is surely
+ * written back (else BONSAI_FULL, nothing changed).  Without transactions
+ * and short of room, it takes its entry from its leaf alone where that
+ * needs no room (bt_del_in_place), else, with nothing cached, it is
+ * written at once.  Puts leave what such a delete may need (one node run),
+ * so that a full store can still be emptied. */
+int pending_del(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key);
 
 /* A sequential load's put without a transaction: into the decoded last
  * leaf at once, without the layers of the general path (txn_change,

@@ -666,3 +666,113 @@ Test(full, file_txn_bytes_100_byte_values)
 {
     file_fill_test("file-bytes-100", BONSAI_KEY_BYTES, 100, 0xF0110004);
 }
+
+/* ---- no transactions, write cache, near the cap ------------------------- */
+
+/* Random puts and deletes of ids below CHURN_IDS near the cap of a file
+ * without transactions, with a write cache as large as the cap: every
+ * change acknowledged (0) must be written back by bonsai_sync and close,
+ * and every one refused (BONSAI_FULL) must have changed nothing.  A
+ * cached delete dirties its leaf and may merge nodes; when deletes took
+ * no room ahead, the cache outgrew what could be written: sync, verify and
+ * close answered FULL and deleted keys came back after a reopen. */
+#define CHURN_IDS 100000u
+
+static uint64_t churn_key(uint64_t seed, uint64_t id)
+{
+    return tu_mix64(seed ^ (id * UINT64_C(0x9E3779B97F4A7C15)));
+}
+
+static void churn_check(uint64_t seed, bonsai_map m,
+                        const uint8_t *live, const char *when)
+{
+    uint64_t n = 0, count = UINT64_MAX;
+    for (uint64_t id = 0; id < CHURN_IDS; id++) {
+        bonsai_val v = {0, NULL};
+        int rc = bonsai_get_u64(NULL, m, churn_key(seed, id), &v);
+        if (live[id]) {
+            n++;
+            uint8_t want[16];
+            memset(want, (int)(id & 0xff), sizeof want);
+            cr_assert(rc == 0 && v.size == 16 && !memcmp(v.data, want, 16),
+                      "seed=%" PRIu64 " %s: id %" PRIu64 " (acknowledged "
+                      "put) -> %s, %zu bytes", seed, when, id, tu_err(rc),
+                      v.size);
+        } else {
+            cr_assert(rc == BONSAI_NOTFOUND,
+                      "seed=%" PRIu64 " %s: id %" PRIu64 " (acknowledged "
+                      "delete, or never put) -> %s", seed, when, id,
+                      tu_err(rc));
+        }
+    }
+    TU_OK(bonsai_count(NULL, m, &count));
+    cr_assert(count == n, "seed=%" PRIu64 " %s: count %" PRIu64 ", %" PRIu64
+              " live", seed, when, count, n);
+}
+
+Test(full, file_no_txn_cached_deletes_near_cap_are_written_back)
+{
+    uint64_t seed = tu_seed("no-txn-churn", 0xF011000A);
+    tu_rng r = {seed};
+    const char *path = tu_path("churn.db");
+    bonsai_options o = capped(CAP);
+    o.transactions = 0;
+    o.write_cache_bytes = CAP;
+    bonsai_db *db = tu_open(path, &o);
+    bonsai_map m = tu_map_create(db, NULL, "churn", BONSAI_KEY_U64);
+    uint8_t *live = calloc(CHURN_IDS, 1);
+    cr_assert(live != NULL);
+    uint64_t ops = tu_scaled(300000, 150000), fulls = 0, dels = 0;
+    for (uint64_t op = 0; op < ops; op++) {
+        uint64_t id = tu_below(&r, CHURN_IDS), k = churn_key(seed, id);
+        int rc;
+        if (tu_chance(&r, 300)) {
+            rc = bonsai_del_u64(NULL, m, k);
+            cr_assert(rc == (live[id] ? 0 : BONSAI_NOTFOUND) ||
+                          rc == BONSAI_FULL,
+                      "seed=%" PRIu64 " op %" PRIu64 ": delete of %s id -> "
+                      "%s", seed, op, live[id] ? "a live" : "an absent",
+                      tu_err(rc));
+            if (rc == 0) {
+                live[id] = 0;
+                dels++;
+            }
+        } else {
+            uint8_t v[16];
+            memset(v, (int)(id & 0xff), sizeof v);
+            bonsai_val val = tu_val(v, sizeof v);
+            rc = bonsai_put_u64(NULL, m, k, &val, 0);
+            cr_assert(rc == 0 || rc == BONSAI_FULL,
+                      "seed=%" PRIu64 " op %" PRIu64 ": put -> %s", seed, op,
+                      tu_err(rc));
+            if (rc == 0)
+                live[id] = 1;
+        }
+        fulls += rc == BONSAI_FULL;
+        if (op % 50000 == 49999) {
+            rc = bonsai_sync(db);
+            cr_assert(rc == 0, "seed=%" PRIu64 " op %" PRIu64 ": sync -> %s",
+                      seed, op, tu_err(rc));
+        }
+    }
+    cr_assert(fulls > 0, "seed=%" PRIu64 ": the cap was never reached", seed);
+    int rc = bonsai_sync(db);
+    cr_assert(rc == 0, "seed=%" PRIu64 ": sync -> %s", seed, tu_err(rc));
+    uint64_t problems = UINT64_MAX;
+    char first[256] = "";
+    TU_OK(bonsai_verify(db, 0, first_problem, NULL, first, &problems));
+    cr_assert(problems == 0, "seed=%" PRIu64 ": verify: %" PRIu64
+              " problems, first %s", seed, problems, first);
+    churn_check(seed, m, live, "before close");
+    rc = bonsai_close(db);
+    cr_assert(rc == 0, "seed=%" PRIu64 ": close -> %s", seed, tu_err(rc));
+
+    o.max_size = 4 * CAP; /* room to spare: what is there is what was kept */
+    db = tu_open(path, &o);
+    m = tu_map_open(db, NULL, "churn", BONSAI_KEY_U64);
+    churn_check(seed, m, live, "after reopening");
+    cr_log_info("[no-txn-churn] %" PRIu64 " ops, %" PRIu64 " FULL, %" PRIu64
+                " deletes", ops, fulls, dels);
+    free(live);
+    TU_OK(bonsai_close(db));
+}
