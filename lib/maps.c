@@ -214,7 +214,7 @@ int maps_reader_tree(bonsai_txn *txn, bonsai_map map, bt_tree **t)
 
 /* ---- records, commit and abort ----------------------------------------- */
 
-static int store_record(bonsai_db *db, map_slot *s)
+int maps_store_record(bonsai_db *db, map_slot *s)
 {
     if (s->dropped) {
         int rc = bt_del(db, &db->catalog, name_key(s->name));
@@ -239,7 +239,7 @@ int maps_store_records(bonsai_db *db)
         map_slot *s = &db->maps[i];
         if (!s->loaded)
             continue;
-        int rc = store_record(db, s);
+        int rc = maps_store_record(db, s);
         if (rc)
             return rc;
     }
@@ -349,6 +349,10 @@ static int create_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     s->live = s->loaded = 1;
     s->dropped = 0; /* its record is overwritten, not deleted */
     s->created = db->cow;
+    if (!db->cow && (rc = pending_new_record(db, s))) {
+        s->live = s->loaded = 0;
+        return rc;
+    }
     db->write_gen++;
     *a->map = s;
     return 0;
@@ -411,7 +415,7 @@ static int drop_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     s->dropped = 1;
     if (!db->cow) {
         /* no transaction to wait for: the record goes now */
-        if ((rc = store_record(db, s)))
+        if ((rc = maps_store_record(db, s)))
             return rc;
         s->live = s->loaded = s->dropped = 0;
     }

@@ -277,6 +277,26 @@ int pending_put(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key,
     return put_now(db, t, key, val, vlen, flags);
 }
 
+int pending_reserve(bonsai_db *db, uint32_t slots, uint32_t vlen)
+{
+    int rc;
+    /* the room the waiting puts count on is not this change's to take */
+    if (db->waiting && !cache_room_waiting(db, slots, db->waiting) &&
+        (rc = pending_apply_all(db)))
+        return rc;
+    return cache_reserve(db, slots, vlen);
+}
+
+int pending_new_record(bonsai_db *db, map_slot *s)
+{
+    int rc = BONSAI_FULL;
+    if (db->opt.write_cache_bytes)
+        rc = pending_reserve(db, put_slots(db, &db->catalog), 0);
+    if (rc == BONSAI_FULL && db->dirty.n == 0)
+        return store_records_or_undo(db);
+    return rc ? rc : maps_store_record(db, s);
+}
+
 int pending_del(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key)
 {
     int rc = pending_apply(db, s);
@@ -292,11 +312,7 @@ int pending_del(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key)
         if ((rc = bt_del_in_place(db, t, key, &done)) || done)
             return rc;
     }
-    /* the room the waiting puts count on is not this delete's to take */
-    if (db->waiting && !cache_room_waiting(db, slots, db->waiting) &&
-        (rc = pending_apply_all(db)))
-        return rc;
-    rc = cache_reserve(db, slots, CACHE_DELETE);
+    rc = pending_reserve(db, slots, CACHE_DELETE);
     if (rc == BONSAI_FULL && !db->cow && db->dirty.n == 0)
         return change_through(db, t, key, NULL, CACHE_DELETE, 0);
     return rc ? rc : bt_del(db, t, key);

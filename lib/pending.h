@@ -36,6 +36,19 @@ int pending_put(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key,
  * so that a full store can still be emptied. */
 int pending_del(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key);
 
+/* Room for a change that may need `slots` node runs (and a value of vlen
+ * bytes, or CACHE_DELETE) beside the cached changes and the waiting puts:
+ * those are applied first when the change would take the room they count
+ * on, the cache written when that makes room (cache_reserve). */
+int pending_reserve(bonsai_db *db, uint32_t slots, uint32_t vlen);
+
+/* Without transactions a new map's record goes into the catalog at once:
+ * a record left for a later write-back might find no room there (the
+ * catalog may split), and that write-back would fail.  Room is made for
+ * it as for a put; with nothing cached it is written at once, or not at
+ * all (BONSAI_FULL: the catalog as it was). */
+int pending_new_record(bonsai_db *db, map_slot *s);
+
 /* A sequential load's put without a transaction: into the decoded last
  * leaf at once, without the layers of the general path (txn_change,
  * pending_put), when nothing waits and the write cache is on.  *done = 0

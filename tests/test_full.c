@@ -776,3 +776,88 @@ Test(full, file_no_txn_cached_deletes_near_cap_are_written_back)
     free(live);
     TU_OK(bonsai_close(db));
 }
+
+/* ---- a map created at the cap, without transactions --------------------- */
+
+static int list_names(void *ctx, const char *name, unsigned kind,
+                      uint64_t entries)
+{
+    (void)kind;
+    (void)entries;
+    char *names = ctx;
+    strcat(names, name);
+    return 0;
+}
+
+/* Four maps of one entry per node (node_entries 4: the catalog's leaf is
+ * full), map "a" filled to the cap, then a fifth map: its record needs a
+ * new catalog node.  Its room must be found at the create, or the create
+ * refused: a record left for later found no room, and the catalog was
+ * left half split (a branch at page 0), which close wrote to the file. */
+static void create_at_full_test(const char *path, uint64_t cache)
+{
+    bonsai_options o = capped(7u << 20);
+    o.transactions = 0;
+    o.write_cache_bytes = cache;
+    o.node_entries = 4;
+    o.page_size = 65536;
+    bonsai_db *db = tu_open(path, &o);
+    static const char *const names[] = {"a", "b", "c", "d"};
+    bonsai_map m[4];
+    for (int i = 0; i < 4; i++)
+        m[i] = tu_map_create(db, NULL, names[i], BONSAI_KEY_U64);
+    uint64_t n = 0, k = 0;
+    int rc;
+    while ((rc = bonsai_put_u64(NULL, m[0], k++ * 7919, NULL, 0)) == 0)
+        n++;
+    TU_RC(rc, BONSAI_FULL);
+    /* and the last pages that single keys still fit */
+    for (uint64_t i = 0; i < 20000; i++)
+        if (bonsai_put_u64(NULL, m[0], i * 31 + 3, NULL,
+                           BONSAI_NOOVERWRITE) == 0)
+            n++;
+    bonsai_map e = NULL;
+    rc = bonsai_map_create(db, NULL, "e", BONSAI_KEY_U64, &e);
+    cr_assert(rc == 0 || rc == BONSAI_FULL, "create at FULL -> %s",
+              tu_err(rc));
+    const char *want = rc == 0 ? "abcde" : "abcd";
+    if (rc) {
+        bonsai_map x;
+        TU_RC(bonsai_map_open(db, NULL, "e", &x, NULL), BONSAI_NOTFOUND);
+    }
+    char listed[64] = "";
+    TU_OK(bonsai_map_list(db, NULL, list_names, listed));
+    cr_assert_str_eq(listed, want);
+    TU_OK(bonsai_sync(db));
+    uint64_t problems = UINT64_MAX;
+    char first[256] = "";
+    TU_OK(bonsai_verify(db, 0, first_problem, NULL, first, &problems));
+    cr_assert(problems == 0, "verify: %" PRIu64 " problems, first %s",
+              problems, first);
+    uint64_t count = 0;
+    TU_OK(bonsai_count(NULL, m[0], &count));
+    cr_assert_eq(count, n);
+    TU_OK(bonsai_close(db));
+    if (!path)
+        return;
+    o.max_size = 64u << 20;
+    db = tu_open(path, &o);
+    listed[0] = 0;
+    TU_OK(bonsai_map_list(db, NULL, list_names, listed));
+    cr_assert_str_eq(listed, want);
+    bonsai_map a = tu_map_open(db, NULL, "a", BONSAI_KEY_U64);
+    TU_OK(bonsai_count(NULL, a, &count));
+    cr_assert_eq(count, n);
+    TU_OK(bonsai_verify(db, 0, first_problem, NULL, first, &problems));
+    cr_assert(problems == 0, "verify after reopening: %" PRIu64
+              " problems, first %s", problems, first);
+    TU_OK(bonsai_close(db));
+}
+
+Test(full, no_txn_map_created_at_full_leaves_the_catalog_whole)
+{
+    create_at_full_test(tu_path("create.db"), 0);
+    create_at_full_test(NULL, 0);
+    create_at_full_test(tu_path("create-cached.db"), 1u << 20);
+    create_at_full_test(NULL, 1u << 20);
+}
