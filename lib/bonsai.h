@@ -162,6 +162,10 @@ typedef struct bonsai_options {
      * per batch (gets see them at once; cursors, counts, deletes and
      * commits apply them first).  Their room is counted when they are accepted, so they
      * never meet BONSAI_FULL later.
+     * When writing the cache back meets a full disk, every change after
+     * answers BONSAI_ENOSPC (nothing changed) while the cache is over its
+     * budget: the write-back is tried again once a second, or by
+     * bonsai_sync.
      * 0 = no cache: without transactions every call writes its nodes at
      * once (MapDB's "direct" mode).  Default 32 MiB. */
     uint64_t write_cache_bytes;
@@ -206,7 +210,9 @@ int bonsai_close(bonsai_db *db);
 
 /* No-transaction mode: writes the write cache back and, on a file, syncs
  * data and writes the meta slot.  Transaction mode: syncs (useful when sync
- * is off).  Errors: BONSAI_IO, BONSAI_FAILED. */
+ * is off).  Errors: BONSAI_IO, BONSAI_ENOSPC (the disk is full: the
+ * changes stay in the write cache, and a later sync writes them once the
+ * disk has room), BONSAI_FAILED. */
 int bonsai_sync(bonsai_db *db);
 
 /* Facts about the whole store. */
@@ -329,7 +335,7 @@ uint64_t bonsai_txn_id(const bonsai_txn *txn);
 /* Creates a map with the given key kind.  Errors: BONSAI_EXISTS (the name
  * exists; *map is still set when the kinds agree), BONSAI_INVALID (name
  * empty or longer than BONSAI_MAX_NAME, bad kind), BONSAI_READONLY,
- * BONSAI_FULL, BONSAI_MAPS_FULL. */
+ * BONSAI_FULL, BONSAI_MAPS_FULL, BONSAI_ENOSPC, BONSAI_IO. */
 int bonsai_map_create(bonsai_db *db, bonsai_txn *txn, const char *name,
                       unsigned kind, bonsai_map *map);
 
@@ -342,7 +348,8 @@ int bonsai_map_open(bonsai_db *db, bonsai_txn *txn, const char *name,
  * find no map: every call through them answers BONSAI_NOTFOUND, except
  * in a read snapshot begun before the drop, which still sees the map.  A
  * map created again under the name is reached through them again.
- * Errors: BONSAI_NOTFOUND, BONSAI_READONLY, BONSAI_FULL. */
+ * Errors: BONSAI_NOTFOUND, BONSAI_READONLY, BONSAI_FULL, BONSAI_ENOSPC,
+ * BONSAI_IO. */
 int bonsai_map_drop(bonsai_db *db, bonsai_txn *txn, const char *name);
 
 /* Calls fn for every map in name order; a non-zero return from fn stops
@@ -394,7 +401,7 @@ int bonsai_get(bonsai_txn *txn, bonsai_map map, const bonsai_val *key,
  * (nothing changed: a copy-on-write delete needs space; without
  * transactions only a store at its cap refuses one, rarely: where taking
  * the key out lengthens a node's encoding past the pages it has),
- * BONSAI_CORRUPT. */
+ * BONSAI_ENOSPC, BONSAI_IO, BONSAI_CORRUPT. */
 int bonsai_del(bonsai_txn *txn, bonsai_map map, const bonsai_val *key);
 
 /* u64-key conveniences; val may be NULL for an empty value. */

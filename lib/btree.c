@@ -1206,6 +1206,7 @@ int bt_flush(bonsai_db *db)
     db->dirty.n = 0;
     db->dirty_nodes = 0;
     db->full_at_pages = 0;
+    db->wb_error = 0;
     return 0;
 }
 

@@ -156,7 +156,7 @@ int pending_append_direct(bonsai_db *db, map_slot *s, bn_key key,
     *done = 0;
     if (db->cow || db->failed || db->opt.read_only ||
         !db->opt.write_cache_bytes || db->waiting || !s->loaded ||
-        s->dropped || vlen > db->inline_max)
+        s->dropped || vlen > db->inline_max || db->wb_error)
         return 0;
     bt_tree *t = &s->w;
     bn_node *tail = bt_tail_leaf_hinted(db, t, key);
