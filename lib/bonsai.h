@@ -290,8 +290,9 @@ int bonsai_space_stat(bonsai_db *db, bonsai_space *sp);
  * full and no free space, under opts (NULL: the source's settings;
  * compression, node_bytes, node_entries and page_size may differ).  The
  * copy is written to a temporary file beside dst_path, synced, verified,
- * then renamed over dst_path; the source is only read.  Errors: those of
- * bonsai_open, bonsai_put, BONSAI_CORRUPT (source or copy fails verify),
+ * then renamed over dst_path; the source is only read (without
+ * transactions it is synced first).  Errors: those of bonsai_open,
+ * bonsai_sync, bonsai_put, BONSAI_CORRUPT (source or copy fails verify),
  * BONSAI_FULL (with the source's settings the copy came out larger: dst
  * is left alone), BONSAI_INVALID (dst is the source), BONSAI_IO (dst is a
  * directory, a device or anything else but a regular file). */
@@ -352,8 +353,10 @@ int bonsai_map_open(bonsai_db *db, bonsai_txn *txn, const char *name,
  * BONSAI_IO. */
 int bonsai_map_drop(bonsai_db *db, bonsai_txn *txn, const char *name);
 
-/* Calls fn for every map in name order; a non-zero return from fn stops
- * the walk and is returned. */
+/* Calls fn for every map in name order, with its entries (puts still
+ * waiting in the write cache included); a non-zero return from fn stops
+ * the walk and is returned.  It only reads: it needs no room and writes
+ * nothing.  Errors: BONSAI_INVALID, BONSAI_NOMEM, BONSAI_CORRUPT. */
 typedef int (*bonsai_map_fn)(void *ctx, const char *name, unsigned kind,
                              uint64_t entries);
 int bonsai_map_list(bonsai_db *db, bonsai_txn *txn, bonsai_map_fn fn,

@@ -218,7 +218,7 @@ static int choose(bonsai_db *db, const bt_tree *t, bn_key key, uint32_t vlen)
     return GO_WAIT;
 }
 
-/* A put that waits must not overwrite: is key in the tree? */
+/* A NOOVERWRITE put: is key in the tree (the waiting puts aside)? */
 static int check_absent(bonsai_db *db, const bt_tree *t, bn_key key)
 {
     bonsai_val v;
@@ -258,17 +258,17 @@ int pending_put(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key,
     int done;
     if ((rc = append_now(db, t, key, val, vlen, &done)) || done)
         return rc;
+    /* a put that changes nothing needs no room: found before any is made */
+    if ((flags & BONSAI_NOOVERWRITE) && (rc = check_absent(db, t, key)))
+        return rc;
     int go = choose(db, t, key, vlen);
     if (go == GO_APPLY_FIRST) {
         if ((rc = pending_apply_all(db)))
             return rc;
         go = choose(db, t, key, vlen);
     }
-    if (go == GO_WAIT) {
-        if ((flags & BONSAI_NOOVERWRITE) && (rc = check_absent(db, t, key)))
-            return rc;
+    if (go == GO_WAIT)
         return wait_put(db, s, key, val, vlen);
-    }
     /* the room the waiting puts count on is not this put's to take */
     if (db->waiting &&
         !cache_room_waiting(db, put_slots(db, t), db->waiting) &&
@@ -299,8 +299,13 @@ int pending_new_record(bonsai_db *db, map_slot *s)
 
 int pending_del(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key)
 {
-    int rc = pending_apply(db, s);
-    if (rc)
+    int rc;
+    /* a delete of an absent key changes nothing and needs no room: it is
+     * found out before any is made, or any waiting put applied */
+    if (pb_find(&s->pb, key) == UINT32_MAX &&
+        (rc = check_absent(db, t, key)) != BONSAI_EXISTS)
+        return rc ? rc : BONSAI_NOTFOUND;
+    if ((rc = pending_apply(db, s)))
         return rc;
     uint32_t slots = del_slots(db, t);
     txn_note_tree(db, t);
@@ -383,6 +388,19 @@ int pending_apply_all(bonsai_db *db)
     for (uint32_t i = 0; i < db->nmaps && db->waiting; i++) {
         int rc = pending_apply(db, &db->maps[i]);
         if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int pending_new_keys(bonsai_db *db, const map_slot *s, uint64_t *n)
+{
+    *n = 0;
+    for (uint32_t i = 0; i < s->pb.n; i++) {
+        int rc = check_absent(db, &s->w, pb_key(&s->pb, i));
+        if (rc == 0)
+            ++*n;
+        else if (rc != BONSAI_EXISTS)
             return rc;
     }
     return 0;

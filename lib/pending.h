@@ -12,7 +12,7 @@
  *
  * They are applied in key order, all of a map at once, before anything
  * reads or writes that map's tree otherwise (txn_tree, deletes, commit,
- * write-back, listing); a get only looks them up.  A map's count excludes
+ * write-back); a get and a listing only look them up.  A map's count excludes
  * its waiting puts until they are applied.
  *
  * Deletes take their path through here too (pending_del): they meet the
@@ -61,6 +61,10 @@ int pending_append_direct(bonsai_db *db, map_slot *s, bn_key key,
  * change does. */
 int pending_apply(bonsai_db *db, map_slot *s);
 int pending_apply_all(bonsai_db *db);
+
+/* How many of the map's waiting puts add a key (the others overwrite):
+ * found by looking each up, without applying any. */
+int pending_new_keys(bonsai_db *db, const map_slot *s, uint64_t *n);
 
 /* A waiting put's value for key: 0, or BONSAI_NOTFOUND. */
 int pending_get(const map_slot *s, bn_key key, bonsai_val *out);

@@ -15,7 +15,8 @@
 
 #include "internal.h"
 
-/* No-transaction mode on a file: write records, nodes and a meta slot. */
+/* No-transaction mode: writes nodes and records, and on a file a meta
+ * slot (anonymous memory keeps the new state in db->meta alone). */
 int txn_write_back(bonsai_db *db);
 
 /* The newest valid meta slot as the mapping shows it now (db.c), for a

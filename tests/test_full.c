@@ -861,3 +861,158 @@ Test(full, no_txn_map_created_at_full_leaves_the_catalog_whole)
     create_at_full_test(tu_path("create-cached.db"), 1u << 20);
     create_at_full_test(NULL, 1u << 20);
 }
+
+/* ---- calls that need no room, in a full store ---------------------------- */
+
+typedef struct list_want {
+    uint64_t entries; /* of map "m" */
+    int seen, others;
+} list_want;
+
+static int list_count(void *ctx, const char *name, unsigned kind,
+                      uint64_t entries)
+{
+    (void)kind;
+    list_want *w = ctx;
+    if (strcmp(name, "m") == 0) {
+        w->seen++;
+        w->entries = entries;
+    } else {
+        w->others++;
+    }
+    return 0;
+}
+
+/* In a store at its cap, with puts waiting in the write cache, what adds
+ * nothing must answer as it would anywhere: a NOOVERWRITE put of a
+ * present key BONSAI_EXISTS, a delete of an absent key BONSAI_NOTFOUND
+ * (they answered BONSAI_FULL: the path was copied, or waiting puts
+ * applied, before the key was looked up), and listing, count, cursor
+ * moves, map_stat and verify succeed (a listing wrote the catalog).  t is
+ * a write transaction, or NULL. */
+static void no_room_needed(bonsai_db *db, bonsai_txn *t, bonsai_map m,
+                           uint64_t present, uint64_t n, const char *what)
+{
+    TU_RC(bonsai_put_u64(t, m, present, NULL, BONSAI_NOOVERWRITE),
+          BONSAI_EXISTS);
+    for (uint64_t i = 0; i < 100; i++) {
+        uint64_t absent = tu_mix64(i ^ 0xAB5E17);
+        bonsai_val v;
+        if (bonsai_get_u64(t, m, absent, &v) == 0)
+            continue;
+        int rc = bonsai_del_u64(t, m, absent);
+        cr_assert(rc == BONSAI_NOTFOUND, "%s: delete of an absent key -> %s",
+                  what, tu_err(rc));
+    }
+    list_want w = {0, 0, 0};
+    int rc = bonsai_map_list(db, t, list_count, &w);
+    cr_assert(rc == 0, "%s: map_list -> %s", what, tu_err(rc));
+    cr_assert(w.seen == 1 && w.entries == n, "%s: map_list gave %" PRIu64
+              " entries (seen %d), expected %" PRIu64, what, w.entries,
+              w.seen, n);
+    uint64_t count = 0;
+    rc = bonsai_count(t, m, &count);
+    cr_assert(rc == 0 && count == n, "%s: count -> %s, %" PRIu64
+              " entries, expected %" PRIu64, what, tu_err(rc), count, n);
+    bonsai_cursor *cur;
+    TU_OK(bonsai_cursor_open(t, m, &cur));
+    rc = bonsai_cursor_first(cur);
+    for (int i = 0; i < 50 && rc == 0; i++)
+        rc = bonsai_cursor_next(cur);
+    cr_assert(rc == 0, "%s: cursor -> %s", what, tu_err(rc));
+    TU_OK(bonsai_cursor_seek_u64(cur, present));
+    bonsai_cursor_close(cur);
+    bonsai_map_info mi;
+    rc = bonsai_map_stat(t, m, &mi);
+    cr_assert(rc == 0 && mi.entries == n, "%s: map_stat -> %s", what,
+              tu_err(rc));
+    if (t)
+        return;
+    uint64_t problems = UINT64_MAX;
+    char first[256] = "";
+    rc = bonsai_verify(db, 0, first_problem, NULL, first, &problems);
+    cr_assert(rc == 0 && problems == 0, "%s: verify -> %s, %" PRIu64
+              " problems, first %s", what, tu_err(rc), problems, first);
+}
+
+/* Random puts until n_full of them answered BONSAI_FULL; returns the
+ * puts that went in (each of a new key).  The first key put is *first. */
+static uint64_t put_until_full(bonsai_txn *t, bonsai_map m, uint64_t seed,
+                               int n_full, uint64_t *first)
+{
+    uint8_t v[16] = {0};
+    bonsai_val val = tu_val(v, sizeof v);
+    uint64_t n = 0;
+    *first = tu_mix64(seed);
+    for (uint64_t i = 0; n_full > 0; i++) {
+        int rc = bonsai_put_u64(t, m, tu_mix64(seed + i), &val, 0);
+        if (rc == BONSAI_FULL) {
+            n_full--;
+            continue;
+        }
+        cr_assert(rc == 0, "put -> %s", tu_err(rc));
+        n++;
+    }
+    return n;
+}
+
+Test(full, calls_that_add_nothing_need_no_room)
+{
+    /* without transactions, the write cache on: puts wait */
+    bonsai_options o = capped(CAP);
+    o.write_cache_bytes = CAP;
+    bonsai_db *db = tu_open(NULL, &o);
+    bonsai_map m = tu_map_create(db, NULL, "m", BONSAI_KEY_U64);
+    uint64_t first, n = put_until_full(NULL, m, 0xF011000B, 200, &first);
+    no_room_needed(db, NULL, m, first, n, "no transactions");
+    TU_OK(bonsai_close(db));
+
+    /* a file with transactions: inside a write transaction at the cap, and
+     * on their own after it */
+    const char *path = tu_path("noroom.db");
+    o = capped(CAP);
+    o.sync = 0;
+    db = tu_open(path, &o);
+    m = tu_map_create(db, NULL, "m", BONSAI_KEY_U64);
+    uint8_t v[16] = {0};
+    bonsai_val val = tu_val(v, sizeof v);
+    uint64_t committed = 0, present = 0, got = 0;
+    bonsai_txn *t = NULL;
+    int rc = 0;
+    for (uint64_t seed = 1; rc == 0; seed++) {
+        TU_OK(bonsai_txn_begin(db, 0, &t));
+        got = 0;
+        for (uint64_t i = 0; i < 500 && rc == 0; i++) {
+            rc = bonsai_put_u64(t, m, tu_mix64(seed << 32 | i), &val, 0);
+            got += rc == 0;
+        }
+        if (rc == BONSAI_FULL) /* t stays open, at the cap */
+            break;
+        TU_OK(rc);
+        rc = bonsai_txn_commit(t);
+        t = NULL;
+        if (rc == 0) {
+            committed += got;
+            present = tu_mix64(seed << 32);
+        } else {
+            TU_RC(rc, BONSAI_FULL);
+            rc = 0; /* the next transaction meets the cap at a put */
+        }
+    }
+    cr_assert(committed > 0, "no transaction committed before the cap");
+    uint64_t in_t = 0;
+    for (uint64_t i = 0; i < 500; i++) { /* those that go in wait */
+        rc = bonsai_put_u64(t, m, tu_mix64(i ^ 0x7EA), &val,
+                            BONSAI_NOOVERWRITE);
+        cr_assert(rc == 0 || rc == BONSAI_FULL, "put -> %s", tu_err(rc));
+        in_t += rc == 0;
+    }
+    no_room_needed(db, t, m, present, committed + got + in_t,
+                   "in a full transaction");
+    bonsai_txn_abort(t);
+    no_room_needed(db, NULL, m, present, committed, "autocommit");
+    TU_OK(bonsai_close(db));
+    cr_log_info("[no-room] %" PRIu64 " puts before FULL without "
+                "transactions; %" PRIu64 " committed, %" PRIu64 " more in "
+                "the full transaction", n, committed, in_t);
+}
