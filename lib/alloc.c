@@ -217,11 +217,18 @@ static int pop_current(alloc *a, extvec *list, size_t *at)
     return 0;
 }
 
+/* May npages be cut from a free run of len pages (keep_slots)? */
+static int may_cut(const alloc *a, uint64_t len, uint32_t npages)
+{
+    uint64_t loss = slots_in(a, len) - slots_in(a, len - npages);
+    return !a->keep_slots || alloc_slots_avail(a) >= a->keep_slots + loss;
+}
+
 static int from_free_runs(alloc *a, uint32_t npages, uint64_t *pgno)
 {
     size_t at;
     for (uint32_t k = npages; k <= ALLOC_CLASSES; k++)
-        if (pop_current(a, &a->lists[k], &at))
+        if (may_cut(a, k, npages) && pop_current(a, &a->lists[k], &at))
             return take_from(a, &a->lists[k], at, npages, pgno);
     for (size_t i = 0; i < a->large.n;) {
         bn_ext e = a->large.v[i];
@@ -229,7 +236,7 @@ static int from_free_runs(alloc *a, uint32_t npages, uint64_t *pgno)
             a->large.v[i] = a->large.v[--a->large.n];
             continue;
         }
-        if (e.npages >= npages)
+        if (e.npages >= npages && may_cut(a, e.npages, npages))
             return take_from(a, &a->large, i, npages, pgno);
         i++;
     }
@@ -238,7 +245,8 @@ static int from_free_runs(alloc *a, uint32_t npages, uint64_t *pgno)
 
 static int from_high_water(alloc *a, uint32_t npages, uint64_t *pgno)
 {
-    if (a->end + npages > a->limit)
+    if (a->end + npages > a->limit ||
+        !may_cut(a, a->limit - a->end, npages))
         return BONSAI_FULL;
     int rc = cover(a, a->end + npages);
     if (rc == 0)

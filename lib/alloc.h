@@ -18,7 +18,9 @@
  * the maximal free runs and is kept current as runs merge and are cut, so
  * asking how many node images surely fit costs O(1).  Counting pages alone
  * would overstate it: free space cut into runs shorter than a node holds
- * many pages and no node.
+ * many pages and no node.  While keep_slots is set, alloc_get cuts no run
+ * that would leave fewer slots: a change that must leave room for another
+ * (a put, for a delete) then takes shorter runs, or none.
  *
  * In transaction mode a run released by the writer is not free at once
  * (unless the transaction itself wrote it: no snapshot ever saw that):
@@ -54,6 +56,7 @@ typedef struct alloc {
     uint32_t slot_pages; /* pages of the longest node image */
     int slot_shift;      /* log2 slot_pages when a power of two, else -1 */
     uint64_t free_slots; /* slots in the free runs below end */
+    uint64_t keep_slots; /* alloc_get leaves this many slots (0: no rule) */
     uint64_t *bits;     /* bit p - first set: page p is free */
     uint64_t *fresh;    /* bit set: handed out by the open transaction */
     uint64_t nbits;     /* pages the bitmap covers */
@@ -75,7 +78,8 @@ void alloc_init(alloc *a, region *rg, uint32_t page_size, uint64_t first,
 void alloc_set_cap(alloc *a, uint64_t cap);
 void alloc_free_all(alloc *a);
 
-/* Hands out npages contiguous pages.  Returns 0, BONSAI_FULL (the cap),
+/* Hands out npages contiguous pages, from a run that leaves keep_slots
+ * slots available.  Returns 0, BONSAI_FULL (the cap, or no such run),
  * BONSAI_NOMEM, BONSAI_ENOSPC or BONSAI_IO (growing the file failed). */
 int alloc_get(alloc *a, uint32_t npages, uint64_t *pgno);
 

@@ -64,15 +64,7 @@ static int del_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     data_arg *a = argp;
     bt_tree *t;
     int rc = maps_writer_tree(db, a->map, &t);
-    if (rc == 0)
-        rc = pending_apply(db, a->map);
-    if (rc == 0)
-        rc = cache_reserve(db, 2u * (t->depth + 1u) + db->catalog.depth + 1u,
-                           CACHE_DELETE);
-    if (rc)
-        return rc;
-    txn_note_tree(db, t);
-    return bt_del(db, t, a->key);
+    return rc ? rc : pending_del(db, a->map, t, a->key);
 }
 
 static int get_fn(bonsai_db *db, bonsai_txn *txn, void *argp)

@@ -194,6 +194,10 @@ typedef struct bonsai_options {
      * per batch (gets see them at once; cursors, counts, deletes and
      * commits apply them first).  Their room is counted when they are accepted, so they
      * never meet BONSAI_FULL later.
+     * When writing the cache back meets a full disk, every change after
+     * answers BONSAI_ENOSPC (nothing changed) while the cache is over its
+     * budget: the write-back is tried again once a second, or by
+     * bonsai_sync.
      * 0 = no cache: without transactions every call writes its nodes at
      * once (MapDB's "direct" mode).  Default 32 MiB. */
     uint64_t write_cache_bytes;
@@ -255,7 +259,9 @@ BONSAI_API int bonsai_close(bonsai_db *db);
 
 /* No-transaction mode: writes the write cache back and, on a file, syncs
  * data and writes the meta slot.  Transaction mode: syncs (useful when sync
- * is off).  Errors: BONSAI_IO, BONSAI_FAILED. */
+ * is off).  Errors: BONSAI_IO, BONSAI_ENOSPC (the disk is full: the
+ * changes stay in the write cache, and a later sync writes them once the
+ * disk has room), BONSAI_FAILED. */
 BONSAI_API int bonsai_sync(bonsai_db *db);
 
 /* Changes the cap of an open store to bytes, as mdb_env_set_mapsize does:
@@ -344,8 +350,9 @@ BONSAI_API int bonsai_space_stat(bonsai_db *db, bonsai_space *sp);
  * full and no free space, under opts (NULL: the source's settings;
  * compression, node_bytes, node_entries and page_size may differ).  The
  * copy is written to a temporary file beside dst_path, synced, verified,
- * then renamed over dst_path; the source is only read.  Errors: those of
- * bonsai_open, bonsai_put, BONSAI_CORRUPT (source or copy fails verify),
+ * then renamed over dst_path; the source is only read (without
+ * transactions it is synced first).  Errors: those of bonsai_open,
+ * bonsai_sync, bonsai_put, BONSAI_CORRUPT (source or copy fails verify),
  * BONSAI_FULL (with the source's settings the copy came out larger: dst
  * is left alone), BONSAI_INVALID (dst is the source), BONSAI_IO (dst is a
  * directory, a device or anything else but a regular file). */
@@ -393,7 +400,7 @@ BONSAI_API uint64_t bonsai_txn_id(const bonsai_txn *txn);
 /* Creates a map with the given key kind.  Errors: BONSAI_EXISTS (the name
  * exists; *map is still set when the kinds agree), BONSAI_INVALID (name
  * empty or longer than BONSAI_MAX_NAME, bad kind), BONSAI_READONLY,
- * BONSAI_FULL, BONSAI_MAPS_FULL. */
+ * BONSAI_FULL, BONSAI_MAPS_FULL, BONSAI_ENOSPC, BONSAI_IO. */
 BONSAI_API int bonsai_map_create(bonsai_db *db, bonsai_txn *txn, const char *name,
                       unsigned kind, bonsai_map *map);
 
@@ -427,11 +434,14 @@ BONSAI_API int bonsai_map_close(bonsai_db *db, bonsai_map map);
  * find no map: every call through them answers BONSAI_NOTFOUND, except
  * in a read snapshot begun before the drop, which still sees the map.  A
  * map created again under the name is reached through them again.
- * Errors: BONSAI_NOTFOUND, BONSAI_READONLY, BONSAI_FULL. */
+ * Errors: BONSAI_NOTFOUND, BONSAI_READONLY, BONSAI_FULL, BONSAI_ENOSPC,
+ * BONSAI_IO. */
 BONSAI_API int bonsai_map_drop(bonsai_db *db, bonsai_txn *txn, const char *name);
 
-/* Calls fn for every map in name order; a non-zero return from fn stops
- * the walk and is returned. */
+/* Calls fn for every map in name order, with its entries (puts still
+ * waiting in the write cache included); a non-zero return from fn stops
+ * the walk and is returned.  It only reads: it needs no room and writes
+ * nothing.  Errors: BONSAI_INVALID, BONSAI_NOMEM, BONSAI_CORRUPT. */
 typedef int (*bonsai_map_fn)(void *ctx, const char *name, unsigned kind,
                              uint64_t entries);
 BONSAI_API int bonsai_map_list(bonsai_db *db, bonsai_txn *txn, bonsai_map_fn fn,
@@ -476,7 +486,10 @@ BONSAI_API int bonsai_get(bonsai_txn *txn, bonsai_map map, const bonsai_val *key
                bonsai_val *val);
 
 /* Deletes a key.  Errors: BONSAI_NOTFOUND, BONSAI_READONLY, BONSAI_FULL
- * (a copy-on-write delete needs space), BONSAI_CORRUPT. */
+ * (nothing changed: a copy-on-write delete needs space; without
+ * transactions only a store at its cap refuses one, rarely: where taking
+ * the key out lengthens a node's encoding past the pages it has),
+ * BONSAI_ENOSPC, BONSAI_IO, BONSAI_CORRUPT. */
 BONSAI_API int bonsai_del(bonsai_txn *txn, bonsai_map map, const bonsai_val *key);
 
 /* u64-key conveniences; val may be NULL for an empty value. */

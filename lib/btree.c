@@ -606,6 +606,11 @@ uint32_t bt_put_worst_slots(const bt_tree *t)
     return 2u * (t->depth + 1u) + 2u;
 }
 
+uint32_t bt_del_worst_slots(const bt_tree *t)
+{
+    return 2u * (t->depth + 1u);
+}
+
 int bt_put_slots(bonsai_db *db, bt_tree *t, bn_key key, uint32_t vlen,
                  uint32_t *slots)
 {
@@ -977,6 +982,68 @@ int bt_del(bonsai_db *db, bt_tree *t, bn_key key)
     return merge_upwards(db, t, leaf);
 }
 
+/* After an entry left leaf, which keeps others: may the delete stay
+ * without room made for it?  Only when written back it surely takes no
+ * run: the leaf does not split and still fits its home, measured exactly
+ * (a delete can lengthen a neighbour's encoding, and the leaf may be
+ * dirty with changes whose room was not counted either). */
+static int del_needs_room(const bonsai_db *db, bn_node *leaf)
+{
+    size_t exact = bn_encoded_size(leaf);
+    leaf->est_fix = (int64_t)exact - (int64_t)leaf->est;
+    leaf->fix_changes = 0;
+    return exact > db->opt.node_bytes ||
+           pages_for(db, exact) > leaf->home.npages;
+}
+
+int bt_del_in_place(bonsai_db *db, bt_tree *t, bn_key key, int *done)
+{
+    *done = 0;
+    if (db->cow || t->depth == 0)
+        return 0;
+    bn_node *leaf;
+    int found, rc = touch_leaf(db, t, key, &leaf);
+    if (rc)
+        return rc;
+    uint32_t idx = bn_search(leaf, key, &found);
+    if (!found) {
+        *done = 1;
+        return BONSAI_NOTFOUND;
+    }
+    if (!leaf->has_home || leaf->n < 2)
+        return 0; /* an emptied leaf leaves the tree: bt_del */
+    /* the entry, to be put back when the delete needs room after all */
+    const uint8_t *v;
+    uint32_t vlen;
+    unsigned vflag;
+    bn_value_at(leaf, idx, &v, &vlen, &vflag);
+    uint8_t *copy = vlen ? malloc(vlen) : NULL;
+    if (vlen && !copy)
+        return BONSAI_NOMEM;
+    if (vlen)
+        memcpy(copy, v, vlen);
+    bn_remove(leaf, idx);
+    if (del_needs_room(db, leaf)) {
+        rc = bn_insert(leaf, idx, key, copy, vlen, vflag);
+        free(copy);
+        if (rc)
+            db->write_gen++; /* the leaf lost an entry: a failed change */
+        return rc;
+    }
+    *done = 1;
+    db->write_gen++;
+    t->count--;
+    t->record_dirty = 1;
+    if (vflag & BN_VAL_OVERFLOW) {
+        bn_ext e;
+        uint64_t len;
+        rc = ovf_ext(copy, vlen, &e, &len) ? BONSAI_CORRUPT
+                                           : extvec_push(&db->op_release, e);
+    }
+    free(copy);
+    return rc ? rc : mark_dirty(db, leaf);
+}
+
 /* ---- flush ------------------------------------------------------------- */
 
 /* Points the reference to n at e, remembering the old value for
@@ -1170,6 +1237,7 @@ int bt_flush(bonsai_db *db)
     db->dirty.n = 0;
     db->dirty_nodes = 0;
     db->full_at_pages = 0;
+    db->wb_error = 0;
     return 0;
 }
 

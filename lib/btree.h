@@ -42,6 +42,13 @@ int bt_put(bonsai_db *db, bt_tree *t, bn_key key, const uint8_t *val,
            uint32_t vlen, unsigned flags);
 int bt_del(bonsai_db *db, bt_tree *t, bn_key key);
 
+/* Without copy-on-write: deletes key from its leaf alone, without the
+ * merges bt_del makes, when that surely needs no room when written back:
+ * the leaf keeps other entries, does not split, and still fits its home.
+ * *done = 1 then, or when key is absent (BONSAI_NOTFOUND); *done = 0:
+ * nothing changed, the delete needs room (bt_del). */
+int bt_del_in_place(bonsai_db *db, bt_tree *t, bn_key key, int *done);
+
 /* How many new node runs a put of key may need beyond the changes already
  * cached: 0 when it surely changes one leaf within its home. */
 int bt_put_slots(bonsai_db *db, bt_tree *t, bn_key key, uint32_t vlen,
@@ -53,6 +60,11 @@ uint32_t bt_leaf_put_slots(const bonsai_db *db, const bt_tree *t,
 
 /* The most bt_put_slots ever answers for t. */
 uint32_t bt_put_worst_slots(const bt_tree *t);
+
+/* The most node runs a delete from t may need beyond the changes already
+ * cached: its path copied (copy-on-write), or nodes merged and, where a
+ * key's removal lengthens a neighbour's encoding, split. */
+uint32_t bt_del_worst_slots(const bt_tree *t);
 
 /* Puts entries from, from + 1, ... of the sorted batch b (all inline
  * values) while they fall into the leaf of entry `from`, at most max of

@@ -20,6 +20,7 @@
 #include "btree.h"
 
 #define RECOUNT_EVERY 256u
+#define RETRY_MS 1000u /* a write-back that met a full disk, tried again */
 
 static uint64_t now_ms(void)
 {
@@ -51,6 +52,16 @@ static void recount(bonsai_db *db)
     db->changes = 0;
 }
 
+void cache_note_failure(bonsai_db *db, int rc)
+{
+    if (rc == BONSAI_FULL)
+        db->full_at_pages = 1 + alloc_pages_avail(&db->al);
+    if (rc == BONSAI_ENOSPC || rc == BONSAI_IO) {
+        db->wb_error = rc;
+        db->wb_error_ms = now_ms();
+    }
+}
+
 int cache_flush(bonsai_db *db)
 {
     int rc = bt_flush(db);
@@ -58,20 +69,30 @@ int cache_flush(bonsai_db *db)
         bt_after_flush(db);
         bt_evict_leaves(db, 0);
     }
-    if (rc == BONSAI_FULL)
-        db->full_at_pages = 1 + alloc_pages_avail(&db->al);
+    cache_note_failure(db, rc);
     recount(db);
     return rc;
 }
 
-/* After a write-back failed for want of room, trying again after every
- * change (each try plans every cached node: deletes in a full store made
- * that quadratic) is pointless until the free space has grown by a
- * node's run. */
-static int worth_flushing(const bonsai_db *db)
+/* A write-back plans every cached node, so after one failed, trying
+ * again after every change is ruinous (deletes in a full store, or puts
+ * on a full disk, made that quadratic): not until the free space has
+ * grown by a node's run (BONSAI_FULL), or a second has passed (a full
+ * disk, an I/O error: the disk may have room again).  0 when a write-back
+ * is worth trying, else the error the last one met. */
+static int write_back_gate(const bonsai_db *db)
 {
-    return !db->full_at_pages || 1 + alloc_pages_avail(&db->al) >=
-                                     db->full_at_pages + db->al.slot_pages;
+    if (db->wb_error && now_ms() - db->wb_error_ms < RETRY_MS)
+        return db->wb_error;
+    if (db->full_at_pages && 1 + alloc_pages_avail(&db->al) <
+                                 db->full_at_pages + db->al.slot_pages)
+        return BONSAI_FULL;
+    return 0;
+}
+
+static int over_budget(const bonsai_db *db)
+{
+    return db->cache_bytes + db->waiting_bytes > db->opt.write_cache_bytes;
 }
 
 int cache_after_change(bonsai_db *db)
@@ -82,17 +103,25 @@ int cache_after_change(bonsai_db *db)
     if (++db->changes >= RECOUNT_EVERY &&
         (uint64_t)db->changes * 4 >= db->leaves.n)
         recount(db);
-    int over = db->cache_bytes + db->waiting_bytes > db->opt.write_cache_bytes;
     int old = db->opt.flush_delay_ms && db->dirty.n &&
               now_ms() - db->dirty_since_ms >= db->opt.flush_delay_ms;
-    if (!over && !old)
+    if (!over_budget(db) && !old)
         return 0;
     if (db->dirty.n == 0) {
         bt_evict_leaves(db, 0);
         recount(db);
         return 0;
     }
-    return worth_flushing(db) ? cache_flush(db) : BONSAI_FULL;
+    int rc = write_back_gate(db);
+    return rc ? rc : cache_flush(db);
+}
+
+int cache_before_change(bonsai_db *db)
+{
+    if (!db->wb_error || !over_budget(db) || db->dirty.n == 0)
+        return 0;
+    int rc = write_back_gate(db);
+    return rc ? rc : cache_flush(db);
 }
 
 /* Enough room when every cached node and a parent for each, plus the
@@ -127,8 +156,6 @@ int cache_room_waiting(const bonsai_db *db, uint32_t slots, uint64_t waiting)
 
 int cache_has_room(const bonsai_db *db, uint32_t slots, uint32_t vlen)
 {
-    if (!db->cow && vlen == CACHE_DELETE)
-        return 1; /* deletes shrink nodes in place */
     return room_for(db, 2u * db->dirty_nodes + slots, vlen);
 }
 
@@ -136,7 +163,8 @@ int cache_reserve(bonsai_db *db, uint32_t slots, uint32_t vlen)
 {
     if (cache_has_room(db, slots, vlen))
         return 0;
-    if (db->dirty.n && (!worth_flushing(db) || cache_flush(db)))
-        return BONSAI_FULL;
+    int rc;
+    if (db->dirty.n && ((rc = write_back_gate(db)) || (rc = cache_flush(db))))
+        return rc;
     return room_for(db, slots, vlen) ? 0 : BONSAI_FULL;
 }

@@ -11,18 +11,31 @@
 /* Called after every successful change: writes the cached changes when
  * the cache is over its budget or its oldest change is older than the
  * delay.  A failed write keeps the changes cached and returns the error
- * (the change itself stands). */
+ * (the change itself stands); after one, writing is not tried again on
+ * every change (cache_note_failure). */
 int cache_after_change(bonsai_db *db);
 
 /* Writes every cached change now and drops clean decoded leaves. */
 int cache_flush(bonsai_db *db);
 
+/* Notes what a write-back met (cache_flush does): after BONSAI_FULL,
+ * BONSAI_ENOSPC or BONSAI_IO the cache is not written again on every
+ * change (see cache.c). */
+void cache_note_failure(bonsai_db *db, int rc);
+
+/* Before a change: BONSAI_ENOSPC (or BONSAI_IO) while the cache is over
+ * its budget and its last write-back met a full disk, so that changes
+ * stop piling up in memory and the caller hears of it at once; tried
+ * again once a second. */
+int cache_before_change(bonsai_db *db);
+
 #define CACHE_DELETE UINT32_MAX /* vlen of a delete */
 
 /* BONSAI_FULL unless the cached changes plus `slots` more node runs (and a
  * value of vlen bytes) can surely be written; writes the cache first when
- * that makes room.  Without transactions deletes
- * never need room ahead (they shrink nodes in place). */
+ * that makes room.  Deletes ask too: a cached delete dirties its path,
+ * may merge nodes and may lengthen a neighbour's encoding, and every
+ * cached change must be written back. */
 int cache_reserve(bonsai_db *db, uint32_t slots, uint32_t vlen);
 
 /* Would cache_reserve answer 0 without writing anything? */

@@ -5,11 +5,10 @@
  * Steps (each failure removes the temporary file; dst_path is replaced
  * only at the end, by rename):
  *  1. transaction mode: the source is verified (bonsai_verify, full), and
- *     read in one snapshot; no-transaction mode: it is read as it stands
- *     (the store is single-threaded there), without a verify, which would
- *     write cached changes back first.  The source's contents never
- *     change (in no-transaction mode listing its maps writes cached map
- *     records back, as bonsai_map_list always does there).
+ *     read in one snapshot; no-transaction mode: it is synced (its write
+ *     cache written back, so that the size rule sees what it holds), then
+ *     read as it stands (the store is single-threaded there).  The
+ *     source's contents never change.
  *  2. a temporary file "<dst_path>.compact-<pid>-<n>" is created beside
  *     dst_path (O_EXCL, the options' file_mode), and a store opened on it
  *     with transactions off and a write cache of at least 32 MiB;
@@ -357,7 +356,9 @@ static int make_copy(bonsai_db *src, const char *tmp,
     if (rc)
         return rc;
     bonsai_txn *txn = NULL;
-    if (src->cow && (rc = count_problems(src)) == 0)
+    if (!src->cow)
+        rc = bonsai_sync(src);
+    else if ((rc = count_problems(src)) == 0)
         rc = bonsai_txn_begin(src, BONSAI_TXN_RDONLY, &txn);
     if (rc) {
         bonsai_close(dst);

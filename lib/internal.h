@@ -121,6 +121,10 @@ struct bonsai_db {
     uint64_t full_at_pages;  /* 1 + the free pages when the last
                                 write-back failed for want of room; 0
                                 once one succeeds (bt_flush) */
+    int wb_error;            /* BONSAI_ENOSPC or BONSAI_IO: what the last
+                                write-back met (a full disk), 0 once one
+                                succeeds (bt_flush) ... */
+    uint64_t wb_error_ms;    /* ... and when (cache.c) */
     uint64_t cache_bytes;    /* decoded nodes, recounted now and then */
     uint32_t changes;        /* since the last recount */
     uint64_t waiting;        /* puts waiting in the maps' putbufs ... */

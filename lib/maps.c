@@ -294,7 +294,7 @@ static int delete_dropped_records(bonsai_db *db, const map_slot *live)
     return 0;
 }
 
-static int store_record(bonsai_db *db, map_slot *s)
+int maps_store_record(bonsai_db *db, map_slot *s)
 {
     if (s->dropped) {
         /* a map created again under the name, in another slot when the
@@ -326,7 +326,7 @@ int maps_store_records(bonsai_db *db)
         map_slot *s = &db->maps[i];
         if (!s->loaded)
             continue;
-        int rc = store_record(db, s);
+        int rc = maps_store_record(db, s);
         if (rc)
             return rc;
     }
@@ -448,6 +448,10 @@ static int create_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     s->live = s->loaded = 1;
     s->dropped = 0; /* its record is overwritten, not deleted */
     s->created = db->cow;
+    if (!db->cow && (rc = pending_new_record(db, s))) {
+        s->live = s->loaded = 0;
+        return rc;
+    }
     db->write_gen++;
     *a->map = s;
     return 0;
@@ -511,7 +515,7 @@ static int drop_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     w->record_dirty = 1; /* now: the record's deletion */
     if (!db->cow) {
         /* no transaction to wait for: the record goes now */
-        if ((rc = store_record(db, s)))
+        if ((rc = maps_store_record(db, s)))
             return rc;
         s->live = s->loaded = s->dropped = 0;
         release_if_unused(db, s);
@@ -530,36 +534,103 @@ int bonsai_map_drop(bonsai_db *db, bonsai_txn *txn, const char *name)
 typedef struct list_arg {
     bonsai_map_fn fn;
     void *ctx;
+    bonsai_db *db;
+    int writer;          /* the writer's view: its maps over the catalog */
+    map_slot **created;  /* writer: maps with no record yet, by name ... */
+    uint32_t ncreated, next; /* ... and the next one to list */
 } list_arg;
+
+/* A writer's map as it is, with its waiting puts that add keys. */
+static int list_slot(list_arg *a, map_slot *s)
+{
+    uint64_t adds;
+    int rc = pending_new_keys(a->db, s, &adds);
+    return rc ? rc : a->fn(a->ctx, s->name, s->kind, s->w.count + adds);
+}
+
+/* Lists the created maps named before name (the one named name, if any,
+ * has a record: list_one lists it). */
+static int list_created_before(list_arg *a, const char *name)
+{
+    for (; a->next < a->ncreated; a->next++) {
+        map_slot *s = a->created[a->next];
+        int order = name ? strcmp(s->name, name) : -1;
+        if (order == 0)
+            a->next++;
+        if (order >= 0)
+            return 0;
+        int rc = list_slot(a, s);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int dropped_here(bonsai_db *db, const char *name)
+{
+    for (uint32_t i = 0; i < db->nmaps; i++)
+        if (db->maps[i].dropped && strcmp(db->maps[i].name, name) == 0)
+            return 1;
+    return 0;
+}
 
 static int list_one(void *ctx, const char *name, const bt_tree *t)
 {
     list_arg *a = ctx;
-    return a->fn(a->ctx, name, t->kind, t->count);
+    if (!a->writer)
+        return a->fn(a->ctx, name, t->kind, t->count);
+    int rc = list_created_before(a, name);
+    if (rc)
+        return rc;
+    map_slot *s = writer_slot(a->db, name);
+    if (s)
+        return list_slot(a, s);
+    return dropped_here(a->db, name) ? 0 : a->fn(a->ctx, name, t->kind,
+                                                  t->count);
 }
 
+static int by_name(const void *x, const void *y)
+{
+    const map_slot *const *a = x, *const *b = y;
+    return strcmp((*a)->name, (*b)->name);
+}
+
+/* The maps the writer created that have no record in the catalog yet
+ * (with transactions: until the commit), sorted by name. */
+static int gather_created(bonsai_db *db, list_arg *a)
+{
+    a->created = malloc((db->nmaps ? db->nmaps : 1) * sizeof *a->created);
+    if (!a->created)
+        return BONSAI_NOMEM;
+    for (uint32_t i = 0; i < db->nmaps; i++) {
+        map_slot *s = &db->maps[i];
+        if (s->created && s->live && s->loaded && !s->dropped)
+            a->created[a->ncreated++] = s;
+    }
+    qsort(a->created, a->ncreated, sizeof *a->created, by_name);
+    return 0;
+}
+
+/* Reads only, so that it needs no room: the writer's maps are listed as
+ * they are (their records in the catalog may be older), not written. */
 static int list_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
 {
+    list_arg *a = argp;
     if (txn && txn->rdonly) {
         bt_tree cat = {.kind = BONSAI_KEY_BYTES, .depth = txn->snap.cat_depth};
         cat.root.ext = txn->snap.cat_root;
         bt_rd rd = {txn->snap.end, &txn->uc};
-        return maps_each_record(db, &rd, &cat, list_one, argp);
+        return maps_each_record(db, &rd, &cat, list_one, a);
     }
+    a->db = db;
+    a->writer = 1;
+    int rc = gather_created(db, a);
     bt_rd rd = {db->al.end, &db->uc};
-    return maps_each_record(db, &rd, &db->catalog, list_one, argp);
-}
-
-/* The writer's catalog is brought up to date before it is listed. */
-static int refresh_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
-{
-    (void)txn;
-    (void)argp;
-    int rc = pending_apply_all(db);
     if (rc == 0)
-        rc = bt_flush(db);
+        rc = maps_each_record(db, &rd, &db->catalog, list_one, a);
     if (rc == 0)
-        rc = maps_store_records(db);
+        rc = list_created_before(a, NULL);
+    free(a->created);
     return rc;
 }
 
@@ -568,15 +639,7 @@ int bonsai_map_list(bonsai_db *db, bonsai_txn *txn, bonsai_map_fn fn,
 {
     if (!db || !fn || (txn && txn->db != db))
         return BONSAI_INVALID;
-    list_arg a = {fn, ctx};
-    int writer = txn ? !txn->rdonly : !db->cow;
-    /* with every txn id used no change was let in: nothing to bring up
-     * to date (and no change may run) */
-    if (writer && !db->opt.read_only && txn_next_id(db->meta.txn_id)) {
-        int rc = txn_change(db, txn, refresh_fn, NULL);
-        if (rc)
-            return rc;
-    }
+    list_arg a = {.fn = fn, .ctx = ctx};
     return txn_read(db, txn, list_fn, &a);
 }
 
@@ -590,7 +653,7 @@ static int settle_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     if (rc == 0)
         rc = bt_flush(db);
     if (rc == 0)
-        rc = store_record(db, s);
+        rc = maps_store_record(db, s);
     return rc;
 }
 

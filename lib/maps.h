@@ -3,8 +3,10 @@
  * each name to a record (kind, flags, depth, root, count; see meta.h).
  *
  * The writer keeps each map's tree in its handle slot and writes changed
- * records into the catalog only when it makes state durable or visible
- * (commit, write-back, listing).  Readers look names up in the catalog of
+ * records into the catalog only when it makes state durable (commit,
+ * write-back), and without transactions a new map's record when the map
+ * is created (pending_new_record).  A listing reads the writer's maps
+ * over the catalog, and writes nothing.  Readers look names up in the catalog of
  * their snapshot.
  */
 #ifndef BONSAI_MAPS_H
@@ -26,6 +28,10 @@ int maps_writer_tree(bonsai_db *db, bonsai_map map, bt_tree **t);
 /* The tree of a map handle in a read snapshot (BONSAI_NOTFOUND if the map
  * did not exist then). */
 int maps_reader_tree(bonsai_txn *txn, bonsai_map map, bt_tree **t);
+
+/* Writes the map's record into the catalog if it changed (deletes a
+ * dropped map's record). */
+int maps_store_record(bonsai_db *db, map_slot *s);
 
 /* Writes every changed record into the catalog (and deletes dropped
  * maps' records). */

@@ -1,5 +1,6 @@
 /*
- * pending.c - when a put waits, and applying waiting puts (see pending.h).
+ * pending.c - when a put waits, applying waiting puts, and the room puts
+ * and deletes take on the write path (see pending.h).
  */
 #include "pending.h"
 
@@ -8,14 +9,27 @@
 #include "maps.h"
 #include "txn.h"
 
+/* The node runs a delete reserves: its path copied or merged and split
+ * (bt_del_worst_slots), and the catalog's record. */
+static uint32_t del_slots(const bonsai_db *db, const bt_tree *t)
+{
+    return bt_del_worst_slots(t) + db->catalog.depth + 1u;
+}
+
+/* Without copy-on-write a delete short of room takes its entry from its
+ * leaf where the leaf lies (bt_del_in_place), which needs no room unless
+ * a neighbour's encoding lengthens past the leaf's home: then it needs
+ * one node run. */
+#define DEL_IN_PLACE_SLOTS 1u
+
 /* The node runs a put reserves, given those its tree may need: the
- * catalog's record too, and with copy-on-write what a delete needs, so
- * that a full store can still be emptied. */
+ * catalog's record too, and what a delete needs, so that a full store
+ * can still be emptied. */
 static uint32_t with_extras(const bonsai_db *db, const bt_tree *t,
                             uint32_t slots)
 {
-    if (db->cow)
-        slots += 2u * (t->depth + 1u) + db->catalog.depth + 2u;
+    slots += db->cow ? 2u * (t->depth + 1u) + db->catalog.depth + 2u
+                     : DEL_IN_PLACE_SLOTS;
     return slots + db->catalog.depth + 1u;
 }
 
@@ -48,24 +62,32 @@ static int store_records_or_undo(bonsai_db *db)
     return rc;
 }
 
-/* A put written at once, and undone when that fails.  The room check
- * must assume every node may need a run of node_bytes; near the cap the
- * free space lies in shorter runs and it says no while the change may
- * still fit (a node that finds no run long enough is written as two
- * halves).  With nothing else cached, trying is honest: the put is
- * acknowledged only once written, else its tree is as it was.  The
- * records go first, so that the catalog holds every map's record and
- * the one this put changes is rewritten in place later. */
-static int put_through(bonsai_db *db, bt_tree *t, bn_key key,
-                       const uint8_t *val, uint32_t vlen, unsigned flags)
+/* A change written at once, and undone when that fails: a put, or with
+ * vlen CACHE_DELETE a delete.  The room check must assume every node may
+ * need a run of node_bytes; near the cap the free space lies in shorter
+ * runs and it says no while the change may still fit (a node that finds
+ * no run long enough is written as two halves).  With nothing else
+ * cached, trying is honest: the change is acknowledged only once written,
+ * else its tree is as it was.  A put takes no run that would leave less
+ * room than a delete needs (it is written in shorter runs, or not).  The
+ * records go first, so that the catalog holds every map's record and the
+ * one this change touches is rewritten in place later. */
+static int change_through(bonsai_db *db, bt_tree *t, bn_key key,
+                          const uint8_t *val, uint32_t vlen, unsigned flags)
 {
     int rc = store_records_or_undo(db);
     if (rc)
         return rc;
     bt_tree saved = *t;
-    rc = bt_put(db, t, key, val, vlen, flags);
+    if (vlen == CACHE_DELETE) {
+        rc = bt_del(db, t, key);
+    } else {
+        db->al.keep_slots = DEL_IN_PLACE_SLOTS;
+        rc = bt_put(db, t, key, val, vlen, flags);
+    }
     if (rc == 0)
         rc = bt_flush(db);
+    db->al.keep_slots = 0;
     if (rc == 0) {
         bt_after_flush(db);
         store_records_or_undo(db); /* else the record waits */
@@ -89,7 +111,7 @@ static int put_now(bonsai_db *db, bt_tree *t, bn_key key, const uint8_t *val,
         return rc;
     rc = cache_reserve(db, with_extras(db, t, slots), vlen);
     if (rc == BONSAI_FULL && !db->cow && db->dirty.n == 0)
-        return put_through(db, t, key, val, vlen, flags);
+        return change_through(db, t, key, val, vlen, flags);
     if (rc)
         return rc;
     txn_note_tree(db, t);
@@ -134,7 +156,7 @@ int pending_append_direct(bonsai_db *db, map_slot *s, bn_key key,
     *done = 0;
     if (db->cow || db->failed || db->opt.read_only ||
         !db->opt.write_cache_bytes || db->waiting || !s->loaded ||
-        s->dropped || vlen > db->inline_max ||
+        s->dropped || vlen > db->inline_max || db->wb_error ||
         !txn_next_id(db->meta.txn_id)) /* txn_change refuses it */
         return 0;
     bt_tree *t = &s->w;
@@ -197,7 +219,7 @@ static int choose(bonsai_db *db, const bt_tree *t, bn_key key, uint32_t vlen)
     return GO_WAIT;
 }
 
-/* A put that waits must not overwrite: is key in the tree? */
+/* A NOOVERWRITE put: is key in the tree (the waiting puts aside)? */
 static int check_absent(bonsai_db *db, const bt_tree *t, bn_key key)
 {
     bonsai_val v;
@@ -237,23 +259,69 @@ int pending_put(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key,
     int done;
     if ((rc = append_now(db, t, key, val, vlen, &done)) || done)
         return rc;
+    /* a put that changes nothing needs no room: found before any is made */
+    if ((flags & BONSAI_NOOVERWRITE) && (rc = check_absent(db, t, key)))
+        return rc;
     int go = choose(db, t, key, vlen);
     if (go == GO_APPLY_FIRST) {
         if ((rc = pending_apply_all(db)))
             return rc;
         go = choose(db, t, key, vlen);
     }
-    if (go == GO_WAIT) {
-        if ((flags & BONSAI_NOOVERWRITE) && (rc = check_absent(db, t, key)))
-            return rc;
+    if (go == GO_WAIT)
         return wait_put(db, s, key, val, vlen);
-    }
     /* the room the waiting puts count on is not this put's to take */
     if (db->waiting &&
         !cache_room_waiting(db, put_slots(db, t), db->waiting) &&
         (rc = pending_apply_all(db)))
         return rc;
     return put_now(db, t, key, val, vlen, flags);
+}
+
+int pending_reserve(bonsai_db *db, uint32_t slots, uint32_t vlen)
+{
+    int rc;
+    /* the room the waiting puts count on is not this change's to take */
+    if (db->waiting && !cache_room_waiting(db, slots, db->waiting) &&
+        (rc = pending_apply_all(db)))
+        return rc;
+    return cache_reserve(db, slots, vlen);
+}
+
+int pending_new_record(bonsai_db *db, map_slot *s)
+{
+    int rc = BONSAI_FULL;
+    if (db->opt.write_cache_bytes)
+        rc = pending_reserve(db, put_slots(db, &db->catalog), 0);
+    if (rc == BONSAI_FULL && db->dirty.n == 0)
+        return store_records_or_undo(db);
+    return rc ? rc : maps_store_record(db, s);
+}
+
+int pending_del(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key)
+{
+    int rc;
+    /* a delete of an absent key changes nothing and needs no room: it is
+     * found out before any is made, or any waiting put applied */
+    if (pb_find(&s->pb, key) == UINT32_MAX &&
+        (rc = check_absent(db, t, key)) != BONSAI_EXISTS)
+        return rc ? rc : BONSAI_NOTFOUND;
+    if ((rc = pending_apply(db, s)))
+        return rc;
+    uint32_t slots = del_slots(db, t);
+    txn_note_tree(db, t);
+    /* short of room, a delete without copy-on-write leaves its leaf where
+     * it is, unmerged, when it can */
+    if (!cache_has_room(db, slots, CACHE_DELETE) ||
+        (db->waiting && !cache_room_waiting(db, slots, db->waiting))) {
+        int done;
+        if ((rc = bt_del_in_place(db, t, key, &done)) || done)
+            return rc;
+    }
+    rc = pending_reserve(db, slots, CACHE_DELETE);
+    if (rc == BONSAI_FULL && !db->cow && db->dirty.n == 0)
+        return change_through(db, t, key, NULL, CACHE_DELETE, 0);
+    return rc ? rc : bt_del(db, t, key);
 }
 
 static void fail_writer(bonsai_db *db)
@@ -321,6 +389,19 @@ int pending_apply_all(bonsai_db *db)
     for (uint32_t i = 0; i < db->nmaps && db->waiting; i++) {
         int rc = pending_apply(db, &db->maps[i]);
         if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int pending_new_keys(bonsai_db *db, const map_slot *s, uint64_t *n)
+{
+    *n = 0;
+    for (uint32_t i = 0; i < s->pb.n; i++) {
+        int rc = check_absent(db, &s->w, pb_key(&s->pb, i));
+        if (rc == 0)
+            ++*n;
+        else if (rc != BONSAI_EXISTS)
             return rc;
     }
     return 0;

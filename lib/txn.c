@@ -290,8 +290,10 @@ int txn_write_back(bonsai_db *db)
     if (!id)
         return 0; /* change_directly let no change in: nothing to write */
     int rc = write_changes(db);
-    if (rc)
+    if (rc) {
+        cache_note_failure(db, rc);
         return rc;
+    }
     bx_meta m = next_meta(db, id);
     if ((rc = make_durable(db, &m)))
         return BONSAI_FAILED;
@@ -433,9 +435,13 @@ static int change_directly(bonsai_db *db, txn_change_fn fn, void *arg)
         return BONSAI_TXNID_FULL;
     uint64_t gen0 = db->write_gen;
     db->op_tree = NULL;
-    int rc = fn(db, NULL, arg);
-    if (db->opt.write_cache_bytes)
-        return txn_settle_cached(db, rc, gen0);
+    int rc;
+    if (db->opt.write_cache_bytes) {
+        if ((rc = cache_before_change(db)))
+            return rc;
+        return txn_settle_cached(db, fn(db, NULL, arg), gen0);
+    }
+    rc = fn(db, NULL, arg);
     if (rc == 0)
         rc = bt_flush(db);
     int touched = db->write_gen != gen0 || db->dirty.n || db->op_alloc.n;
@@ -460,6 +466,9 @@ int txn_change(bonsai_db *db, bonsai_txn *txn, txn_change_fn fn, void *arg)
         if (rc)
             return rc;
         uint64_t gen0 = txn->db->write_gen;
+        if (txn->db->opt.write_cache_bytes &&
+            (rc = cache_before_change(txn->db)))
+            return rc;
         rc = fn(txn->db, txn, arg);
         if (rc && txn->db->write_gen != gen0 &&
             txn->db->write_gen != txn->db->settled_gen)

@@ -24,7 +24,8 @@ static inline uint64_t txn_next_id(uint64_t last)
     return last < UINT64_MAX ? last + 1 : 0;
 }
 
-/* No-transaction mode on a file: write records, nodes and a meta slot. */
+/* No-transaction mode: writes nodes and records, and on a file a meta
+ * slot (anonymous memory keeps the new state in db->meta alone). */
 int txn_write_back(bonsai_db *db);
 
 /* The newest valid meta slot as the mapping shows it now (db.c), for a

@@ -987,12 +987,6 @@ static void check_allocator(vwalk *w)
 
 /* ---- the state to check ------------------------------------------------- */
 
-static int no_op(void *ctx, const char *name, unsigned kind, uint64_t n)
-{
-    (void)ctx, (void)name, (void)kind, (void)n;
-    return 0;
-}
-
 /* No-transaction mode: write cached changes and records back first. */
 static void written_state(vwalk *w)
 {
@@ -1000,9 +994,8 @@ static void written_state(vwalk *w)
     w->m = db->meta;
     if (db->opt.read_only)
         return;
-    int rc = bonsai_map_list(db, NULL, no_op, NULL);
-    if (rc == 0)
-        rc = bonsai_sync(db);
+    /* as bonsai_sync does, and in anonymous memory too: the records */
+    int rc = db->failed ? BONSAI_FAILED : txn_write_back(db);
     if (rc) {
         /* the trees last written may since have been changed in place */
         problem(w, 0, "could not write cached changes back (%s): the trees "

@@ -39,6 +39,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bonsai.h"
@@ -623,6 +624,131 @@ Test(badinput, disk_full_injected)
     on = 0;
     TU_OK(bonsai_close(db));
     expect_store(path, NCOMMITTED, 0);
+}
+
+/* A disk of `limit` bytes: fallocate beyond it says ENOSPC; `first` is
+ * when it first did (0: not yet). */
+typedef struct small_disk {
+    uint64_t limit;
+    double first;
+} small_disk;
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int small_disk_hook(void *ctx, const cs_call *c, int before, int rc)
+{
+    (void)rc;
+    small_disk *d = ctx;
+    if (!before || c->op != CS_FALLOCATE || c->off + c->len <= d->limit)
+        return CS_GO;
+    if (!d->first)
+        d->first = mono_s();
+    return BONSAI_ENOSPC;
+}
+
+static uint64_t nd_key(uint64_t i)
+{
+    return tu_mix64(i + 0xD15C);
+}
+
+/* Without transactions, a write cache larger than the disk: the first
+ * write-back of the cache meets the full disk.  That must be reported
+ * within a second, by the next change or sync, and the changes since
+ * must not each try the write-back again (each try plans every cached
+ * node: puts took a third of a second each, and a fill never ended).
+ * Then either the disk gets room again (room_again): a sync writes every
+ * acknowledged put; or the store is closed on the full disk: a reopen
+ * finds what was synced. */
+static void disk_full_no_txn(int room_again)
+{
+    const char *path = tu_path(room_again ? "nd-room.db" : "nd-full.db");
+    small_disk d = {2u << 20, 0};
+    cs_io x;
+    cs_io_init(&x, bx_io_default(), small_disk_hook, &d);
+    bonsai_options o = plain_opts();
+    o.transactions = 0;
+    o.max_size = 256u << 20;
+    o.write_cache_bytes = 16u << 20;
+    bonsai_db *db;
+    TU_OK(bonsai_open_io(path, &o, &x.io, &db));
+    bonsai_map u = tu_map_create(db, NULL, "u", BONSAI_KEY_U64);
+    uint8_t v[16];
+    bonsai_val val = tu_val(v, sizeof v);
+    uint64_t n = 0;
+    int rc = 0;
+    /* a first part that fits the disk, synced */
+    for (; n < 20000; n++) {
+        memcpy(v, &n, 8);
+        memcpy(v + 8, &n, 8);
+        TU_OK(bonsai_put_u64(NULL, u, nd_key(n), &val, 0));
+    }
+    TU_OK(bonsai_sync(db));
+    uint64_t synced = n;
+    /* then puts until one reports the full disk */
+    while (rc == 0) {
+        memcpy(v, &n, 8);
+        memcpy(v + 8, &n, 8);
+        rc = bonsai_put_u64(NULL, u, nd_key(n), &val, 0);
+        if (rc == 0)
+            n++;
+        if (d.first && mono_s() - d.first > 5)
+            break;
+        cr_assert(n < 5000000, "5 M puts and the disk never filled");
+    }
+    cr_assert(d.first, "the disk never filled");
+    double late = mono_s() - d.first;
+    cr_assert(rc == BONSAI_ENOSPC, "a put on the full disk -> %s, expected "
+              "BONSAI_ENOSPC (%.1f s after the disk filled)", tu_err(rc),
+              late);
+    cr_assert(late < 1, "the full disk was reported %.1f s after it filled",
+              late);
+    /* it stays reported, at once, and changes nothing */
+    double t0 = mono_s();
+    for (uint64_t i = 0; i < 1000; i++)
+        TU_RC(bonsai_put_u64(NULL, u, nd_key(n + i), &val, 0),
+              BONSAI_ENOSPC);
+    TU_RC(bonsai_sync(db), BONSAI_ENOSPC);
+    double more = mono_s() - t0;
+    cr_assert(more < 1, "1000 puts and a sync on the full disk took %.1f s",
+              more);
+    if (room_again) {
+        d.limit = UINT64_MAX;
+        TU_OK(bonsai_sync(db));
+        TU_OK(bonsai_close(db));
+    } else {
+        TU_RC(bonsai_close(db), BONSAI_ENOSPC);
+        n = synced;
+    }
+    db = tu_open(path, &o);
+    u = tu_map_open(db, NULL, "u", BONSAI_KEY_U64);
+    uint64_t count = 0, problems = UINT64_MAX;
+    TU_OK(bonsai_count(NULL, u, &count));
+    cr_assert(count == n, "%" PRIu64 " entries after a reopen, expected %"
+              PRIu64 " (%" PRIu64 " synced before the disk filled)", count,
+              n, synced);
+    for (uint64_t i = 0; i < n; i += 97) {
+        bonsai_val got;
+        TU_OK(bonsai_get_u64(NULL, u, nd_key(i), &got));
+        cr_assert(got.size == 16 && memcmp(got.data, &i, 8) == 0);
+    }
+    TU_OK(bonsai_verify(db, 0, NULL, NULL, NULL, &problems));
+    cr_assert_eq(problems, 0);
+    TU_OK(bonsai_close(db));
+}
+
+Test(badinput, disk_full_no_txn_reported_at_once_then_written_with_room)
+{
+    disk_full_no_txn(1);
+}
+
+Test(badinput, disk_full_no_txn_reported_at_once_and_close_keeps_synced)
+{
+    disk_full_no_txn(0);
 }
 
 /* The real thing: a store on a 256 KiB tmpfs, filled until the disk is

@@ -1699,3 +1699,423 @@ Test(diff, maps_anon_bytes_no_write_cache)
 }
 Test(diff, maps_file_u64) { run_maps(&cfg_maps_file_u64); }
 Test(diff, maps_file_bytes_lz4) { run_maps(&cfg_maps_file_bytes_lz4); }
+
+/* ---- at the cap, without transactions ----------------------------------
+ *
+ * A store without transactions whose cap the phases outgrow, so that it
+ * meets BONSAI_FULL again and again and deletes run near the cap.  Every
+ * call must answer what the model says, or BONSAI_FULL where the header
+ * allows it, which then changed nothing: a put of a new key or a new
+ * value, a delete of a present key (rare), a map's creation.  What adds
+ * nothing never answers BONSAI_FULL: a NOOVERWRITE put of a present key
+ * (BONSAI_EXISTS), a delete of an absent key (BONSAI_NOTFOUND), gets,
+ * counts, cursors, bonsai_map_list, bonsai_map_stat and bonsai_verify, also
+ * while puts wait in the write cache.  Maps are created at the cap now and
+ * then (their catalog records must find room, or the create must be
+ * refused); each stays empty and must be listed.  On a file, bonsai_sync
+ * and close must write back what was acknowledged, and a reopen must find
+ * exactly the model (deleted keys must not come back).
+ */
+
+typedef struct capcfg {
+    cfg base;          /* base.file stays 0: no transactions */
+    int file;          /* on a file (else anonymous memory) */
+    uint64_t max_size; /* the cap */
+} capcfg;
+
+#define CAP_EXTRA_MAX 48
+
+typedef struct capst {
+    dt d;
+    const capcfg *cc;
+    bonsai_map extra[CAP_EXTRA_MAX]; /* created maps, empty ... */
+    char extra_name[CAP_EXTRA_MAX][32]; /* ... and their names */
+    unsigned nextra, extra_tries;
+    uint64_t n_full, n_created, n_refused, n_sync, n_verify, n_list;
+    bool full_lately; /* the last put of a new key answered FULL */
+    size_t at_cap;    /* entries when the first fill met the cap */
+} capst;
+
+/* Small values: many entries fit under the cap; now and then a longer
+ * one (inline, or past inline_max) takes a run of its own. */
+static void cap_gen_val(dt *d)
+{
+    unsigned r = (unsigned)tu_below(&d->rng, 1000);
+    size_t n = r < 400 ? 0
+             : r < 980 ? (size_t)tu_range(&d->rng, 1, 24)
+             : r < 998 ? (size_t)tu_range(&d->rng, 25, 600)
+                       : (size_t)tu_range(&d->rng, 601, 6000);
+    tu_fill(&d->rng, d->vbuf, n);
+    d->vlen = n;
+}
+
+static void cap_setup(capst *s, const capcfg *cc)
+{
+    memset(s, 0, sizeof *s);
+    dt *d = &s->d;
+    const cfg *c = &cc->base;
+    s->cc = cc;
+    d->c = c;
+    d->seed = tu_seed(c->name, c->seed);
+    d->rng.s = d->seed;
+    d->total = tu_scaled(c->ops, 1000);
+    d->opname = "setup";
+    d->vbuf = malloc(VBUF_MAX);
+    cr_assert(d->vbuf != NULL);
+    tm_init(&d->model, c->kind);
+    unsigned other = c->kind == BONSAI_KEY_U64 ? BONSAI_KEY_BYTES
+                                                : BONSAI_KEY_U64;
+    tm_init(&d->decoy_model, other);
+    for (int p = 0; p < 6; p++) {
+        d->prefix_len[p] = (size_t)tu_range(&d->rng, 1, 48);
+        fill_alpha(d, d->prefix[p], d->prefix_len[p]);
+    }
+    d->seq = tu_rand(&d->rng) >> 8;
+    bonsai_options_init(&d->opts);
+    d->opts.transactions = 0;
+    d->opts.max_size = cc->max_size;
+    if (c->page_size)
+        d->opts.page_size = c->page_size;
+    if (c->node_bytes)
+        d->opts.node_bytes = c->node_bytes;
+    if (c->node_entries)
+        d->opts.node_entries = c->node_entries;
+    d->opts.compression = c->compression;
+    d->opts.write_cache_bytes = c->write_cache == CACHE_NONE ? 0
+                                                              : c->write_cache;
+    d->path = cc->file ? tu_path("diff-cap.db") : NULL;
+    d->db = tu_open(d->path, &d->opts);
+    open_maps(d, true);
+    for (uint64_t i = 0; i < 20; i++) { /* a small decoy */
+        uint64_t u = tu_mix64(i + d->seed);
+        uint8_t kb[8];
+        memcpy(kb, &u, 8);
+        bonsai_val k = tu_val(kb, 8), v = tu_val(&u, i % 9);
+        if (other == BONSAI_KEY_BYTES)
+            k.size = 1 + i % 8;
+        TU_OK(bonsai_put(NULL, d->decoy, &k, &v, 0));
+        tm_put(&d->decoy_model, kb, k.size, &u, i % 9);
+    }
+}
+
+/* A put of a new key or a new value: 0, or FULL and nothing changed. */
+static void cap_put(capst *s, bool present)
+{
+    dt *d = &s->d;
+    d->opname = present ? "overwrite at the cap" : "put new key at the cap";
+    if (!present || !pick_present(d, NULL))
+        gen_absent(d);
+    cap_gen_val(d);
+    bool had = tm_find(&d->model, d->key, d->klen, NULL);
+    int rc = do_put(d, 0);
+    DCHECK(d, rc == 0 || rc == BONSAI_FULL, "put(%s, %zu bytes) -> %s",
+           kstr(d, d->key, d->klen), d->vlen, tu_err(rc));
+    if (!had)
+        s->full_lately = rc == BONSAI_FULL;
+    if (rc == 0)
+        tm_put(&d->model, d->key, d->klen, d->vbuf, d->vlen);
+    else
+        s->n_full++;
+    if (rc || tu_chance(&d->rng, 100))
+        check_get(d, NULL, d->map, &d->model, d->key, d->klen);
+}
+
+/* New keys until the cap: the ops then run near it. */
+static void cap_prefill(capst *s)
+{
+    dt *d = &s->d;
+    while (s->n_full == 0) {
+        cap_put(s, false);
+        DCHECK(d, d->model.n < 4000000, "4 M entries and the cap not met");
+    }
+    s->at_cap = d->model.n;
+}
+
+/* Adds nothing: never FULL. */
+static void cap_nooverwrite_present(capst *s)
+{
+    dt *d = &s->d;
+    d->opname = "NOOVERWRITE of a present key at the cap";
+    if (!pick_present(d, NULL))
+        return;
+    cap_gen_val(d);
+    int rc = do_put(d, BONSAI_NOOVERWRITE);
+    DCHECK(d, rc == BONSAI_EXISTS, "put NOOVERWRITE of present %s -> %s, "
+           "expected EXISTS", kstr(d, d->key, d->klen), tu_err(rc));
+    check_get(d, NULL, d->map, &d->model, d->key, d->klen);
+}
+
+static void cap_del(capst *s, bool present)
+{
+    dt *d = &s->d;
+    d->opname = present ? "delete at the cap" : "delete absent at the cap";
+    if (present ? !pick_present(d, NULL) : !gen_absent(d))
+        return;
+    int rc = do_del(d);
+    if (!present) {
+        DCHECK(d, rc == BONSAI_NOTFOUND, "del(%s) -> %s, model: absent",
+               kstr(d, d->key, d->klen), tu_err(rc));
+        return;
+    }
+    DCHECK(d, rc == 0 || rc == BONSAI_FULL, "del(%s) -> %s, model: present",
+           kstr(d, d->key, d->klen), tu_err(rc));
+    if (rc == 0)
+        tm_del(&d->model, d->key, d->klen);
+    else
+        s->n_full++;
+    if (rc || tu_chance(&d->rng, 100))
+        check_get(d, NULL, d->map, &d->model, d->key, d->klen);
+}
+
+typedef struct cap_listing {
+    capst *s;
+    unsigned seen_data, seen_decoy, seen_extra, others;
+    char last[BONSAI_MAX_NAME + 1];
+    bool unordered;
+    char bad[160];
+} cap_listing;
+
+static int cap_list_one(void *ctx, const char *name, unsigned kind,
+                        uint64_t entries)
+{
+    cap_listing *l = ctx;
+    dt *d = &l->s->d;
+    if (l->last[0] && strcmp(l->last, name) >= 0)
+        l->unordered = true;
+    snprintf(l->last, sizeof l->last, "%s", name);
+    const tm_model *m = NULL;
+    if (strcmp(name, "data") == 0) {
+        l->seen_data++;
+        m = &d->model;
+    } else if (strcmp(name, "decoy") == 0) {
+        l->seen_decoy++;
+        m = &d->decoy_model;
+    } else if (strncmp(name, "extra", 5) == 0) {
+        l->seen_extra++;
+        if (entries && !l->bad[0])
+            snprintf(l->bad, sizeof l->bad, "%s lists %" PRIu64
+                     " entries, 0 put", name, entries);
+        return 0;
+    } else {
+        l->others++;
+        return 0;
+    }
+    if ((entries != m->n || kind != m->kind) && !l->bad[0])
+        snprintf(l->bad, sizeof l->bad, "%s lists %" PRIu64 " entries of "
+                 "kind %u, the model %zu of kind %u", name, entries, kind,
+                 m->n, m->kind);
+    return 0;
+}
+
+/* Listing reads only: never FULL, and it lists what the model holds. */
+static void cap_list(capst *s)
+{
+    dt *d = &s->d;
+    d->opname = "map_list at the cap";
+    cap_listing l = {.s = s};
+    DRC(d, bonsai_map_list(d->db, NULL, cap_list_one, &l), 0);
+    DCHECK(d, !l.bad[0], "%s", l.bad);
+    DCHECK(d, l.seen_data == 1 && l.seen_decoy == 1 &&
+                  l.seen_extra == s->nextra && l.others == 0 && !l.unordered,
+           "map_list: data %u, decoy %u, extra %u of %u, others %u%s",
+           l.seen_data, l.seen_decoy, l.seen_extra, s->nextra, l.others,
+           l.unordered ? ", out of order" : "");
+    s->n_list++;
+}
+
+static void cap_stat(capst *s)
+{
+    dt *d = &s->d;
+    d->opname = "map_stat at the cap";
+    bonsai_map_info mi;
+    DRC(d, bonsai_map_stat(NULL, d->map, &mi), 0);
+    DCHECK(d, mi.entries == d->model.n, "map_stat: %" PRIu64 " entries, "
+           "model %zu", mi.entries, d->model.n);
+}
+
+/* A map created near the cap: its record must find room in the catalog,
+ * or the create answers FULL and there is no such map. */
+static void cap_create(capst *s)
+{
+    dt *d = &s->d;
+    d->opname = "map_create at the cap";
+    if (s->nextra == CAP_EXTRA_MAX)
+        return;
+    char name[32];
+    snprintf(name, sizeof name, "extra%03u", s->extra_tries++);
+    bonsai_map m = NULL;
+    unsigned kind = tu_below(&d->rng, 2) ? BONSAI_KEY_U64 : BONSAI_KEY_BYTES;
+    int rc = bonsai_map_create(d->db, NULL, name, kind, &m);
+    DCHECK(d, rc == 0 || rc == BONSAI_FULL, "map_create(%s) -> %s", name,
+           tu_err(rc));
+    if (rc == 0) {
+        snprintf(s->extra_name[s->nextra], sizeof s->extra_name[0], "%s",
+                 name);
+        s->extra[s->nextra++] = m;
+        s->n_created++;
+        return;
+    }
+    s->n_refused++;
+    bonsai_map x;
+    DRC(d, bonsai_map_open(d->db, NULL, name, &x, NULL), BONSAI_NOTFOUND);
+}
+
+static void cap_verify(capst *s)
+{
+    dt *d = &s->d;
+    d->opname = "verify at the cap";
+    uint64_t problems = UINT64_MAX;
+    DRC(d, bonsai_verify(d->db, 0, NULL, NULL, NULL, &problems), 0);
+    DCHECK(d, problems == 0, "verify: %" PRIu64 " problems", problems);
+    s->n_verify++;
+}
+
+/* bonsai_sync writes back what was acknowledged; on a file, now and then
+ * a close and reopen must find exactly the model. */
+static void cap_sync(capst *s)
+{
+    dt *d = &s->d;
+    d->opname = "sync at the cap";
+    DRC(d, bonsai_sync(d->db), 0);
+    s->n_sync++;
+    if (!s->cc->file || !tu_chance(&d->rng, 250))
+        return;
+    d->opname = "close and reopen at the cap";
+    DRC(d, bonsai_close(d->db), 0);
+    d->db = NULL;
+    DRC(d, bonsai_open(d->path, &d->opts, &d->db), 0);
+    open_maps(d, false);
+    for (unsigned i = 0; i < s->nextra; i++) {
+        DRC(d, bonsai_map_open(d->db, NULL, s->extra_name[i], &s->extra[i],
+                               NULL), 0);
+    }
+    check_all(d, NULL, "after reopening");
+    d->n_reopen++;
+}
+
+static void cap_one_op(capst *s)
+{
+    dt *d = &s->d;
+    if (d->phase_left == 0 || (d->grow && d->model.n >= d->target) ||
+        (!d->grow && d->model.n <= d->target) ||
+        (d->grow && s->full_lately && tu_chance(&d->rng, 2))) {
+        /* grow phases aim past the cap; shrink phases delete near it */
+        size_t q = s->at_cap / 4 + 10;
+        d->target = tu_chance(&d->rng, 600)
+                        ? (size_t)tu_range(&d->rng, s->at_cap, s->at_cap + q)
+                        : (size_t)tu_range(&d->rng, s->at_cap - q / 2,
+                                           s->at_cap);
+        d->grow = d->model.n < d->target;
+        d->phase_left = tu_range(&d->rng, 5000, 30000);
+    }
+    d->phase_left--;
+    /* weights: put new, overwrite, noovw present, del, del absent, get,
+     * count, cursor, list, stat, create, verify, sync */
+    unsigned w[] = {d->grow ? 300u : 40u, 60, 40, d->grow ? 40u : 300u, 40,
+                    60, 10, 25, 10, 3, s->full_lately ? 6u : 0u, 1, 1};
+    unsigned total = 0;
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+        total += w[i];
+    unsigned r = (unsigned)tu_below(&d->rng, total);
+    size_t op = 0;
+    while (r >= w[op])
+        r -= w[op++];
+    switch (op) {
+    case 0: cap_put(s, false); break;
+    case 1: cap_put(s, true); break;
+    case 2: cap_nooverwrite_present(s); break;
+    case 3: cap_del(s, true); break;
+    case 4: cap_del(s, false); break;
+    case 5:
+        d->opname = "get at the cap";
+        if (tu_below(&d->rng, 2) ? pick_present(d, NULL) : gen_absent(d))
+            check_get(d, NULL, d->map, &d->model, d->key, d->klen);
+        break;
+    case 6: op_count(d); break;
+    case 7: op_cursor(d, (int)tu_below(&d->rng, 3)); break;
+    case 8: cap_list(s); break;
+    case 9: cap_stat(s); break;
+    case 10: cap_create(s); break;
+    case 11:
+        if (tu_chance(&d->rng, 200))
+            cap_verify(s);
+        break;
+    default:
+        if (tu_chance(&d->rng, 200))
+            cap_sync(s);
+        break;
+    }
+    if (d->model.n > d->max_seen)
+        d->max_seen = d->model.n;
+    d->op++;
+}
+
+static void cap_run(const capcfg *cc)
+{
+    capst *s = malloc(sizeof *s);
+    cr_assert(s != NULL);
+    cap_setup(s, cc);
+    dt *d = &s->d;
+    cap_prefill(s);
+    uint64_t next_full = 20000;
+    while (d->op < d->total) {
+        cap_one_op(s);
+        if (d->op >= next_full) {
+            check_all(d, NULL, "periodic full check at the cap");
+            cap_list(s);
+            next_full += 20000;
+        }
+    }
+    cap_list(s);
+    cap_verify(s);
+    check_all(d, NULL, "final check at the cap");
+    if (cc->file) {
+        d->opname = "final close and reopen";
+        DRC(d, bonsai_close(d->db), 0);
+        d->db = NULL;
+        DRC(d, bonsai_open(d->path, &d->opts, &d->db), 0);
+        open_maps(d, false);
+        check_all(d, NULL, "after the final reopen");
+    }
+    cr_log_info("[%s] %" PRIu64 " ops, %zu entries at the end, %zu at most "
+                "(%zu at the first FULL); %" PRIu64 " FULL, maps created %" PRIu64 " (refused %"
+                PRIu64 "), %" PRIu64 " lists, %" PRIu64 " verifies, %"
+                PRIu64 " syncs, %" PRIu64 " reopens",
+                d->c->name, d->op, d->model.n, d->max_seen, s->at_cap,
+                s->n_full,
+                s->n_created, s->n_refused, s->n_list, s->n_verify,
+                s->n_sync, d->n_reopen);
+    TU_OK(bonsai_close(d->db));
+    tm_free(&d->model);
+    tm_free(&d->decoy_model);
+    free(d->vbuf);
+    free(s);
+}
+
+/* the write cache as large as the cap (puts wait, deletes are cached);
+ * no cache with one node a page and four entries a node (a map's record
+ * often needs a new catalog node); 64-byte pages, byte keys */
+static const capcfg cap_anon_u64_cached = {
+    {"cap-anon-u64-cached", BONSAI_KEY_U64, 0, 0, 0, 0, 0, 60000, 60000,
+     0x5EED0101, 0, UINT64_C(1) << 20},
+    0, UINT64_C(1) << 20};
+static const capcfg cap_file_u64_cached = {
+    {"cap-file-u64-cached", BONSAI_KEY_U64, 0, 0, 0, 0, 0, 60000, 60000,
+     0x5EED0102, 0, UINT64_C(1) << 20},
+    1, UINT64_C(1) << 20};
+static const capcfg cap_anon_u64_direct_4 = {
+    {"cap-anon-u64-no-cache-4-entries", BONSAI_KEY_U64, 0, 65536, 0, 4, 0,
+     20000, 3000, 0x5EED0103, 0, CACHE_NONE},
+    0, UINT64_C(7) << 20};
+static const capcfg cap_file_bytes_p64 = {
+    {"cap-file-bytes-p64", BONSAI_KEY_BYTES, 0, 64, 1024, 0, 0, 40000, 40000,
+     0x5EED0104, 0, UINT64_C(256) << 10},
+    1, UINT64_C(2) << 20};
+
+Test(diff, cap_anon_u64_cached) { cap_run(&cap_anon_u64_cached); }
+Test(diff, cap_file_u64_cached) { cap_run(&cap_file_u64_cached); }
+Test(diff, cap_anon_u64_no_cache_4_entries)
+{
+    cap_run(&cap_anon_u64_direct_4);
+}
+Test(diff, cap_file_bytes_p64) { cap_run(&cap_file_bytes_p64); }

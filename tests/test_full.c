@@ -764,3 +764,353 @@ Test(full, emptied_bytes_map_takes_as_many_again_txn)
 {
     refill_test(BONSAI_KEY_BYTES, 1);
 }
+
+/* ---- no transactions, write cache, near the cap ------------------------- */
+
+/* Random puts and deletes of ids below CHURN_IDS near the cap of a file
+ * without transactions, with a write cache as large as the cap: every
+ * change acknowledged (0) must be written back by bonsai_sync and close,
+ * and every one refused (BONSAI_FULL) must have changed nothing.  A
+ * cached delete dirties its leaf and may merge nodes; when deletes took
+ * no room ahead, the cache outgrew what could be written: sync, verify and
+ * close answered FULL and deleted keys came back after a reopen. */
+#define CHURN_IDS 100000u
+
+static uint64_t churn_key(uint64_t seed, uint64_t id)
+{
+    return tu_mix64(seed ^ (id * UINT64_C(0x9E3779B97F4A7C15)));
+}
+
+static void churn_check(uint64_t seed, bonsai_map m,
+                        const uint8_t *live, const char *when)
+{
+    uint64_t n = 0, count = UINT64_MAX;
+    for (uint64_t id = 0; id < CHURN_IDS; id++) {
+        bonsai_val v = {0, NULL};
+        int rc = bonsai_get_u64(NULL, m, churn_key(seed, id), &v);
+        if (live[id]) {
+            n++;
+            uint8_t want[16];
+            memset(want, (int)(id & 0xff), sizeof want);
+            cr_assert(rc == 0 && v.size == 16 && !memcmp(v.data, want, 16),
+                      "seed=%" PRIu64 " %s: id %" PRIu64 " (acknowledged "
+                      "put) -> %s, %zu bytes", seed, when, id, tu_err(rc),
+                      v.size);
+        } else {
+            cr_assert(rc == BONSAI_NOTFOUND,
+                      "seed=%" PRIu64 " %s: id %" PRIu64 " (acknowledged "
+                      "delete, or never put) -> %s", seed, when, id,
+                      tu_err(rc));
+        }
+    }
+    TU_OK(bonsai_count(NULL, m, &count));
+    cr_assert(count == n, "seed=%" PRIu64 " %s: count %" PRIu64 ", %" PRIu64
+              " live", seed, when, count, n);
+}
+
+Test(full, file_no_txn_cached_deletes_near_cap_are_written_back)
+{
+    uint64_t seed = tu_seed("no-txn-churn", 0xF011000A);
+    tu_rng r = {seed};
+    const char *path = tu_path("churn.db");
+    bonsai_options o = capped(CAP);
+    o.transactions = 0;
+    o.write_cache_bytes = CAP;
+    bonsai_db *db = tu_open(path, &o);
+    bonsai_map m = tu_map_create(db, NULL, "churn", BONSAI_KEY_U64);
+    uint8_t *live = calloc(CHURN_IDS, 1);
+    cr_assert(live != NULL);
+    uint64_t ops = tu_scaled(300000, 150000), fulls = 0, dels = 0;
+    for (uint64_t op = 0; op < ops; op++) {
+        uint64_t id = tu_below(&r, CHURN_IDS), k = churn_key(seed, id);
+        int rc;
+        if (tu_chance(&r, 300)) {
+            rc = bonsai_del_u64(NULL, m, k);
+            cr_assert(rc == (live[id] ? 0 : BONSAI_NOTFOUND) ||
+                          rc == BONSAI_FULL,
+                      "seed=%" PRIu64 " op %" PRIu64 ": delete of %s id -> "
+                      "%s", seed, op, live[id] ? "a live" : "an absent",
+                      tu_err(rc));
+            if (rc == 0) {
+                live[id] = 0;
+                dels++;
+            }
+        } else {
+            uint8_t v[16];
+            memset(v, (int)(id & 0xff), sizeof v);
+            bonsai_val val = tu_val(v, sizeof v);
+            rc = bonsai_put_u64(NULL, m, k, &val, 0);
+            cr_assert(rc == 0 || rc == BONSAI_FULL,
+                      "seed=%" PRIu64 " op %" PRIu64 ": put -> %s", seed, op,
+                      tu_err(rc));
+            if (rc == 0)
+                live[id] = 1;
+        }
+        fulls += rc == BONSAI_FULL;
+        if (op % 50000 == 49999) {
+            rc = bonsai_sync(db);
+            cr_assert(rc == 0, "seed=%" PRIu64 " op %" PRIu64 ": sync -> %s",
+                      seed, op, tu_err(rc));
+        }
+    }
+    cr_assert(fulls > 0, "seed=%" PRIu64 ": the cap was never reached", seed);
+    int rc = bonsai_sync(db);
+    cr_assert(rc == 0, "seed=%" PRIu64 ": sync -> %s", seed, tu_err(rc));
+    uint64_t problems = UINT64_MAX;
+    char first[256] = "";
+    TU_OK(bonsai_verify(db, 0, first_problem, NULL, first, &problems));
+    cr_assert(problems == 0, "seed=%" PRIu64 ": verify: %" PRIu64
+              " problems, first %s", seed, problems, first);
+    churn_check(seed, m, live, "before close");
+    rc = bonsai_close(db);
+    cr_assert(rc == 0, "seed=%" PRIu64 ": close -> %s", seed, tu_err(rc));
+
+    o.max_size = 4 * CAP; /* room to spare: what is there is what was kept */
+    db = tu_open(path, &o);
+    m = tu_map_open(db, NULL, "churn", BONSAI_KEY_U64);
+    churn_check(seed, m, live, "after reopening");
+    cr_log_info("[no-txn-churn] %" PRIu64 " ops, %" PRIu64 " FULL, %" PRIu64
+                " deletes", ops, fulls, dels);
+    free(live);
+    TU_OK(bonsai_close(db));
+}
+
+/* ---- a map created at the cap, without transactions --------------------- */
+
+static int list_names(void *ctx, const char *name, unsigned kind,
+                      uint64_t entries)
+{
+    (void)kind;
+    (void)entries;
+    char *names = ctx;
+    strcat(names, name);
+    return 0;
+}
+
+/* Four maps of one entry per node (node_entries 4: the catalog's leaf is
+ * full), map "a" filled to the cap, then a fifth map: its record needs a
+ * new catalog node.  Its room must be found at the create, or the create
+ * refused: a record left for later found no room, and the catalog was
+ * left half split (a branch at page 0), which close wrote to the file. */
+static void create_at_full_test(const char *path, uint64_t cache)
+{
+    bonsai_options o = capped(7u << 20);
+    o.transactions = 0;
+    o.write_cache_bytes = cache;
+    o.node_entries = 4;
+    o.page_size = 65536;
+    bonsai_db *db = tu_open(path, &o);
+    static const char *const names[] = {"a", "b", "c", "d"};
+    bonsai_map m[4];
+    for (int i = 0; i < 4; i++)
+        m[i] = tu_map_create(db, NULL, names[i], BONSAI_KEY_U64);
+    uint64_t n = 0, k = 0;
+    int rc;
+    while ((rc = bonsai_put_u64(NULL, m[0], k++ * 7919, NULL, 0)) == 0)
+        n++;
+    TU_RC(rc, BONSAI_FULL);
+    /* and the last pages that single keys still fit */
+    for (uint64_t i = 0; i < 20000; i++)
+        if (bonsai_put_u64(NULL, m[0], i * 31 + 3, NULL,
+                           BONSAI_NOOVERWRITE) == 0)
+            n++;
+    bonsai_map e = NULL;
+    rc = bonsai_map_create(db, NULL, "e", BONSAI_KEY_U64, &e);
+    cr_assert(rc == 0 || rc == BONSAI_FULL, "create at FULL -> %s",
+              tu_err(rc));
+    const char *want = rc == 0 ? "abcde" : "abcd";
+    if (rc) {
+        bonsai_map x;
+        TU_RC(bonsai_map_open(db, NULL, "e", &x, NULL), BONSAI_NOTFOUND);
+    }
+    char listed[64] = "";
+    TU_OK(bonsai_map_list(db, NULL, list_names, listed));
+    cr_assert_str_eq(listed, want);
+    TU_OK(bonsai_sync(db));
+    uint64_t problems = UINT64_MAX;
+    char first[256] = "";
+    TU_OK(bonsai_verify(db, 0, first_problem, NULL, first, &problems));
+    cr_assert(problems == 0, "verify: %" PRIu64 " problems, first %s",
+              problems, first);
+    uint64_t count = 0;
+    TU_OK(bonsai_count(NULL, m[0], &count));
+    cr_assert_eq(count, n);
+    TU_OK(bonsai_close(db));
+    if (!path)
+        return;
+    o.max_size = 64u << 20;
+    db = tu_open(path, &o);
+    listed[0] = 0;
+    TU_OK(bonsai_map_list(db, NULL, list_names, listed));
+    cr_assert_str_eq(listed, want);
+    bonsai_map a = tu_map_open(db, NULL, "a", BONSAI_KEY_U64);
+    TU_OK(bonsai_count(NULL, a, &count));
+    cr_assert_eq(count, n);
+    TU_OK(bonsai_verify(db, 0, first_problem, NULL, first, &problems));
+    cr_assert(problems == 0, "verify after reopening: %" PRIu64
+              " problems, first %s", problems, first);
+    TU_OK(bonsai_close(db));
+}
+
+Test(full, no_txn_map_created_at_full_leaves_the_catalog_whole)
+{
+    create_at_full_test(tu_path("create.db"), 0);
+    create_at_full_test(NULL, 0);
+    create_at_full_test(tu_path("create-cached.db"), 1u << 20);
+    create_at_full_test(NULL, 1u << 20);
+}
+
+/* ---- calls that need no room, in a full store ---------------------------- */
+
+typedef struct list_want {
+    uint64_t entries; /* of map "m" */
+    int seen, others;
+} list_want;
+
+static int list_count(void *ctx, const char *name, unsigned kind,
+                      uint64_t entries)
+{
+    (void)kind;
+    list_want *w = ctx;
+    if (strcmp(name, "m") == 0) {
+        w->seen++;
+        w->entries = entries;
+    } else {
+        w->others++;
+    }
+    return 0;
+}
+
+/* In a store at its cap, with puts waiting in the write cache, what adds
+ * nothing must answer as it would anywhere: a NOOVERWRITE put of a
+ * present key BONSAI_EXISTS, a delete of an absent key BONSAI_NOTFOUND
+ * (they answered BONSAI_FULL: the path was copied, or waiting puts
+ * applied, before the key was looked up), and listing, count, cursor
+ * moves, map_stat and verify succeed (a listing wrote the catalog).  t is
+ * a write transaction, or NULL. */
+static void no_room_needed(bonsai_db *db, bonsai_txn *t, bonsai_map m,
+                           uint64_t present, uint64_t n, const char *what)
+{
+    TU_RC(bonsai_put_u64(t, m, present, NULL, BONSAI_NOOVERWRITE),
+          BONSAI_EXISTS);
+    for (uint64_t i = 0; i < 100; i++) {
+        uint64_t absent = tu_mix64(i ^ 0xAB5E17);
+        bonsai_val v;
+        if (bonsai_get_u64(t, m, absent, &v) == 0)
+            continue;
+        int rc = bonsai_del_u64(t, m, absent);
+        cr_assert(rc == BONSAI_NOTFOUND, "%s: delete of an absent key -> %s",
+                  what, tu_err(rc));
+    }
+    list_want w = {0, 0, 0};
+    int rc = bonsai_map_list(db, t, list_count, &w);
+    cr_assert(rc == 0, "%s: map_list -> %s", what, tu_err(rc));
+    cr_assert(w.seen == 1 && w.entries == n, "%s: map_list gave %" PRIu64
+              " entries (seen %d), expected %" PRIu64, what, w.entries,
+              w.seen, n);
+    uint64_t count = 0;
+    rc = bonsai_count(t, m, &count);
+    cr_assert(rc == 0 && count == n, "%s: count -> %s, %" PRIu64
+              " entries, expected %" PRIu64, what, tu_err(rc), count, n);
+    bonsai_cursor *cur;
+    TU_OK(bonsai_cursor_open(t, m, &cur));
+    rc = bonsai_cursor_first(cur);
+    for (int i = 0; i < 50 && rc == 0; i++)
+        rc = bonsai_cursor_next(cur);
+    cr_assert(rc == 0, "%s: cursor -> %s", what, tu_err(rc));
+    TU_OK(bonsai_cursor_seek_u64(cur, present));
+    bonsai_cursor_close(cur);
+    bonsai_map_info mi;
+    rc = bonsai_map_stat(t, m, &mi);
+    cr_assert(rc == 0 && mi.entries == n, "%s: map_stat -> %s", what,
+              tu_err(rc));
+    if (t)
+        return;
+    uint64_t problems = UINT64_MAX;
+    char first[256] = "";
+    rc = bonsai_verify(db, 0, first_problem, NULL, first, &problems);
+    cr_assert(rc == 0 && problems == 0, "%s: verify -> %s, %" PRIu64
+              " problems, first %s", what, tu_err(rc), problems, first);
+}
+
+/* Random puts until n_full of them answered BONSAI_FULL; returns the
+ * puts that went in (each of a new key).  The first key put is *first. */
+static uint64_t put_until_full(bonsai_txn *t, bonsai_map m, uint64_t seed,
+                               int n_full, uint64_t *first)
+{
+    uint8_t v[16] = {0};
+    bonsai_val val = tu_val(v, sizeof v);
+    uint64_t n = 0;
+    *first = tu_mix64(seed);
+    for (uint64_t i = 0; n_full > 0; i++) {
+        int rc = bonsai_put_u64(t, m, tu_mix64(seed + i), &val, 0);
+        if (rc == BONSAI_FULL) {
+            n_full--;
+            continue;
+        }
+        cr_assert(rc == 0, "put -> %s", tu_err(rc));
+        n++;
+    }
+    return n;
+}
+
+Test(full, calls_that_add_nothing_need_no_room)
+{
+    /* without transactions, the write cache on: puts wait */
+    bonsai_options o = capped(CAP);
+    o.write_cache_bytes = CAP;
+    bonsai_db *db = tu_open(NULL, &o);
+    bonsai_map m = tu_map_create(db, NULL, "m", BONSAI_KEY_U64);
+    uint64_t first, n = put_until_full(NULL, m, 0xF011000B, 200, &first);
+    no_room_needed(db, NULL, m, first, n, "no transactions");
+    TU_OK(bonsai_close(db));
+
+    /* a file with transactions: inside a write transaction at the cap, and
+     * on their own after it */
+    const char *path = tu_path("noroom.db");
+    o = capped(CAP);
+    o.sync = 0;
+    db = tu_open(path, &o);
+    m = tu_map_create(db, NULL, "m", BONSAI_KEY_U64);
+    uint8_t v[16] = {0};
+    bonsai_val val = tu_val(v, sizeof v);
+    uint64_t committed = 0, present = 0, got = 0;
+    bonsai_txn *t = NULL;
+    int rc = 0;
+    for (uint64_t seed = 1; rc == 0; seed++) {
+        TU_OK(bonsai_txn_begin(db, 0, &t));
+        got = 0;
+        for (uint64_t i = 0; i < 500 && rc == 0; i++) {
+            rc = bonsai_put_u64(t, m, tu_mix64(seed << 32 | i), &val, 0);
+            got += rc == 0;
+        }
+        if (rc == BONSAI_FULL) /* t stays open, at the cap */
+            break;
+        TU_OK(rc);
+        rc = bonsai_txn_commit(t);
+        t = NULL;
+        if (rc == 0) {
+            committed += got;
+            present = tu_mix64(seed << 32);
+        } else {
+            TU_RC(rc, BONSAI_FULL);
+            rc = 0; /* the next transaction meets the cap at a put */
+        }
+    }
+    cr_assert(committed > 0, "no transaction committed before the cap");
+    uint64_t in_t = 0;
+    for (uint64_t i = 0; i < 500; i++) { /* those that go in wait */
+        rc = bonsai_put_u64(t, m, tu_mix64(i ^ 0x7EA), &val,
+                            BONSAI_NOOVERWRITE);
+        cr_assert(rc == 0 || rc == BONSAI_FULL, "put -> %s", tu_err(rc));
+        in_t += rc == 0;
+    }
+    no_room_needed(db, t, m, present, committed + got + in_t,
+                   "in a full transaction");
+    bonsai_txn_abort(t);
+    no_room_needed(db, NULL, m, present, committed, "autocommit");
+    TU_OK(bonsai_close(db));
+    cr_log_info("[no-room] %" PRIu64 " puts before FULL without "
+                "transactions; %" PRIu64 " committed, %" PRIu64 " more in "
+                "the full transaction", n, committed, in_t);
+}
