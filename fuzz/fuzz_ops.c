@@ -26,7 +26,8 @@
  * reopening.  One read snapshot and one long-lived cursor may be open
  * across operations; the cursor follows the documented rule (bonsai.h,
  * "Writes and cursors": it stands at its key; once the key is deleted,
- * get answers NOTFOUND, next = first key above it, prev = last below).
+ * get answers NOTFOUND, next = first key above it, prev = last below;
+ * beyond an end, a move the other way comes back to that end).
  *
  * The store is capped at 256 MiB and "data" at FO_MAX_ENTRIES entries, so
  * BONSAI_FULL should not happen; if it does, the run stops there without
@@ -180,7 +181,8 @@ static void fo_mcopy(fo_model *dst, const fo_model *src)
 
 enum { FO_MODE_ANON = 0, FO_MODE_FILE_TXN, FO_MODE_ANON_TXN,
        FO_MODE_FILE_DIRECT };
-enum { CUR_NOTHING, CUR_ENTRY, CUR_END };
+/* CUR_END / CUR_START: past the last key / before the first */
+enum { CUR_NOTHING, CUR_ENTRY, CUR_END, CUR_START };
 
 typedef struct fo_cursor {
     bonsai_cursor *c;
@@ -469,16 +471,16 @@ static size_t fo_pc_expect(const fo *s, const fo_model *m, int how)
     size_t i;
     switch (how) {
     case 0: /* next */
-        if (p->state == CUR_NOTHING)
+        if (p->state == CUR_NOTHING || p->state == CUR_START)
             return 0;
         if (p->state == CUR_END)
             return m->n;
         i = fo_lower(m, p->key, p->kl, &eq);
         return eq ? i + 1 : i;
     case 1: /* prev */
-        if (p->state == CUR_NOTHING)
+        if (p->state == CUR_NOTHING || p->state == CUR_END)
             return m->n ? m->n - 1 : m->n;
-        if (p->state == CUR_END)
+        if (p->state == CUR_START)
             return m->n;
         i = fo_lower(m, p->key, p->kl, &eq);
         return i ? i - 1 : m->n;
@@ -490,13 +492,14 @@ static size_t fo_pc_expect(const fo *s, const fo_model *m, int how)
     }
 }
 
+/* i >= m->n: NOTFOUND, the cursor then beyond the end `end`. */
 static void fo_pc_land(fo *s, const fo_model *m, size_t i, int rc,
-                       const char *what)
+                       const char *what, int end)
 {
     if (i >= m->n) {
         FO_CHECK(s, rc == BONSAI_NOTFOUND, "cursor %s -> %s, model: the end",
                  what, fz_err(rc));
-        s->pc.state = CUR_END;
+        s->pc.state = end;
         return;
     }
     FO_CHECK(s, rc == 0, "cursor %s -> %s, model: entry %zu of %zu (%s)",
@@ -522,17 +525,26 @@ static void op_pcursor(fo *s, unsigned var)
     }
     switch (var % 8) {
     case 0:
-        fo_pc_land(s, m, 0, bonsai_cursor_first(s->pc.c), "first");
+        fo_pc_land(s, m, 0, bonsai_cursor_first(s->pc.c), "first",
+                   CUR_END);
         break;
     case 1:
         fo_pc_land(s, m, m->n ? m->n - 1 : 0, bonsai_cursor_last(s->pc.c),
-                   "last");
+                   "last", CUR_START);
         break;
     case 2: {
         fo_pick_key(s, m);
         bonsai_val k = {s->kl, s->key};
+        if (var & 16) { /* the last key <= k */
+            int eq;
+            size_t i = fo_lower(m, s->key, s->kl, &eq) + (eq != 0);
+            fo_pc_land(s, m, i ? i - 1 : m->n,
+                       bonsai_cursor_seek_le(s->pc.c, &k), "seek_le",
+                       CUR_START);
+            break;
+        }
         fo_pc_land(s, m, fo_lower(m, s->key, s->kl, NULL),
-                   bonsai_cursor_seek(s->pc.c, &k), "seek");
+                   bonsai_cursor_seek(s->pc.c, &k), "seek", CUR_END);
         break;
     }
     case 3:
@@ -544,19 +556,19 @@ static void op_pcursor(fo *s, unsigned var)
                      fz_err(rc));
             break;
         }
-        fo_pc_land(s, m, i, rc, "next");
+        fo_pc_land(s, m, i, rc, "next", CUR_END);
         break;
     }
     case 5:
     case 6: {
         size_t i = fo_pc_expect(s, m, 1);
         int rc = bonsai_cursor_prev(s->pc.c);
-        if (s->pc.state == CUR_END) {
-            FO_CHECK(s, rc == BONSAI_NOTFOUND, "prev at the end -> %s",
+        if (s->pc.state == CUR_START) {
+            FO_CHECK(s, rc == BONSAI_NOTFOUND, "prev at the start -> %s",
                      fz_err(rc));
             break;
         }
-        fo_pc_land(s, m, i, rc, "prev");
+        fo_pc_land(s, m, i, rc, "prev", CUR_START);
         break;
     }
     default:
@@ -578,7 +590,7 @@ static void op_pcursor(fo *s, unsigned var)
                      "get after its key went -> %s", fz_err(rc));
             break;
         }
-        fo_pc_land(s, m, i, rc, "get");
+        fo_pc_land(s, m, i, rc, "get", CUR_END);
         break;
     }
 }

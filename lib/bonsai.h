@@ -508,6 +508,21 @@ BONSAI_API int bonsai_del_u64(bonsai_txn *txn, bonsai_map map, uint64_t key);
  * BONSAI_NOTFOUND at either end or in an empty map; the cursor then has
  * no current entry.
  *
+ * Ends.  A cursor that ran off an end stands beyond it and can come back,
+ * as LMDB's does: after bonsai_cursor_next (or a seek, or first in an
+ * empty map) answered BONSAI_NOTFOUND, the cursor is past the last key:
+ * next answers BONSAI_NOTFOUND again, prev goes to the last key.  After
+ * bonsai_cursor_prev (or seek_le, or last in an empty map) answered
+ * BONSAI_NOTFOUND, it is before the first key: prev answers
+ * BONSAI_NOTFOUND again, next goes to the first key.  A cursor not yet
+ * positioned (just opened, after an error, or after a range was set)
+ * goes to the first key on next and to the last on prev.
+ *
+ * Ranges.  bonsai_cursor_set_range bounds a cursor to the keys lo <= key
+ * < hi: first, last, seek, seek_le, next and prev then land only within
+ * them and answer BONSAI_NOTFOUND beyond (the ends above are the range's
+ * ends), so a range walk needs no compares of its own.
+ *
  * Writes and cursors.  A cursor stays usable across writes in its own
  * transaction (in no-transaction mode: any write to the store), and where
  * it stands is its key; no write moves it to another:
@@ -519,14 +534,32 @@ BONSAI_API int bonsai_del_u64(bonsai_txn *txn, bonsai_map map, uint64_t key);
  *    deleted one and bonsai_cursor_prev to the last key before it (so a
  *    loop that deletes the current key, then moves next, visits every
  *    key once; with prev, likewise backwards).  If the key is put again
- *    before the cursor moves, the cursor is on it again. */
+ *    before the cursor moves, the cursor is on it again.
+ * bonsai_cursor_del and bonsai_cursor_put write at the cursor's key with
+ * these rules: after a delete the cursor stands in the key's gap (next
+ * gives the following key), after a put it is still on its key.  They
+ * write in the cursor's transaction (in no-transaction mode: directly); a
+ * cursor in a read snapshot, or opened with a NULL txn in transaction
+ * mode (it reads a snapshot of its own), answers BONSAI_READONLY. */
 BONSAI_API int bonsai_cursor_open(bonsai_txn *txn, bonsai_map map, bonsai_cursor **cur);
 BONSAI_API void bonsai_cursor_close(bonsai_cursor *cur);
 BONSAI_API int bonsai_cursor_first(bonsai_cursor *cur);
 BONSAI_API int bonsai_cursor_last(bonsai_cursor *cur);
-/* Positions at the first key >= key. */
+/* Positions at the first key >= key (within the range, if set; a key
+ * below the range seeks its first key).  BONSAI_NOTFOUND when every key
+ * is smaller: the cursor is then past the last key.  Errors also:
+ * BONSAI_KEYSIZE (a key of the wrong size for the map), BONSAI_INVALID,
+ * BONSAI_MAPKIND (the _u64 form on a byte-key map), BONSAI_BADTXN,
+ * BONSAI_CORRUPT, BONSAI_NOMEM. */
 BONSAI_API int bonsai_cursor_seek(bonsai_cursor *cur, const bonsai_val *key);
 BONSAI_API int bonsai_cursor_seek_u64(bonsai_cursor *cur, uint64_t key);
+/* Positions at the last key <= key (within the range, if set; a key at
+ * or above the range's hi seeks its last key).  BONSAI_NOTFOUND when
+ * every key is greater: the cursor is then before the first key.  Other
+ * errors as bonsai_cursor_seek. */
+BONSAI_API int bonsai_cursor_seek_le(bonsai_cursor *cur, const bonsai_val *key);
+BONSAI_API int bonsai_cursor_seek_le_u64(bonsai_cursor *cur, uint64_t key);
+/* Move to the next (previous) key; see "Ends" above. */
 BONSAI_API int bonsai_cursor_next(bonsai_cursor *cur);
 BONSAI_API int bonsai_cursor_prev(bonsai_cursor *cur);
 /* Reads the current entry; key or val may be NULL.  For u64 maps key
@@ -535,6 +568,45 @@ BONSAI_API int bonsai_cursor_prev(bonsai_cursor *cur);
  * or in the gap of its deleted key (see above). */
 BONSAI_API int bonsai_cursor_get(bonsai_cursor *cur, bonsai_val *key, bonsai_val *val);
 BONSAI_API int bonsai_cursor_get_u64(bonsai_cursor *cur, uint64_t *key, bonsai_val *val);
+
+/* Deletes the cursor's current key; the cursor then stands in its gap
+ * (see "Writes and cursors").  Errors: BONSAI_NOTFOUND (no current key:
+ * not positioned, beyond an end, or in the gap of a deleted key),
+ * BONSAI_READONLY (a read snapshot, a cursor with its own snapshot, or a
+ * read-only store), BONSAI_BADTXN, BONSAI_INVALID, and those of
+ * bonsai_del (BONSAI_FULL, BONSAI_NOMEM, BONSAI_IO, BONSAI_CORRUPT). */
+BONSAI_API int bonsai_cursor_del(bonsai_cursor *cur);
+/* Overwrites the value of the cursor's current key with *val (NULL: an
+ * empty value); the cursor stays on the key.  flags as bonsai_put (with
+ * BONSAI_NOOVERWRITE it answers BONSAI_EXISTS: the key is there).
+ * Errors: BONSAI_NOTFOUND, BONSAI_READONLY, BONSAI_BADTXN as
+ * bonsai_cursor_del, and those of bonsai_put (BONSAI_VALSIZE,
+ * BONSAI_FULL, BONSAI_INVALID, BONSAI_NOMEM, BONSAI_IO, BONSAI_ENOSPC,
+ * BONSAI_CORRUPT). */
+BONSAI_API int bonsai_cursor_put(bonsai_cursor *cur, const bonsai_val *val,
+                                 unsigned flags);
+
+/* Bounds the cursor to the keys lo <= key < hi (see "Ranges" above); lo
+ * or hi NULL leaves that end open, both NULL removes the range.  Keys as
+ * bonsai_cursor_seek takes them (8 native bytes in a u64 map).  lo >= hi
+ * is an empty range.  The cursor is left unpositioned: next then gives
+ * the range's first key, prev its last.  Errors: BONSAI_KEYSIZE,
+ * BONSAI_INVALID, BONSAI_BADTXN. */
+BONSAI_API int bonsai_cursor_set_range(bonsai_cursor *cur, const bonsai_val *lo,
+                                       const bonsai_val *hi);
+/* The range of a u64 map: lo <= key < hi, or with BONSAI_RANGE_NO_HI
+ * lo <= key (hi is ignored); (0, 0, BONSAI_RANGE_NO_HI) removes the
+ * range.  Errors: BONSAI_MAPKIND (a byte-key map), BONSAI_INVALID (an
+ * unknown flag), BONSAI_BADTXN. */
+#define BONSAI_RANGE_NO_HI 1u
+BONSAI_API int bonsai_cursor_set_range_u64(bonsai_cursor *cur, uint64_t lo,
+                                           uint64_t hi, unsigned flags);
+/* The range of the keys that begin with prefix (a byte-key map): lo is
+ * the prefix, hi the prefix without its trailing 0xff bytes and its last
+ * byte one up (none when the prefix is all 0xff).  Errors:
+ * BONSAI_MAPKIND (a u64 map), BONSAI_KEYSIZE (prefix empty or longer
+ * than BONSAI_MAX_KEY), BONSAI_INVALID, BONSAI_BADTXN. */
+BONSAI_API int bonsai_cursor_set_prefix(bonsai_cursor *cur, const bonsai_val *prefix);
 
 #ifdef __cplusplus
 }

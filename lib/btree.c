@@ -1375,6 +1375,10 @@ static int64_t land(const bn_node *leaf, int mode, bn_key key)
         i = bn_search(leaf, key, &found);
         i += (uint32_t)found;
         return i < n ? (int64_t)i : -1;
+    case BT_LE:
+        i = bn_search(leaf, key, &found);
+        i += (uint32_t)found;
+        return i > 0 ? (int64_t)i - 1 : -1;
     default: /* BT_LT */
         i = bn_search(leaf, key, &found);
         return i > 0 ? (int64_t)i - 1 : -1;
@@ -1382,7 +1386,7 @@ static int64_t land(const bn_node *leaf, int mode, bn_key key)
 }
 
 typedef struct seek_state {
-    int mode;     /* BT_FIRST .. BT_LT */
+    int mode;     /* BT_FIRST .. BT_LT, BT_LE */
     int crossing; /* key is the separator of the leaf beside */
     bn_key key;
     uint8_t kbuf[BONSAI_MAX_KEY];
@@ -1507,14 +1511,17 @@ int bt_seek(bonsai_db *db, const bt_rd *rd, const bt_tree *t, int mode,
             break;
         }
         rc = BONSAI_NOTFOUND;
-        int forward = s->mode != BT_LAST && s->mode != BT_LT;
+        int forward = s->mode != BT_LAST && s->mode != BT_LT &&
+                      s->mode != BT_LE;
         if (!(forward ? s->b.has_upper : s->b.has_lower))
             break;
         bn_key bound = forward ? s->b.upper : s->b.lower;
-        /* separators must move the search strictly onward */
+        /* separators must move the search strictly onward (BT_LE: the
+         * leaf of key begins at or below it; BT_LT from there moves on) */
         if (s->mode != BT_FIRST && s->mode != BT_LAST &&
             (forward ? !bt_key_less(t->kind, s->key, bound)
-                     : !bt_key_less(t->kind, bound, s->key))) {
+             : s->mode == BT_LE ? bt_key_less(t->kind, s->key, bound)
+                                : !bt_key_less(t->kind, bound, s->key))) {
             rc = BONSAI_CORRUPT;
             break;
         }

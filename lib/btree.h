@@ -29,6 +29,7 @@
  * (end) exactly there, or the separators disagree (BONSAI_CORRUPT). */
 #define BT_NEXT_LEAF 5
 #define BT_PREV_LEAF 6
+#define BT_LE 7 /* the last key <= key */
 
 #define BT_OVF_REF 20u /* bytes of an overflow value reference */
 

@@ -11,6 +11,15 @@
  * stands in its gap (AT_GAP), where get finds nothing and next and prev
  * go to the keys either side of it.
  *
+ * A cursor that ran off an end stands beyond it (AT_END after the last
+ * key, AT_START before the first), so a move the other way comes back.
+ *
+ * A range [lo, hi) bounds every landing: a key reached beyond it is not
+ * taken, the cursor stands beyond that end of the range instead.
+ *
+ * A cursor writes at its key through the data calls (bonsai_del,
+ * bonsai_put), in its own transaction, and then follows the rules above.
+ *
  * A cursor opened in the caller's transaction is tied to it (txn_tie):
  * once that transaction ends, every call but close answers BONSAI_BADTXN.
  */
@@ -21,8 +30,16 @@
 #include "maps.h"
 #include "txn.h"
 
-/* AT_ENTRY: on key, as of gen; AT_GAP: key was deleted (as of gen). */
-enum { AT_NOTHING, AT_ENTRY, AT_GAP, AT_END };
+/* AT_ENTRY: on key, as of gen; AT_GAP: key was deleted (as of gen);
+ * AT_END / AT_START: past the last / before the first key (of the range). */
+enum { AT_NOTHING, AT_ENTRY, AT_GAP, AT_END, AT_START };
+
+/* One end of a cursor's range. */
+typedef struct range_end {
+    int set;
+    bn_key key;
+    uint8_t buf[BONSAI_MAX_KEY];
+} range_end;
 
 struct bonsai_cursor {
     bonsai_db *db;
@@ -39,6 +56,7 @@ struct bonsai_cursor {
     uint64_t ukey;
     uint8_t kbuf[BONSAI_MAX_KEY];
     bn_key key; /* current key, a copy */
+    range_end lo, hi; /* the range: lo <= key < hi, where set */
 };
 
 /* A read snapshot never changes under its cursors. */
@@ -137,6 +155,29 @@ static bn_key key_to_keep(bonsai_cursor *c)
     return c->key;
 }
 
+/* Does a mode move backward (land on or below its key)? */
+static int backward(int mode)
+{
+    return mode == BT_LAST || mode == BT_LT || mode == BT_LE ||
+           mode == BT_PREV_LEAF;
+}
+
+/* Leaves the current key if it lies beyond the range: the cursor then
+ * stands beyond that end, BONSAI_NOTFOUND. */
+static int keep_in_range(bonsai_cursor *c)
+{
+    unsigned kind = c->map->kind;
+    if (c->hi.set && !bt_key_less(kind, c->key, c->hi.key)) {
+        c->state = AT_END;
+        return BONSAI_NOTFOUND;
+    }
+    if (c->lo.set && bt_key_less(kind, c->key, c->lo.key)) {
+        c->state = AT_START;
+        return BONSAI_NOTFOUND;
+    }
+    return 0;
+}
+
 static int seek(bonsai_cursor *c, int mode, bn_key key)
 {
     if (c->txn) {
@@ -151,56 +192,117 @@ static int seek(bonsai_cursor *c, int mode, bn_key key)
         rc = bt_seek(c->db, &rd, t, mode, key, &c->leaf, &c->idx,
                      &c->bounds);
     if (rc) {
-        c->state = rc == BONSAI_NOTFOUND ? AT_END : AT_NOTHING;
+        c->state = rc != BONSAI_NOTFOUND ? AT_NOTHING
+                   : backward(mode)      ? AT_START
+                                         : AT_END;
         return rc;
     }
     c->state = AT_ENTRY;
     c->gen = current_gen(c);
     remember_key(c);
-    return 0;
+    return keep_in_range(c);
+}
+
+/* The first key >= key within the range. */
+static int seek_ge(bonsai_cursor *c, bn_key key)
+{
+    if (c->lo.set && bt_key_less(c->map->kind, key, c->lo.key))
+        key = c->lo.key;
+    return seek(c, BT_GE, key);
+}
+
+/* The last key <= key within the range. */
+static int seek_le(bonsai_cursor *c, bn_key key)
+{
+    if (c->hi.set && !bt_key_less(c->map->kind, key, c->hi.key))
+        return seek(c, BT_LT, c->hi.key);
+    return seek(c, BT_LE, key);
+}
+
+static int go_first(bonsai_cursor *c)
+{
+    return c->lo.set ? seek(c, BT_GE, c->lo.key)
+                     : seek(c, BT_FIRST, (bn_key){0});
+}
+
+static int go_last(bonsai_cursor *c)
+{
+    return c->hi.set ? seek(c, BT_LT, c->hi.key)
+                     : seek(c, BT_LAST, (bn_key){0});
 }
 
 int bonsai_cursor_first(bonsai_cursor *c)
 {
     int rc = usable(c);
-    return rc ? rc : seek(c, BT_FIRST, (bn_key){0});
+    return rc ? rc : go_first(c);
 }
 
 int bonsai_cursor_last(bonsai_cursor *c)
 {
     int rc = usable(c);
-    return rc ? rc : seek(c, BT_LAST, (bn_key){0});
+    return rc ? rc : go_last(c);
 }
 
-int bonsai_cursor_seek(bonsai_cursor *c, const bonsai_val *key)
+/* A key as the cursor's map reads it (bytes point into *key). */
+static int to_key(const bonsai_cursor *c, const bonsai_val *key, bn_key *k)
 {
-    int rc = usable(c);
-    if (rc)
-        return rc;
     if (!key || (key->size && !key->data))
         return BONSAI_INVALID;
-    bn_key k = {0};
+    memset(k, 0, sizeof *k);
     if (c->map->kind == BONSAI_KEY_U64) {
         if (key->size != sizeof(uint64_t))
             return BONSAI_KEYSIZE;
-        memcpy(&k.u, key->data, sizeof k.u);
-    } else {
-        if (key->size == 0 || key->size > BONSAI_MAX_KEY)
-            return BONSAI_KEYSIZE;
-        k.b = key->data;
-        k.len = (uint32_t)key->size;
+        memcpy(&k->u, key->data, sizeof k->u);
+        return 0;
     }
-    return seek(c, BT_GE, k);
+    if (key->size == 0 || key->size > BONSAI_MAX_KEY)
+        return BONSAI_KEYSIZE;
+    k->b = key->data;
+    k->len = (uint32_t)key->size;
+    return 0;
 }
 
-int bonsai_cursor_seek_u64(bonsai_cursor *c, uint64_t key)
+/* The checks of a seek by a bonsai_val key, then the seek. */
+static int seek_val(bonsai_cursor *c, const bonsai_val *key,
+                    int (*how)(bonsai_cursor *, bn_key))
+{
+    int rc = usable(c);
+    bn_key k;
+    if (rc == 0)
+        rc = to_key(c, key, &k);
+    return rc ? rc : how(c, k);
+}
+
+/* The checks of a seek by a u64 key, then the seek. */
+static int seek_u64(bonsai_cursor *c, uint64_t key,
+                    int (*how)(bonsai_cursor *, bn_key))
 {
     int rc = usable(c);
     if (rc)
         return rc;
     if (c->map->kind != BONSAI_KEY_U64)
         return BONSAI_MAPKIND;
-    return seek(c, BT_GE, (bn_key){.u = key});
+    return how(c, (bn_key){.u = key});
+}
+
+int bonsai_cursor_seek(bonsai_cursor *c, const bonsai_val *key)
+{
+    return seek_val(c, key, seek_ge);
+}
+
+int bonsai_cursor_seek_u64(bonsai_cursor *c, uint64_t key)
+{
+    return seek_u64(c, key, seek_ge);
+}
+
+int bonsai_cursor_seek_le(bonsai_cursor *c, const bonsai_val *key)
+{
+    return seek_val(c, key, seek_le);
+}
+
+int bonsai_cursor_seek_le_u64(bonsai_cursor *c, uint64_t key)
+{
+    return seek_u64(c, key, seek_le);
 }
 
 /* From the first or last entry of the leaf copy to the leaf beside it,
@@ -215,7 +317,7 @@ static int cross(bonsai_cursor *c, int forward)
 {
     int has = forward ? c->bounds.has_upper : c->bounds.has_lower;
     if (!has) {
-        c->state = AT_END;
+        c->state = forward ? AT_END : AT_START;
         return BONSAI_NOTFOUND;
     }
     uint8_t buf[BONSAI_MAX_KEY];
@@ -261,20 +363,22 @@ static int step(bonsai_cursor *c, int forward)
     int rc = usable(c);
     if (rc)
         return rc;
-    if (c->state == AT_NOTHING)
-        return forward ? bonsai_cursor_first(c) : bonsai_cursor_last(c);
-    if (c->state == AT_END)
-        return BONSAI_NOTFOUND;
+    /* from beyond an end: back at that end, or nothing further */
+    if (c->state == AT_NOTHING || c->state == AT_START || c->state == AT_END) {
+        if (c->state == (forward ? AT_END : AT_START))
+            return BONSAI_NOTFOUND;
+        return forward ? go_first(c) : go_last(c);
+    }
     if (c->state == AT_ENTRY && c->gen == current_gen(c)) {
         if (forward && c->idx + 1 < c->leaf.n) {
             c->idx++;
             remember_key(c);
-            return 0;
+            return keep_in_range(c);
         }
         if (!forward && c->idx > 0) {
             c->idx--;
             remember_key(c);
-            return 0;
+            return keep_in_range(c);
         }
         return cross(c, forward);
     }
@@ -292,19 +396,24 @@ int bonsai_cursor_prev(bonsai_cursor *c)
     return step(c, 0);
 }
 
+/* 0 when the cursor is on its key (after writes: if the key is still
+ * there), else BONSAI_NOTFOUND. */
+static int on_key(bonsai_cursor *c)
+{
+    if (c->state != AT_ENTRY && c->state != AT_GAP)
+        return BONSAI_NOTFOUND;
+    if (c->gen != current_gen(c))
+        return refind(c);
+    return c->state == AT_GAP ? BONSAI_NOTFOUND : 0;
+}
+
 int bonsai_cursor_get(bonsai_cursor *c, bonsai_val *key, bonsai_val *val)
 {
     int rc = usable(c);
     if (rc)
         return rc;
-    if (c->state != AT_ENTRY && c->state != AT_GAP)
-        return BONSAI_NOTFOUND;
-    if (c->gen != current_gen(c)) {
-        if ((rc = refind(c)))
-            return rc;
-    } else if (c->state == AT_GAP) {
-        return BONSAI_NOTFOUND;
-    }
+    if ((rc = on_key(c)))
+        return rc;
     if (key) {
         if (c->map->kind == BONSAI_KEY_U64) {
             c->ukey = c->key.u;
@@ -348,4 +457,127 @@ int bonsai_cursor_get_u64(bonsai_cursor *c, uint64_t *key, bonsai_val *val)
     if (rc == 0 && key)
         *key = c->key.u;
     return rc;
+}
+
+/* ---- writes at the cursor --------------------------------------------- */
+
+/* The checks of a write at the cursor: the key it is on, as a bonsai_val
+ * of the data calls (held by the cursor). */
+static int write_key(bonsai_cursor *c, bonsai_val *kv)
+{
+    int rc = usable(c);
+    if (rc)
+        return rc;
+    if (c->txn && c->txn->rdonly)
+        return BONSAI_READONLY;
+    if ((rc = on_key(c)))
+        return rc;
+    bn_key k = key_to_keep(c);
+    if (c->map->kind == BONSAI_KEY_U64) {
+        c->ukey = k.u;
+        *kv = (bonsai_val){sizeof c->ukey, &c->ukey};
+    } else {
+        *kv = (bonsai_val){k.len, k.b};
+    }
+    return 0;
+}
+
+int bonsai_cursor_del(bonsai_cursor *c)
+{
+    bonsai_val kv;
+    int rc = write_key(c, &kv);
+    if (rc == 0)
+        rc = bonsai_del(c->txn, c->map, &kv);
+    if (rc == 0) { /* in the key's gap, as any delete of it leaves it */
+        c->state = AT_GAP;
+        c->gen = current_gen(c);
+    }
+    return rc;
+}
+
+int bonsai_cursor_put(bonsai_cursor *c, const bonsai_val *val,
+                      unsigned flags)
+{
+    bonsai_val kv;
+    int rc = write_key(c, &kv);
+    /* the cursor stays on its key: the next call re-finds it */
+    return rc ? rc : bonsai_put(c->txn, c->map, &kv, val, flags);
+}
+
+/* ---- ranges ------------------------------------------------------------ */
+
+static void set_end(bonsai_cursor *c, range_end *e, const bn_key *k)
+{
+    e->set = k != NULL;
+    if (!k)
+        return;
+    e->key = *k;
+    if (c->map->kind == BONSAI_KEY_BYTES) {
+        memcpy(e->buf, k->b, k->len);
+        e->key.b = e->buf;
+    }
+}
+
+/* Bounds the cursor to [lo, hi) (NULL: open) and unpositions it. */
+static void set_range(bonsai_cursor *c, const bn_key *lo, const bn_key *hi)
+{
+    set_end(c, &c->lo, lo);
+    set_end(c, &c->hi, hi);
+    c->state = AT_NOTHING;
+}
+
+int bonsai_cursor_set_range(bonsai_cursor *c, const bonsai_val *lo,
+                            const bonsai_val *hi)
+{
+    int rc = usable(c);
+    if (rc)
+        return rc;
+    bn_key klo, khi;
+    if ((lo && (rc = to_key(c, lo, &klo))) ||
+        (hi && (rc = to_key(c, hi, &khi))))
+        return rc;
+    set_range(c, lo ? &klo : NULL, hi ? &khi : NULL);
+    return 0;
+}
+
+int bonsai_cursor_set_range_u64(bonsai_cursor *c, uint64_t lo, uint64_t hi,
+                                unsigned flags)
+{
+    int rc = usable(c);
+    if (rc)
+        return rc;
+    if (c->map->kind != BONSAI_KEY_U64)
+        return BONSAI_MAPKIND;
+    if (flags & ~BONSAI_RANGE_NO_HI)
+        return BONSAI_INVALID;
+    bn_key klo = {.u = lo}, khi = {.u = hi};
+    set_range(c, &klo, flags & BONSAI_RANGE_NO_HI ? NULL : &khi);
+    return 0;
+}
+
+int bonsai_cursor_set_prefix(bonsai_cursor *c, const bonsai_val *prefix)
+{
+    int rc = usable(c);
+    if (rc)
+        return rc;
+    if (c->map->kind != BONSAI_KEY_BYTES)
+        return BONSAI_MAPKIND;
+    bn_key lo;
+    if ((rc = to_key(c, prefix, &lo)))
+        return rc;
+    /* hi: the prefix without its trailing 0xff bytes, its last byte one
+     * up; every key that begins with the prefix lies below it.  All
+     * 0xff: no key beyond the prefix's, no hi. */
+    uint32_t n = lo.len;
+    while (n > 0 && lo.b[n - 1] == 0xff)
+        n--;
+    set_end(c, &c->lo, &lo);
+    c->hi.set = n > 0;
+    if (n) {
+        memcpy(c->hi.buf, lo.b, n);
+        c->hi.buf[n - 1]++;
+        c->hi.key = (bn_key){.b = c->hi.buf, .len = n};
+    }
+    c->state = AT_NOTHING;
+    return 0;
 }

@@ -1666,6 +1666,490 @@ Test(api, cursor_stands_in_gap_of_deleted_key_txn)
     TU_OK(bonsai_close(db));
 }
 
+/* ---- seek_le, ends, writes at a cursor, ranges -------------------------- */
+
+/* The stores these cursor tests run in: no transactions with small nodes
+ * (many leaves), a file with transactions, and lz4-compressed nodes. */
+typedef struct cstore {
+    const char *name;
+    int file;
+    unsigned compression;
+} cstore;
+
+static const cstore cstores[] = {
+    {"anonymous", 0, BONSAI_COMPRESS_NONE},
+    {"file", 1, BONSAI_COMPRESS_NONE},
+    {"anonymous lz4", 0, BONSAI_COMPRESS_LZ4},
+    {"file lz4", 1, BONSAI_COMPRESS_LZ4},
+};
+
+static bonsai_db *cstore_open(const cstore *s)
+{
+    bonsai_options o = file_opts();
+    o.node_bytes = 256;
+    o.node_entries = 8;
+    o.compression = s->compression;
+    static unsigned seq; /* a fresh file each time */
+    char name[32];
+    snprintf(name, sizeof name, "cur%u.db", seq++);
+    return tu_open(s->file ? tu_path(name) : NULL, &o);
+}
+
+/* Keys 10, 20, .., 10 * n with value ~key, in one write (txn) of a
+ * fresh store. */
+static bonsai_map tens(bonsai_db *db, uint64_t n)
+{
+    bonsai_map m = tu_map_create(db, NULL, "u", BONSAI_KEY_U64);
+    bonsai_txn *txn = NULL;
+    int cow = bonsai_txn_begin(db, 0, &txn) == 0;
+    for (uint64_t i = 1; i <= n; i++) {
+        uint64_t v = ~(i * 10);
+        bonsai_val val = tu_val(&v, 8);
+        TU_OK(bonsai_put_u64(cow ? txn : NULL, m, i * 10, &val, 0));
+    }
+    if (cow)
+        TU_OK(bonsai_txn_commit(txn));
+    return m;
+}
+
+/* rc and the cursor's key: want, or NOTFOUND for want == 0. */
+static void cur_is(bonsai_cursor *cur, int rc, uint64_t want, const char *ctx)
+{
+    if (want == 0) {
+        cr_assert(rc == BONSAI_NOTFOUND, "%s -> %s, expected NOTFOUND", ctx,
+                  tu_err(rc));
+        TU_RC(bonsai_cursor_get_u64(cur, NULL, NULL), BONSAI_NOTFOUND);
+        return;
+    }
+    cr_assert(rc == 0, "%s -> %s, expected %" PRIu64, ctx, tu_err(rc), want);
+    cur_expect_u64(cur, want, ctx);
+    uint64_t k = 0;
+    bonsai_val v = {0, NULL};
+    TU_OK(bonsai_cursor_get_u64(cur, &k, &v));
+    cr_assert(v.size == 8 && tu_u64_of(v.data) == ~want,
+              "%s: the value of %" PRIu64, ctx, want);
+}
+
+Test(api, cursor_seek_le_lands_on_the_last_key_at_or_below)
+{
+    for (size_t si = 0; si < sizeof cstores / sizeof cstores[0]; si++) {
+        bonsai_db *db = cstore_open(&cstores[si]);
+        const uint64_t n = 300;
+        bonsai_map m = tens(db, n);
+        bonsai_cursor *cur;
+        TU_OK(bonsai_cursor_open(NULL, m, &cur));
+        for (uint64_t k = 0; k <= n * 10 + 20; k++) {
+            uint64_t want = k < 10 ? 0 : k / 10 > n ? n * 10 : k / 10 * 10;
+            char ctx[96];
+            snprintf(ctx, sizeof ctx, "%s: seek_le %" PRIu64,
+                     cstores[si].name, k);
+            if (k & 1) {
+                cur_is(cur, bonsai_cursor_seek_le_u64(cur, k), want, ctx);
+            } else {
+                bonsai_val kv = u64val(&k);
+                cur_is(cur, bonsai_cursor_seek_le(cur, &kv), want, ctx);
+            }
+            if (want && want < n * 10) /* and on from there */
+                cur_is(cur, bonsai_cursor_next(cur), want + 10, ctx);
+        }
+        cur_is(cur, bonsai_cursor_seek_le_u64(cur, UINT64_MAX), n * 10,
+               "seek_le max");
+        uint32_t k4 = 1;
+        bonsai_val bad = tu_val(&k4, 4);
+        TU_RC(bonsai_cursor_seek_le(cur, &bad), BONSAI_KEYSIZE);
+        TU_RC(bonsai_cursor_seek_le(cur, NULL), BONSAI_INVALID);
+        TU_RC(bonsai_cursor_seek_le_u64(NULL, 1), BONSAI_INVALID);
+        bonsai_cursor_close(cur);
+        TU_OK(bonsai_close(db));
+    }
+    /* byte keys: memcmp order, keys that are prefixes of others */
+    bonsai_db *db = tu_open(NULL, NULL);
+    bonsai_map b = tu_map_create(db, NULL, "b", BONSAI_KEY_BYTES);
+    const char *keys[] = {"b", "ba", "bb", "c"};
+    for (size_t i = 0; i < 4; i++) {
+        char rev[2] = {keys[i][1] ? keys[i][1] : keys[i][0], keys[i][0]};
+        bonsai_val k = sval(keys[i]), v = tu_val(rev, strlen(keys[i]));
+        TU_OK(bonsai_put(NULL, b, &k, &v, 0));
+    }
+    struct {
+        const char *seek, *want;
+    } le[] = {{"a", NULL},  {"b", "b"},   {"b\x01", "b"}, {"ba", "ba"},
+              {"baa", "ba"}, {"bz", "bb"}, {"c", "c"},     {"\xff", "c"}};
+    bonsai_cursor *cur;
+    TU_OK(bonsai_cursor_open(NULL, b, &cur));
+    TU_RC(bonsai_cursor_seek_le_u64(cur, 1), BONSAI_MAPKIND);
+    for (size_t i = 0; i < sizeof le / sizeof le[0]; i++) {
+        bonsai_val k = sval(le[i].seek);
+        int rc = bonsai_cursor_seek_le(cur, &k);
+        if (!le[i].want) {
+            TU_RC(rc, BONSAI_NOTFOUND);
+            continue;
+        }
+        TU_OK(rc);
+        cur_expect_str(cur, le[i].want, le[i].seek);
+    }
+    bonsai_cursor_close(cur);
+    TU_OK(bonsai_close(db));
+}
+
+/* A cursor beyond an end comes back with a move the other way. */
+static void moves_back(bonsai_cursor *cur, uint64_t lo, uint64_t hi,
+                       const char *name)
+{
+    char ctx[96];
+    snprintf(ctx, sizeof ctx, "%s: next past the end", name);
+    cur_is(cur, bonsai_cursor_last(cur), hi, ctx);
+    cur_is(cur, bonsai_cursor_next(cur), 0, ctx);
+    cur_is(cur, bonsai_cursor_next(cur), 0, ctx);
+    cur_is(cur, bonsai_cursor_prev(cur), hi, ctx);
+    cur_is(cur, bonsai_cursor_prev(cur), hi - 10, ctx);
+    snprintf(ctx, sizeof ctx, "%s: prev before the start", name);
+    cur_is(cur, bonsai_cursor_first(cur), lo, ctx);
+    cur_is(cur, bonsai_cursor_prev(cur), 0, ctx);
+    cur_is(cur, bonsai_cursor_prev(cur), 0, ctx);
+    cur_is(cur, bonsai_cursor_next(cur), lo, ctx);
+    cur_is(cur, bonsai_cursor_next(cur), lo + 10, ctx);
+    snprintf(ctx, sizeof ctx, "%s: seek past the end", name);
+    cur_is(cur, bonsai_cursor_seek_u64(cur, hi + 1), 0, ctx);
+    cur_is(cur, bonsai_cursor_prev(cur), hi, ctx);
+    snprintf(ctx, sizeof ctx, "%s: seek_le before the start", name);
+    cur_is(cur, bonsai_cursor_seek_le_u64(cur, lo - 1), 0, ctx);
+    cur_is(cur, bonsai_cursor_next(cur), lo, ctx);
+    /* a walk to an end and back over the whole map */
+    snprintf(ctx, sizeof ctx, "%s: walk back from the end", name);
+    cur_is(cur, bonsai_cursor_seek_u64(cur, lo), lo, ctx);
+    int rc;
+    while ((rc = bonsai_cursor_next(cur)) == 0)
+        ;
+    TU_RC(rc, BONSAI_NOTFOUND);
+    for (uint64_t k = hi; k >= lo; k -= 10)
+        cur_is(cur, bonsai_cursor_prev(cur), k, ctx);
+    cur_is(cur, bonsai_cursor_prev(cur), 0, ctx);
+    cur_is(cur, bonsai_cursor_next(cur), lo, ctx);
+}
+
+Test(api, cursor_moves_back_from_either_end)
+{
+    for (size_t si = 0; si < sizeof cstores / sizeof cstores[0]; si++) {
+        bonsai_db *db = cstore_open(&cstores[si]);
+        bonsai_map m = tens(db, 200);
+        bonsai_cursor *cur;
+        TU_OK(bonsai_cursor_open(NULL, m, &cur));
+        moves_back(cur, 10, 2000, cstores[si].name);
+        /* and within a range */
+        TU_OK(bonsai_cursor_set_range_u64(cur, 500, 1001, 0));
+        moves_back(cur, 500, 1000, cstores[si].name);
+        bonsai_cursor_close(cur);
+        /* an empty map: nothing either way */
+        bonsai_map e = tu_map_create(db, NULL, "e", BONSAI_KEY_U64);
+        TU_OK(bonsai_cursor_open(NULL, e, &cur));
+        cur_is(cur, bonsai_cursor_first(cur), 0, "empty: first");
+        cur_is(cur, bonsai_cursor_prev(cur), 0, "empty: prev");
+        cur_is(cur, bonsai_cursor_next(cur), 0, "empty: next");
+        cur_is(cur, bonsai_cursor_prev(cur), 0, "empty: prev again");
+        bonsai_cursor_close(cur);
+        TU_OK(bonsai_close(db));
+    }
+}
+
+/* A cursor past the end of a map sees a key put beyond it on prev (no
+ * transactions: every write at once). */
+Test(api, cursor_past_the_end_finds_a_key_put_after)
+{
+    bonsai_db *db = tu_open(NULL, NULL);
+    bonsai_map m = tens(db, 3);
+    bonsai_cursor *cur;
+    TU_OK(bonsai_cursor_open(NULL, m, &cur));
+    cur_is(cur, bonsai_cursor_last(cur), 30, "last");
+    cur_is(cur, bonsai_cursor_next(cur), 0, "next past the end");
+    uint64_t v = ~UINT64_C(40);
+    bonsai_val val = tu_val(&v, 8);
+    TU_OK(bonsai_put_u64(NULL, m, 40, &val, 0));
+    cur_is(cur, bonsai_cursor_prev(cur), 40, "prev to a new last key");
+    bonsai_cursor_close(cur);
+    TU_OK(bonsai_close(db));
+}
+
+/* Deletes every third key and overwrites the others through a cursor
+ * walking forward (dir > 0) or backward, in txn (NULL: no transactions). */
+static void writes_at_cursor(bonsai_txn *txn, bonsai_map m, uint64_t n,
+                             int dir, const char *name)
+{
+    bonsai_cursor *cur;
+    TU_OK(bonsai_cursor_open(txn, m, &cur));
+    /* no current key: not positioned yet */
+    uint64_t nv = 1;
+    bonsai_val val = tu_val(&nv, 8);
+    TU_RC(bonsai_cursor_del(cur), BONSAI_NOTFOUND);
+    TU_RC(bonsai_cursor_put(cur, &val, 0), BONSAI_NOTFOUND);
+    int rc = dir > 0 ? bonsai_cursor_first(cur) : bonsai_cursor_last(cur);
+    uint64_t seen = 0;
+    char ctx[96];
+    while (rc == 0) {
+        uint64_t k = dir > 0 ? (seen + 1) * 10 : (n - seen) * 10;
+        snprintf(ctx, sizeof ctx, "%s: %s at %" PRIu64, name,
+                 dir > 0 ? "forward" : "backward", k);
+        cur_is(cur, 0, k, ctx);
+        if (k % 30 == 0) {
+            TU_OK(bonsai_cursor_del(cur));
+            /* in the gap: nothing to get, delete or put */
+            TU_RC(bonsai_cursor_get_u64(cur, NULL, NULL), BONSAI_NOTFOUND);
+            TU_RC(bonsai_cursor_del(cur), BONSAI_NOTFOUND);
+            TU_RC(bonsai_cursor_put(cur, &val, 0), BONSAI_NOTFOUND);
+        } else {
+            nv = k + 1;
+            TU_OK(bonsai_cursor_put(cur, &val, 0));
+            TU_RC(bonsai_cursor_put(cur, &val, BONSAI_NOOVERWRITE),
+                  BONSAI_EXISTS);
+            /* still on its key, which reads the new value */
+            uint64_t got = 0;
+            bonsai_val v = {0, NULL};
+            TU_OK(bonsai_cursor_get_u64(cur, &got, &v));
+            cr_assert(got == k && v.size == 8 && tu_u64_of(v.data) == k + 1,
+                      "%s: after cursor_put", ctx);
+        }
+        seen++;
+        rc = dir > 0 ? bonsai_cursor_next(cur) : bonsai_cursor_prev(cur);
+    }
+    TU_RC(rc, BONSAI_NOTFOUND);
+    cr_assert_eq(seen, n, "%s: the walk saw %" PRIu64 " keys", name, seen);
+    /* beyond the end: no current key */
+    TU_RC(bonsai_cursor_del(cur), BONSAI_NOTFOUND);
+    TU_RC(bonsai_cursor_put(cur, &val, 0), BONSAI_NOTFOUND);
+    bonsai_cursor_close(cur);
+    cr_assert_eq(count_of(txn, m), n - n / 3);
+    for (uint64_t i = 1; i <= n; i++) {
+        bonsai_val v = {0, NULL};
+        int grc = bonsai_get_u64(txn, m, i * 10, &v);
+        if (i % 3 == 0) {
+            TU_RC(grc, BONSAI_NOTFOUND);
+            continue;
+        }
+        TU_OK(grc);
+        cr_assert(v.size == 8 && tu_u64_of(v.data) == i * 10 + 1,
+                  "%s: the value of %" PRIu64, name, i * 10);
+    }
+}
+
+Test(api, cursor_del_and_put_write_at_the_cursor)
+{
+    for (size_t si = 0; si < sizeof cstores / sizeof cstores[0]; si++) {
+        for (int dir = 1; dir >= -1; dir -= 2) {
+            const cstore *s = &cstores[si];
+            bonsai_db *db = cstore_open(s);
+            const uint64_t n = 300;
+            bonsai_map m = tens(db, n);
+            bonsai_txn *txn = NULL;
+            if (s->file)
+                TU_OK(bonsai_txn_begin(db, 0, &txn));
+            writes_at_cursor(txn, m, n, dir, s->name);
+            if (txn)
+                TU_OK(bonsai_txn_commit(txn));
+            TU_OK(bonsai_close(db));
+        }
+    }
+}
+
+/* A cursor that reads a snapshot cannot write: READONLY, nothing
+ * changed. */
+Test(api, cursor_writes_in_a_read_snapshot_are_readonly)
+{
+    for (size_t si = 0; si < sizeof cstores / sizeof cstores[0]; si++) {
+        const cstore *s = &cstores[si];
+        if (!s->file)
+            continue;
+        bonsai_db *db = cstore_open(s);
+        bonsai_map m = tens(db, 50);
+        bonsai_txn *rd;
+        TU_OK(bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &rd));
+        bonsai_cursor *cur, *own;
+        TU_OK(bonsai_cursor_open(rd, m, &cur));
+        TU_OK(bonsai_cursor_open(NULL, m, &own)); /* a snapshot of its own */
+        uint64_t nv = 1;
+        bonsai_val val = tu_val(&nv, 8);
+        bonsai_cursor *both[] = {cur, own};
+        for (int i = 0; i < 2; i++) {
+            TU_RC(bonsai_cursor_del(both[i]), BONSAI_READONLY);
+            TU_OK(bonsai_cursor_seek_u64(both[i], 250));
+            TU_RC(bonsai_cursor_del(both[i]), BONSAI_READONLY);
+            TU_RC(bonsai_cursor_put(both[i], &val, 0), BONSAI_READONLY);
+            cur_is(both[i], 0, 250, s->name);
+        }
+        bonsai_cursor_close(own);
+        bonsai_cursor_close(cur);
+        bonsai_txn_abort(rd);
+        cr_assert_eq(count_of(NULL, m), 50);
+        /* a cursor whose txn ended */
+        bonsai_txn *w;
+        TU_OK(bonsai_txn_begin(db, 0, &w));
+        TU_OK(bonsai_cursor_open(w, m, &cur));
+        TU_OK(bonsai_cursor_first(cur));
+        bonsai_txn_abort(w);
+        TU_RC(bonsai_cursor_del(cur), BONSAI_BADTXN);
+        TU_RC(bonsai_cursor_put(cur, &val, 0), BONSAI_BADTXN);
+        bonsai_cursor_close(cur);
+        TU_OK(bonsai_close(db));
+    }
+    TU_RC(bonsai_cursor_del(NULL), BONSAI_INVALID);
+    TU_RC(bonsai_cursor_put(NULL, NULL, 0), BONSAI_INVALID);
+}
+
+/* The walk of a range forward and back against the keys 10..10n. */
+static void walk_range(bonsai_cursor *cur, uint64_t n, uint64_t lo,
+                       uint64_t hi, int open_hi, const char *name)
+{
+    uint64_t first = lo <= 10 ? 10 : (lo + 9) / 10 * 10;
+    uint64_t last = open_hi || hi > n * 10 ? n * 10 : (hi - 1) / 10 * 10;
+    int empty = first > last || (!open_hi && hi <= lo);
+    char ctx[128];
+    snprintf(ctx, sizeof ctx, "%s: range [%" PRIu64 ", %" PRIu64 "%s)", name,
+             lo, hi, open_hi ? " open" : "");
+    int rc = bonsai_cursor_next(cur); /* unpositioned: the first */
+    for (uint64_t k = first; !empty && k <= last; k += 10) {
+        cur_is(cur, rc, k, ctx);
+        rc = bonsai_cursor_next(cur);
+    }
+    cur_is(cur, rc, 0, ctx);
+    rc = bonsai_cursor_last(cur);
+    for (uint64_t k = last; !empty && k >= first; k -= 10) {
+        cur_is(cur, rc, k, ctx);
+        rc = bonsai_cursor_prev(cur);
+    }
+    cur_is(cur, rc, 0, ctx);
+    /* seeks land within it */
+    cur_is(cur, bonsai_cursor_seek_u64(cur, 0), empty ? 0 : first, ctx);
+    cur_is(cur, bonsai_cursor_seek_le_u64(cur, UINT64_MAX), empty ? 0 : last,
+           ctx);
+    if (!empty) {
+        cur_is(cur, bonsai_cursor_seek_u64(cur, last + 1), 0, ctx);
+        cur_is(cur, bonsai_cursor_seek_le_u64(cur, first - 1), 0, ctx);
+        cur_is(cur, bonsai_cursor_seek_u64(cur, first + 1),
+               first + 10 <= last ? first + 10 : 0, ctx);
+    }
+}
+
+Test(api, cursor_ranges_bound_every_move)
+{
+    for (size_t si = 0; si < sizeof cstores / sizeof cstores[0]; si++) {
+        bonsai_db *db = cstore_open(&cstores[si]);
+        const uint64_t n = 200;
+        bonsai_map m = tens(db, n);
+        bonsai_cursor *cur;
+        TU_OK(bonsai_cursor_open(NULL, m, &cur));
+        const uint64_t r[][2] = {{0, 0},     {0, 10},    {0, 11},
+                                 {10, 20},   {15, 16},   {15, 31},
+                                 {500, 1000}, {500, 1001}, {1000, 500},
+                                 {1990, 2000}, {1995, UINT64_MAX},
+                                 {2000, 2001}, {2001, UINT64_MAX}};
+        for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) {
+            for (int open = 0; open < 2; open++) {
+                TU_OK(bonsai_cursor_set_range_u64(
+                    cur, r[i][0], r[i][1], open ? BONSAI_RANGE_NO_HI : 0));
+                walk_range(cur, n, r[i][0], r[i][1], open, cstores[si].name);
+                /* the same range by bonsai_val keys */
+                bonsai_val lo = u64val(&r[i][0]), hi = u64val(&r[i][1]);
+                TU_OK(bonsai_cursor_set_range(cur, &lo, open ? NULL : &hi));
+                walk_range(cur, n, r[i][0], r[i][1], open, cstores[si].name);
+            }
+        }
+        /* no range again */
+        TU_OK(bonsai_cursor_set_range(cur, NULL, NULL));
+        walk_range(cur, n, 0, 0, 1, "no range");
+        TU_OK(bonsai_cursor_set_range_u64(cur, 20, 40, 0));
+        TU_OK(bonsai_cursor_set_range_u64(cur, 0, 0, BONSAI_RANGE_NO_HI));
+        walk_range(cur, n, 0, 0, 1, "no range (u64)");
+        TU_RC(bonsai_cursor_set_range_u64(cur, 0, 0, 2), BONSAI_INVALID);
+        uint32_t k4 = 1;
+        bonsai_val bad = tu_val(&k4, 4);
+        TU_RC(bonsai_cursor_set_range(cur, &bad, NULL), BONSAI_KEYSIZE);
+        TU_RC(bonsai_cursor_set_range(cur, NULL, &bad), BONSAI_KEYSIZE);
+        TU_RC(bonsai_cursor_set_prefix(cur, &bad), BONSAI_MAPKIND);
+        TU_RC(bonsai_cursor_set_range_u64(NULL, 0, 0, 0), BONSAI_INVALID);
+        bonsai_cursor_close(cur);
+        TU_OK(bonsai_close(db));
+    }
+}
+
+/* Collects the keys a cursor walks (next from unpositioned) as one
+ * string, "k1,k2,...". */
+static void walk_str(bonsai_cursor *cur, char *out, size_t cap, int forward)
+{
+    out[0] = 0;
+    int rc;
+    while ((rc = forward ? bonsai_cursor_next(cur)
+                         : bonsai_cursor_prev(cur)) == 0) {
+        bonsai_val k;
+        TU_OK(bonsai_cursor_get(cur, &k, NULL));
+        size_t len = strlen(out);
+        cr_assert(len + k.size + 2 < cap);
+        memcpy(out + len, k.data, k.size);
+        out[len + k.size] = ',';
+        out[len + k.size + 1] = 0;
+    }
+    TU_RC(rc, BONSAI_NOTFOUND);
+}
+
+Test(api, cursor_byte_ranges_and_prefixes)
+{
+    for (size_t si = 0; si < sizeof cstores / sizeof cstores[0]; si++) {
+        bonsai_db *db = cstore_open(&cstores[si]);
+        bonsai_map m = tu_map_create(db, NULL, "b", BONSAI_KEY_BYTES);
+        const char *keys[] = {"a", "ab", "ab\xff", "ab\xff\xff", "ac", "b",
+                              "\xff", "\xff\xff", "\xff\xff\x01"};
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+            put_str(NULL, m, keys[i], "v");
+        bonsai_cursor *cur;
+        TU_OK(bonsai_cursor_open(NULL, m, &cur));
+        char got[256];
+        struct {
+            const char *prefix, *want;
+        } pf[] = {
+            {"a", "a,ab,ab\xff,ab\xff\xff,ac,"},
+            {"ab", "ab,ab\xff,ab\xff\xff,"},
+            {"ab\xff", "ab\xff,ab\xff\xff,"},
+            {"ab\xff\xff", "ab\xff\xff,"},
+            {"ac", "ac,"},
+            {"aa", ""},
+            {"\xff", "\xff,\xff\xff,\xff\xff\x01,"},
+            {"\xff\xff", "\xff\xff,\xff\xff\x01,"},
+            {"c", ""},
+        };
+        for (size_t i = 0; i < sizeof pf / sizeof pf[0]; i++) {
+            bonsai_val p = sval(pf[i].prefix);
+            TU_OK(bonsai_cursor_set_prefix(cur, &p));
+            walk_str(cur, got, sizeof got, 1);
+            cr_assert_str_eq(got, pf[i].want, "%s: prefix %s",
+                             cstores[si].name,
+                             tu_fmt(BONSAI_KEY_BYTES, p.data, p.size));
+            /* backward: the same keys */
+            TU_OK(bonsai_cursor_set_prefix(cur, &p));
+            char back[256];
+            walk_str(cur, back, sizeof back, 0);
+            cr_assert_eq(strlen(back), strlen(got));
+        }
+        /* explicit ranges, open at either end */
+        bonsai_val ab = sval("ab"), b = sval("b");
+        TU_OK(bonsai_cursor_set_range(cur, &ab, &b));
+        walk_str(cur, got, sizeof got, 1);
+        cr_assert_str_eq(got, "ab,ab\xff,ab\xff\xff,ac,");
+        TU_OK(bonsai_cursor_set_range(cur, NULL, &ab));
+        walk_str(cur, got, sizeof got, 1);
+        cr_assert_str_eq(got, "a,");
+        TU_OK(bonsai_cursor_set_range(cur, &b, NULL));
+        walk_str(cur, got, sizeof got, 1);
+        cr_assert_str_eq(got, "b,\xff,\xff\xff,\xff\xff\x01,");
+        TU_RC(bonsai_cursor_seek_le(cur, &ab), BONSAI_NOTFOUND); /* below */
+        TU_RC(bonsai_cursor_get(cur, NULL, NULL), BONSAI_NOTFOUND);
+        bonsai_val empty = tu_val("", 0);
+        TU_RC(bonsai_cursor_set_prefix(cur, &empty), BONSAI_KEYSIZE);
+        TU_RC(bonsai_cursor_set_prefix(cur, NULL), BONSAI_INVALID);
+        TU_RC(bonsai_cursor_set_range(cur, &empty, NULL), BONSAI_KEYSIZE);
+        TU_RC(bonsai_cursor_set_range_u64(cur, 0, 1, 0), BONSAI_MAPKIND);
+        bonsai_cursor_close(cur);
+        TU_OK(bonsai_close(db));
+    }
+}
+
 /* ---- transactions ------------------------------------------------------- */
 
 Test(api, txn_commit_and_abort)

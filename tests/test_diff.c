@@ -7,8 +7,12 @@
  * split and merge all the way up and down: put of a new key, overwrite,
  * put NOOVERWRITE (present and absent keys), delete (present and absent),
  * get (present and absent), cursor stretches forward and backward, seek to
- * a random key then a few next/prev steps, first/last, count, and a cursor
- * kept across a write (it must re-find its key).
+ * a random key then a few next/prev steps, first/last, count, a cursor
+ * kept across a write (it must re-find its key), and the cursor machine:
+ * a cursor bounded by a random range (set_range, set_range_u64, or a
+ * prefix) making random moves (first, last, next, prev, seek, seek_le,
+ * also on from beyond either end) and writing at itself (cursor_del,
+ * cursor_put; READONLY in a read snapshot).
  *
  * Configurations:
  *  (a) anonymous memory, no-transaction mode (NULL txn), with small nodes
@@ -718,6 +722,292 @@ static void op_cursor_across_write(dt *d)
     bonsai_cursor_close(cur);
 }
 
+/* ---- the cursor machine: ranges, seek_le, ends, writes at a cursor ------ */
+
+/* Where a cursor stands, in the model: a key (on it, or in its gap once
+ * deleted), beyond either end of its range, or nowhere yet. */
+enum { MC_NOTHING, MC_START, MC_END, MC_ON, MC_GAP };
+
+typedef struct mcur {
+    int pos;
+    uint8_t key[BONSAI_MAX_KEY];
+    size_t kl;
+    /* the range: keys from lo (when has_lo) up to below hi (has_hi); or,
+     * for prefix, the keys that begin with lo */
+    bool has_lo, has_hi, prefix;
+    uint8_t lo[BONSAI_MAX_KEY], hi[BONSAI_MAX_KEY];
+    size_t lol, hil;
+} mcur;
+
+/* The first index after the keys <= k. */
+static size_t tm_upper_bound(const tm_model *m, const void *k, size_t kl)
+{
+    size_t i;
+    return tm_find(m, k, kl, &i) ? i + 1 : tm_lower_bound(m, k, kl);
+}
+
+/* The model indices [*L, *H) of the range (found afresh: deletes at the
+ * cursor shift them). */
+static void mc_bounds(const mcur *mc, const tm_model *m, size_t *L, size_t *H)
+{
+    *L = mc->has_lo ? tm_lower_bound(m, mc->lo, mc->lol) : 0;
+    if (mc->prefix) {
+        size_t h = *L;
+        while (h < m->n && m->e[h].klen >= mc->lol &&
+               memcmp(m->e[h].key, mc->lo, mc->lol) == 0)
+            h++;
+        *H = h;
+    } else {
+        *H = mc->has_hi ? tm_lower_bound(m, mc->hi, mc->hil) : m->n;
+    }
+    if (*H < *L)
+        *H = *L;
+}
+
+/* The model cursor lands on index i, or beyond an end (pos). */
+static void mc_land(mcur *mc, const tm_model *m, size_t i, int pos)
+{
+    mc->pos = pos;
+    if (pos != MC_ON)
+        return;
+    memcpy(mc->key, m->e[i].key, m->e[i].klen);
+    mc->kl = m->e[i].klen;
+}
+
+/* The answer of a move, rc, against the model cursor (already moved). */
+static void mc_check(dt *d, bonsai_cursor *cur, const mcur *mc, int rc,
+                     const char *what)
+{
+    if (mc->pos != MC_ON) {
+        DCHECK(d, rc == BONSAI_NOTFOUND, "%s -> %s, model: %s", what,
+               tu_err(rc),
+               mc->pos == MC_END ? "past the end" : "before the start");
+        bonsai_val k;
+        DRC(d, bonsai_cursor_get(cur, &k, NULL), BONSAI_NOTFOUND);
+        return;
+    }
+    size_t i;
+    DCHECK(d, tm_find(&d->model, mc->key, mc->kl, &i), "test bug: lost key");
+    DCHECK(d, rc == 0, "%s -> %s, model: entry %zu of %zu (%s)", what,
+           tu_err(rc), i, d->model.n, kstr(d, mc->key, mc->kl));
+    cur_check(d, cur, &d->model, i, what);
+}
+
+/* Sets a random range (or none) on the cursor and the model. */
+static void mc_set_range(dt *d, bonsai_cursor *cur, mcur *mc)
+{
+    const tm_model *m = &d->model;
+    unsigned r = (unsigned)tu_below(&d->rng, 10);
+    mc->has_lo = mc->has_hi = mc->prefix = false;
+    mc->pos = MC_NOTHING;
+    if (r < 2) {
+        DRC(d, bonsai_cursor_set_range(cur, NULL, NULL), 0);
+        return;
+    }
+    if (r < 4 && d->c->kind == BONSAI_KEY_BYTES) { /* a prefix */
+        if (!pick_present(d, NULL))
+            gen_key(d);
+        mc->lol = (size_t)tu_range(&d->rng, 1, d->klen < 4 ? d->klen : 4);
+        memcpy(mc->lo, d->key, mc->lol);
+        if (tu_chance(&d->rng, 300)) /* trailing 0xff bytes */
+            memset(mc->lo + mc->lol - 1, 0xff, 1);
+        mc->has_lo = mc->prefix = true;
+        bonsai_val p = tu_val(mc->lo, mc->lol);
+        DRC(d, bonsai_cursor_set_prefix(cur, &p), 0);
+        return;
+    }
+    /* lo and hi: present keys (often near each other) or any keys */
+    for (int e = 0; e < 2; e++) {
+        if (tu_chance(&d->rng, 200))
+            continue; /* an open end */
+        size_t i;
+        if (tu_below(&d->rng, 2) && pick_present(d, &i)) {
+            if (e == 1 && tu_below(&d->rng, 2) && mc->has_lo) {
+                i = tm_lower_bound(m, mc->lo, mc->lol) +
+                    (size_t)tu_below(&d->rng, 20);
+                if (i >= m->n)
+                    i = m->n - 1;
+                memcpy(d->key, m->e[i].key, m->e[i].klen);
+                d->klen = m->e[i].klen;
+            }
+        } else {
+            gen_key(d);
+        }
+        if (e == 0) {
+            mc->has_lo = true;
+            memcpy(mc->lo, d->key, d->klen);
+            mc->lol = d->klen;
+        } else {
+            mc->has_hi = true;
+            memcpy(mc->hi, d->key, d->klen);
+            mc->hil = d->klen;
+        }
+    }
+    if (d->c->kind == BONSAI_KEY_U64 && mc->has_lo && tu_below(&d->rng, 2)) {
+        DRC(d, bonsai_cursor_set_range_u64(cur, tu_u64_of(mc->lo),
+                                           mc->has_hi ? tu_u64_of(mc->hi)
+                                                      : tu_rand(&d->rng),
+                                           mc->has_hi ? 0
+                                                      : BONSAI_RANGE_NO_HI),
+            0);
+        return;
+    }
+    bonsai_val lo = tu_val(mc->lo, mc->lol), hi = tu_val(mc->hi, mc->hil);
+    DRC(d, bonsai_cursor_set_range(cur, mc->has_lo ? &lo : NULL,
+                                   mc->has_hi ? &hi : NULL),
+        0);
+}
+
+/* next (dir > 0) or prev in the model. */
+static void mc_step(dt *d, mcur *mc, int dir)
+{
+    const tm_model *m = &d->model;
+    size_t L, H, j;
+    mc_bounds(mc, m, &L, &H);
+    int from = mc->pos;
+    if (from == MC_NOTHING || from == MC_START || from == MC_END) {
+        if (from == (dir > 0 ? MC_END : MC_START))
+            return; /* stays beyond that end */
+        if (dir > 0)
+            mc_land(mc, m, L, L < H ? MC_ON : MC_END);
+        else
+            mc_land(mc, m, H - 1, L < H ? MC_ON : MC_START);
+        return;
+    }
+    if (dir > 0) {
+        j = tm_upper_bound(m, mc->key, mc->kl);
+        mc_land(mc, m, j, j < H ? MC_ON : MC_END);
+    } else {
+        j = tm_lower_bound(m, mc->key, mc->kl);
+        mc_land(mc, m, j - 1, j > L ? MC_ON : MC_START);
+    }
+}
+
+/* A write at the cursor (only where the cursor's txn is the writer's). */
+static void mc_write(dt *d, bonsai_cursor *cur, mcur *mc, bool can_write)
+{
+    bool on = mc->pos == MC_ON;
+    if (tu_below(&d->rng, 2)) {
+        int rc = bonsai_cursor_del(cur);
+        if (!can_write) {
+            DCHECK(d, rc == BONSAI_READONLY, "cursor_del in a snapshot -> %s",
+                   tu_err(rc));
+            return;
+        }
+        if (!on) {
+            DCHECK(d, rc == BONSAI_NOTFOUND, "cursor_del, no current key -> "
+                   "%s", tu_err(rc));
+            return;
+        }
+        DCHECK(d, rc == 0, "cursor_del at %s -> %s",
+               kstr(d, mc->key, mc->kl), tu_err(rc));
+        log_change(d, mc->key, mc->kl);
+        tm_del(&d->model, mc->key, mc->kl);
+        mc->pos = MC_GAP;
+        DRC(d, bonsai_cursor_get(cur, NULL, NULL), BONSAI_NOTFOUND);
+        return;
+    }
+    gen_val(d);
+    bonsai_val v = tu_val(d->vbuf, d->vlen);
+    unsigned flags = tu_chance(&d->rng, 100) ? BONSAI_NOOVERWRITE : 0;
+    int rc = bonsai_cursor_put(cur, d->vlen || tu_below(&d->rng, 2) ? &v
+                                                                   : NULL,
+                               flags);
+    if (!can_write) {
+        DCHECK(d, rc == BONSAI_READONLY, "cursor_put in a snapshot -> %s",
+               tu_err(rc));
+        return;
+    }
+    if (!on) {
+        DCHECK(d, rc == BONSAI_NOTFOUND, "cursor_put, no current key -> %s",
+               tu_err(rc));
+        return;
+    }
+    if (flags) {
+        DCHECK(d, rc == BONSAI_EXISTS, "cursor_put NOOVERWRITE -> %s",
+               tu_err(rc));
+        return;
+    }
+    DCHECK(d, rc == 0, "cursor_put at %s -> %s", kstr(d, mc->key, mc->kl),
+           tu_err(rc));
+    log_change(d, mc->key, mc->kl);
+    tm_put(&d->model, mc->key, mc->kl, d->vbuf, d->vlen);
+    mc_check(d, cur, mc, 0, "get after cursor_put");
+}
+
+/* A cursor with a random range making random moves (first, last, next,
+ * prev, seek, seek_le, also from beyond either end) and, where it writes
+ * in the writer's transaction, deletes and puts at itself; in a read
+ * snapshot those answer READONLY. */
+static void op_cursor_machine(dt *d)
+{
+    d->opname = "cursor machine";
+    bool temp, can_write = d->txn || !d->c->file;
+    bonsai_txn *t = read_txn(d, &temp);
+    bonsai_cursor *cur = NULL;
+    DRC(d, bonsai_cursor_open(t, d->map, &cur), 0);
+    mcur mc;
+    mc_set_range(d, cur, &mc);
+    unsigned moves = (unsigned)tu_range(&d->rng, 4, 24);
+    for (unsigned s = 0; s < moves; s++) {
+        const tm_model *m = &d->model;
+        size_t L, H, j;
+        mc_bounds(&mc, m, &L, &H);
+        unsigned r = (unsigned)tu_below(&d->rng, 100);
+        int rc;
+        const char *what;
+        if (r < 8) {
+            what = "first";
+            rc = bonsai_cursor_first(cur);
+            mc_land(&mc, m, L, L < H ? MC_ON : MC_END);
+        } else if (r < 16) {
+            what = "last";
+            rc = bonsai_cursor_last(cur);
+            mc_land(&mc, m, H - 1, L < H ? MC_ON : MC_START);
+        } else if (r < 42) {
+            what = "next";
+            rc = bonsai_cursor_next(cur);
+            mc_step(d, &mc, 1);
+        } else if (r < 68) {
+            what = "prev";
+            rc = bonsai_cursor_prev(cur);
+            mc_step(d, &mc, -1);
+        } else if (r < 88) {
+            if (tu_below(&d->rng, 3) || !pick_present(d, NULL))
+                gen_key(d);
+            bool le = tu_below(&d->rng, 2);
+            what = le ? "seek_le" : "seek";
+            bool u = d->c->kind == BONSAI_KEY_U64 && tu_below(&d->rng, 2);
+            bonsai_val k = tu_val(d->key, d->klen);
+            if (le) {
+                rc = u ? bonsai_cursor_seek_le_u64(cur, tu_u64_of(d->key))
+                       : bonsai_cursor_seek_le(cur, &k);
+                j = tm_upper_bound(m, d->key, d->klen);
+                if (j > H)
+                    j = H;
+                mc_land(&mc, m, j - 1, j > L ? MC_ON : MC_START);
+            } else {
+                rc = u ? bonsai_cursor_seek_u64(cur, tu_u64_of(d->key))
+                       : bonsai_cursor_seek(cur, &k);
+                j = tm_lower_bound(m, d->key, d->klen);
+                if (j < L)
+                    j = L;
+                mc_land(&mc, m, j, j < H ? MC_ON : MC_END);
+            }
+        } else if (r < 97) {
+            mc_write(d, cur, &mc, can_write);
+            continue;
+        } else {
+            mc_set_range(d, cur, &mc);
+            continue;
+        }
+        mc_check(d, cur, &mc, rc, what);
+    }
+    bonsai_cursor_close(cur);
+    if (temp)
+        bonsai_txn_abort(t);
+}
+
 /* One random operation; the balance of puts and deletes follows the phase. */
 static void one_op(dt *d)
 {
@@ -733,8 +1023,8 @@ static void one_op(dt *d)
     unsigned wput = d->grow ? 300 : 60;
     unsigned wdel = d->grow ? 60 : 300;
     /* weights: put new, overwrite, noovw, del, del absent, get, get absent,
-     * fwd, back, seek, count, across */
-    unsigned w[] = {wput, 100, 60, wdel, 30, 150, 50, 25, 25, 40, 15, 8};
+     * fwd, back, seek, count, across, machine */
+    unsigned w[] = {wput, 100, 60, wdel, 30, 150, 50, 25, 25, 40, 15, 8, 40};
     unsigned total = 0;
     for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
         total += w[i];
@@ -754,7 +1044,8 @@ static void one_op(dt *d)
     case 8: op_cursor(d, 1); break;
     case 9: op_cursor(d, 2); break;
     case 10: op_count(d); break;
-    default: op_cursor_across_write(d); break;
+    case 11: op_cursor_across_write(d); break;
+    default: op_cursor_machine(d); break;
     }
     if (d->model.n > d->max_seen)
         d->max_seen = d->model.n;
