@@ -23,10 +23,9 @@ int main(void)
     CHECK(bonsai_txn_commit(txn));                     /* durable now */
 
     CHECK(bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &txn)); /* a snapshot */
-    CHECK(bonsai_cursor_open(txn, fruit, &cur));       /* keys "ap"... */
-    for (rc = bonsai_cursor_seek(cur, S("ap")); rc == 0 &&
-         bonsai_cursor_get(cur, &k, &v) == 0 && k.size >= 2 &&
-         memcmp(k.data, "ap", 2) == 0; rc = bonsai_cursor_next(cur))
+    CHECK(bonsai_cursor_open(txn, fruit, &cur));
+    CHECK(bonsai_cursor_set_prefix(cur, S("ap")));     /* keys "ap"... */
+    while (bonsai_cursor_next(cur) == 0 && bonsai_cursor_get(cur, &k, &v) == 0)
         printf("%.*s: %.*s\n", (int)k.size, (const char *)k.data,
                (int)v.size, (const char *)v.data);
     bonsai_cursor_close(cur);
