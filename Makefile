@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Makefile - builds bonsai out of tree in $(BUILD) (default build/).
 #
 #   make            build/libbonsai.a, build/libbonsai.so.$(VERSION) (+ the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench.c - bonsai against LMDB on the same key streams, on this machine.
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # bench/bench.mk - the benchmark, bonsai against LMDB (see bench/README.md).
 # Included by the top Makefile, which defines BUILD, CC, ALL_CPPFLAGS,
 # ALL_CFLAGS, ALL_LDFLAGS, STATIC and LIBS.  To try it alone:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # bench/plot.gp - draws the CSV of bonsai-bench as one PNG (gnuplot 5.4).
 #   gnuplot -e "csv='bench/results.csv'; out='bench/results.png'" bench/plot.gp
 # (what `make bench-plot` runs).  Four panels: bytes per entry of the map's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # fuzz/fuzz.mk - libFuzzer harnesses, included by the top Makefile (which
 # defines BUILD, CC, ALL_CPPFLAGS, ALL_CFLAGS, LIB_SRCS, LIBS and STATIC).
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_compress.c - the codec wrappers (lib/compress.c) on arbitrary bytes.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_file.c - a whole store file from arbitrary bytes, through
  * bonsai_open and every read path, then one write transaction.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_node.c - the node image decoder (lib/node.c) and the compression
  * envelope around it (lib/pack.c), on arbitrary bytes.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_ops.c - differential: a sequence of operations decoded from the
  * input, applied to a bonsai store and to a reference model (a sorted

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_util.h - what the harnesses in fuzz/ share: reporting a finding,
  * reading an input a field at a time, a temporary directory per process.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * make_corpus.c - writes the seed corpora of the fuzz harnesses.
  *

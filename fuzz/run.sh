@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # fuzz/run.sh - runs one libFuzzer harness for a while (used by fuzz.mk).
 #
 #   run.sh BINARY NAME SECONDS MAX_LEN OUT [libFuzzer flags ...]

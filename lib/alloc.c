@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * alloc.c - extent allocation: an exact-size free run first, then the
  * smallest larger one (cut), then fresh pages at the high-water mark.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * alloc.h - runs of pages ("extents"): hand them out, take them back, and
  * hold back the ones a reader or the last durable commit may still need.

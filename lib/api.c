@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * api.c - the data calls: put, get, del, count and their u64 forms.
  * Checks arguments, turns a bonsai_val key into a node key of the map's

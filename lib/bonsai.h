@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bonsai.h - the public API of bonsai, an embedded ordered key-value store.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * btree.c - search, insert, delete, split, merge and flush.
  *

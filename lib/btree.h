@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * btree.h - B-tree operations over node images and decoded nodes.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bytes.h - little-endian fixed-width fields and LEB128 varints.
  *

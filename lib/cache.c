@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cache.c - when to write cached changes, and how much room to demand
  * before accepting another one.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cache.h - the write cache policy: when changed nodes are written and
  * when decoded nodes are dropped (cache.c).  The mechanism (decoded nodes,

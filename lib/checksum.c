@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * checksum.c - CRC-32C (polynomial 0x1EDC6F41, reflected 0x82F63B78),
  * initial value ~0 and final xor ~0 applied inside, so chaining calls with

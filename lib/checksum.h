@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * checksum.h - CRC-32C (Castagnoli), the checksum of every node image,
  * overflow value and meta slot.  Pure; uses the SSE4.2 instruction when the

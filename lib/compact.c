@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * compact.c - bonsai_compact: a copy of a store's last commit with every
  * node full and no free space.

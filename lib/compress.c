@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * compress.c - owns bonsai's use of LZ4 and zlib: which calls, which stream
  * format, which size limits.  Contract: bx_decompress never reads outside

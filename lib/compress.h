@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * compress.h - node compression: one call to compress a buffer, one to
  * decompress it, one to size buffers, over the codecs of bonsai.h

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cursor.c - ordered iteration.  A cursor holds a decoded copy of the leaf
  * it stands in, so next and prev within a leaf cost nothing.  Crossing to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * db.c - opening and closing a store: options, the file's header and meta
  * slots, the locks between processes (and the lock file, readers.h), the

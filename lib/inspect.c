@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * inspect.c - the inspection API: the shape of a map (bonsai_map_stat).
  * Walks every node of a tree, decoded (the writer's cache) or as an image

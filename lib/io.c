@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * io.c - the POSIX implementation of the I/O seam.  Maps errno to codes:
  * ENOSPC and EDQUOT to BONSAI_ENOSPC, ENOMEM to BONSAI_NOMEM, anything

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * io.h - the one seam every durability effect passes through: writes,
  * syncs, truncation, space reservation, mapping and unmapping.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * maps.c - named maps: handles, catalog records, create/open/drop/list.
  *

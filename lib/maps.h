@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * maps.h - named maps: the handle table, and the catalog tree that maps
  * each name to a record (kind, flags, depth, root, count; see meta.h).

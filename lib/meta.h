@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * meta.h - the file header and the two meta slots (format.md, "Header"
  * and "Meta slots").  Pure encode/decode with checksums; no I/O.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * node.h - node images (the bytes in the store) and decoded nodes (the
  * mutable in-memory form the writer works on).

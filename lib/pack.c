@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pack.c - packing node images (see pack.h for the bytes) and the reader's
  * cache of unpacked ones.  Pure but for the cache's own buffers.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pack.h - the compression envelope of node images, and a small cache of
  * unpacked images for readers.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pageset.c - a bitmap of pages (pageset.h).
  */

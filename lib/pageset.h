@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pageset.h - a set of the pages [first, end) a walk over a tree has met
  * (pageset.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pending.c - when a put waits, applying waiting puts, and the room puts
  * and deletes take on the write path (see pending.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pending.h - puts that wait before they reach the tree (the mechanism is
  * putbuf.h; this is the policy).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * putbuf.c - puts waiting to be applied (see putbuf.h).
  *

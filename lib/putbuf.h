@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * putbuf.h - puts waiting to be applied to a map's tree.
  *

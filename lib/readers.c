@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * readers.c - the lock file and its reader slots (readers.h).
  *

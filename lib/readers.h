@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * readers.h - the lock file PATH-lock: reader slots shared by every
  * process that has the store open (format.md, "The lock file").

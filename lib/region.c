@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * region.c - reserve once, map the file into the reservation, grow in
  * place.  Growth reserves disk blocks with fallocate before mapping them,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * region.h - the mapping the store lives in: a file mapped MAP_SHARED, or
  * anonymous memory.

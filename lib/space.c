@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * space.c - free space derived, not trusted (DESIGN.md decision 3).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * space.h - free space derived at open (space.c).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * txn.c - write transactions, read snapshots and the commit protocol (see
  * txn.h for its steps).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * txn.h - the commit protocol and the reader table (txn.c).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * vec.h - growable arrays of page runs and of pending frees, the only
  * containers the allocator and the writer need.

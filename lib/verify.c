@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * verify.c - the inspection walk: bonsai_verify, and bonsai_space_stat
  * (the space figures of bonsai-stat).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * version.c - the library's version at run time, from the macros of the
  * bonsai.h it was built with (the Makefile reads the same macros).

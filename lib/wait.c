@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * wait.c - deadlines for busy_timeout_ms (wait.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * wait.h - waiting, up to a deadline, for a lock another thread or
  * process holds: the store's busy_timeout_ms (bonsai.h).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tests/coverage.mk - line and branch coverage of lib/ by the tests;
 # included by the top Makefile.  Not part of `make check`.
 #

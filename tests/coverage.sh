@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/coverage.sh BUILD [--report] - runs every test binary of BUILD (a
 # tree built with --coverage: `make coverage`), then prints the line and
 # branch coverage of each lib/*.c and in total, and per file the three

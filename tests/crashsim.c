@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * crashsim.c - see crashsim.h.  No global mutable state: this file is
  * linked into every test binary.

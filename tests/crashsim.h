@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * crashsim.h - helpers of the reliability tests (test_crash.c, test_kill.c,
  * test_faults.c).  Linked into every test binary, so: no global state, no

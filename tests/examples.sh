@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/examples.sh BUILD CC "FLAGS" "LIBS" - every examples/*.c builds
 # against the static library and runs twice in an empty directory (a
 # second run finds the store the first left), and the README shows each

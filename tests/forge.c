@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * forge.c - store files built byte by byte from format.md; see forge.h.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * forge.h - store files built byte by byte from format.md, for tests of
  * what bonsai does with hostile files: every checksum valid, the structure

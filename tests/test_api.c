@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_api.c - the public API, call by call: options, open/close, maps,
  * put/get/del, sizes, cursors, transactions, read-only stores, snapshots,

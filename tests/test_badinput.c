@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_badinput.c - bad input, one test per case, each answered with its
  * exact BONSAI_* code, and each checking that nothing committed before is

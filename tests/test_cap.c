@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_cap.c - the cap belongs to the store: a file records the max_size
  * it was created with (format version 2), a later open with default

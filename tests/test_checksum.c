@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_checksum.c - CRC-32C: the published check values, every length up
  * to 9.4 KiB (at eight alignments in turn) against a bitwise reference,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_compress.c - node compression (lib/compress.c).
  *

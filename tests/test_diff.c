@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_diff.c - randomised differential test: a bonsai map against the
  * reference model of util.h (a sorted array), op by op.

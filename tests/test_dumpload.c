@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_dumpload.c - bonsai-dump and bonsai-load, run as programs (from
  * $BONSAI_BUILD_DIR, default build/) against stores made through the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_faults.c - fault loops.  For n = 1, 2, ... a scenario runs with its
  * n-th I/O call failing (BONSAI_IO or BONSAI_ENOSPC, through crashsim's

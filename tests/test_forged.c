@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_forged.c - stores with valid checksums and hostile structure,
  * built byte by byte from format.md (forge.h):

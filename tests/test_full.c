@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_full.c - filling a store to its cap (max_size): BONSAI_FULL is a
  * clean result, the store stays consistent, readable and writable for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_fuzz_replay.c - the fuzz corpora, replayed under the ordinary
  * compiler and sanitizers (`make check`), so every seed and every crasher

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_kill.c - process death: a forked writer runs a seeded workload of
  * small transactions on a store file and reports each acknowledged commit

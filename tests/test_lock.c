@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_lock.c - one writer per file: a second read-write open, from another
  * process or from this one, gets BONSAI_BUSY until the first closes (or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_node.c - node images and decoded nodes (lib/node.c).
  *

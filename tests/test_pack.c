@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_pack.c - node compression at node level (the packed-image envelope)
  * and in whole stores: round trips for both codecs, images that do not

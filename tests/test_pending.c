@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_pending.c - puts that wait in the write cache before they reach the
  * tree (lib/pending.h): what a user sees must not change.  Random puts

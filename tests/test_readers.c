@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_readers.c - the lock file's reader slots (lib/readers.c) on their
  * own: what one handle publishes another sees, until it is released or

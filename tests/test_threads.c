@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_threads.c - read snapshots in other threads while one writer
  * commits (transaction mode, a file store).

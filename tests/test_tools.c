@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_tools.c - every command-line tool (bonsai-verify, -stat, -dump,
  * -load, -compact) on the inputs a user gets wrong, run as programs from

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_verify.c - the inspection API (bonsai_verify, bonsai_compact,
  * bonsai_space_stat) and its tools (bonsai-verify, bonsai-stat,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_wait.c - writers that wait (busy_timeout_ms): threads and processes
  * taking turns at the same store land every write and lose none, read

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_xreaders.c - read snapshots across processes: read-only opens
  * beside a writer in another process, through the lock file PATH-lock.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * util.h - helpers shared by every test binary (compiled in from util.c).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bonsai-compact - writes a compacted copy of a bonsai store: every node
  * full, no free space, optionally under other node settings.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bonsai-dump - writes the maps of a bonsai store as text, in the format
  * Berkeley DB's db_dump and LMDB's mdb_dump write.  bonsai-load and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bonsai-fill - the fill-until-full experiment.
  *

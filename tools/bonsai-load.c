@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bonsai-load - loads text in the format of db_dump and mdb_dump (as
  * bonsai-dump writes it) into a bonsai store, creating maps as needed.

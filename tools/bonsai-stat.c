@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bonsai-stat - the shape and space of a bonsai store, like mdb_stat and
  * bbolt stats: per map entries, depth, node counts, bytes, fill, bytes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bonsai-verify - checks a bonsai store and lists every problem it finds.
  *

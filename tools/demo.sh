@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # demo.sh - runs every bonsai-fill preset (the experiment's ladder) at one
 # cap and prints a table against the original's figures.
 #

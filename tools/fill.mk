@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # tools/fill.mk - the experiment's ladder; included by the top Makefile,
 # whose $(BUILD) and $(BUILD)/bonsai-fill it uses.
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # plot.gp - draws the demo's figures (make plot):
 #
 #   gnuplot -e "dir='build/demo'" tools/plot.gp

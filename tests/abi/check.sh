@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tests/abi/check.sh BUILD CC "CFLAGS" "LIBS" - the library's ABI:
 #  1. the shared library exports exactly the functions bonsai.h declares
 #     (nm -D), and the static library defines no other global symbol;

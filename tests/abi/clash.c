@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * clash.c - a program that defines functions with the names of bonsai's
  * internal ones (alloc_init, cache_flush, region_close).  It must link

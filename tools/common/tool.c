@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tool.c - the shared part of the command-line programs (see tool.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tool.h - what the bonsai command-line programs share, so that each of
  * them reads as its own job: the exit codes, messages on standard error
