@@ -236,6 +236,12 @@ typedef struct bonsai_options {
     bonsai_options_init_sized((opts), sizeof *(opts))
 BONSAI_API void bonsai_options_init_sized(bonsai_options *opts, size_t size);
 
+/* Why bonsai_open would refuse opts with BONSAI_INVALID: a sentence that
+ * names the first option out of range and the values it may take (static
+ * text), or NULL when every option is in range (NULL opts too).  It
+ * checks the options alone, not the file or the system. */
+BONSAI_API const char *bonsai_options_check(const bonsai_options *opts);
+
 /* ---- store ------------------------------------------------------------- */
 
 /* Opens or creates a store.  path NULL means anonymous memory.  opts NULL

@@ -82,20 +82,42 @@ int bx_options_take(const bonsai_options *in, bonsai_options *out)
     return 0;
 }
 
-static int options_valid(const bonsai_options *o)
+/* The first option out of its range, as a sentence, or NULL. */
+static const char *options_problem(const bonsai_options *o)
 {
     uint32_t p = o->page_size;
     if (p < BX_PAGE_MIN || p > BX_PAGE_MAX || (p & (p - 1)))
-        return 0;
+        return "page_size must be a power of two from 64 to 65536";
     if (o->node_bytes < 256 || o->node_bytes > (1u << 20))
-        return 0;
+        return "node_bytes must be from 256 to 1048576";
     if (o->node_entries < 2 || o->node_entries > BONSAI_MAX_NODE_ENTRIES)
-        return 0;
-    if (o->compression > BONSAI_COMPRESS_ZLIB || o->compression_level < 0 ||
-        o->compression_level > 9)
-        return 0;
-    return o->max_size == 0 ||
-           (o->max_size >= MIN_MAX_SIZE && o->max_size <= BONSAI_MAX_SIZE);
+        return "node_entries must be from 2 to 65535";
+    if (o->compression > BONSAI_COMPRESS_ZLIB)
+        return "compression must be BONSAI_COMPRESS_NONE, _LZ4 or _ZLIB";
+    if (o->compression_level < 0 || o->compression_level > 9)
+        return "compression_level must be from 0 to 9";
+    if (o->max_size != 0 &&
+        (o->max_size < MIN_MAX_SIZE || o->max_size > BONSAI_MAX_SIZE))
+        return "max_size must be 0 (the store's own cap) or from 64 KiB "
+               "to BONSAI_MAX_SIZE (2^63 bytes)";
+    return NULL;
+}
+
+static int options_valid(const bonsai_options *o)
+{
+    return options_problem(o) == NULL;
+}
+
+const char *bonsai_options_check(const bonsai_options *opts)
+{
+    bonsai_options o;
+    if (!opts)
+        return NULL;
+    if (bx_options_take(opts, &o) != 0)
+        return "struct_size is not that of a bonsai_options: start from "
+               "bonsai_options_init (or the program's bonsai.h is newer "
+               "than the library)";
+    return options_problem(&o);
 }
 
 static uint64_t head_bytes(uint32_t page_size)

@@ -215,7 +215,35 @@ Test(api, bad_options_rejected)
         rc = bonsai_open(tu_path("bad.db"), &o, &db);
         cr_assert(rc == BONSAI_INVALID, "file create with %s -> %s",
                   bad[i].what, tu_err(rc));
+        /* the check names the option at fault */
+        const char *why = bonsai_options_check(&o);
+        char field[32];
+        snprintf(field, sizeof field, "%.*s", (int)strcspn(bad[i].what, " "),
+                 bad[i].what);
+        cr_assert(why && strstr(why, field), "%s: check says %s", bad[i].what,
+                  why ? why : "nothing");
     }
+}
+
+/* bonsai_options_check says why an open would refuse the options, and
+ * nothing for options it would take. */
+Test(api, options_check_names_the_option)
+{
+    bonsai_options o;
+    bonsai_options_init(&o);
+    cr_assert_null(bonsai_options_check(&o));
+    cr_assert_null(bonsai_options_check(NULL));
+    o.max_size = 1000;
+    cr_assert(strstr(bonsai_options_check(&o), "max_size"));
+    bonsai_options_init(&o);
+    o.compression = 7;
+    cr_assert(strstr(bonsai_options_check(&o), "compression"));
+    bonsai_options_init(&o);
+    o.compression_level = 10;
+    cr_assert(strstr(bonsai_options_check(&o), "compression_level"));
+    bonsai_options hand;
+    memset(&hand, 0, sizeof hand);
+    cr_assert(strstr(bonsai_options_check(&hand), "struct_size"));
 }
 
 /* bonsai_options can grow: the struct's size travels in it, a program

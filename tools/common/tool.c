@@ -180,6 +180,8 @@ int tool_open(const char *path, const bonsai_options *opts, bonsai_db **db)
     if (rc == BONSAI_CORRUPT)
         why = "not a bonsai store, or its header and both meta slots are "
               "damaged";
+    if (rc == BONSAI_INVALID && bonsai_options_check(opts))
+        why = bonsai_options_check(opts);
     if (rc == BONSAI_BUSY) {
         snprintf(waited, sizeof waited, "waited %u ms for the process that "
                  "has it open", (unsigned)opts->busy_timeout_ms);
