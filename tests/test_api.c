@@ -2107,7 +2107,7 @@ static void walk_str(bonsai_cursor *cur, char *out, size_t cap, int forward)
     int rc;
     while ((rc = forward ? bonsai_cursor_next(cur)
                          : bonsai_cursor_prev(cur)) == 0) {
-        bonsai_val k;
+        bonsai_val k = {0, NULL};
         TU_OK(bonsai_cursor_get(cur, &k, NULL));
         size_t len = strlen(out);
         cr_assert(len + k.size + 2 < cap);
