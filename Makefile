@@ -157,9 +157,13 @@ $(BUILD)/libbonsai.so: $(BUILD)/$(SONAME)
 $(TOOLS): $(BUILD)/%: $(BUILD)/obj/tools/%.o $(TCOM_OBJS) $(INTERNAL)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
+# Test programs link the objects' plain code (-fno-lto: the objects are
+# fat): an LTO link of the whole library per test binary took most of
+# the build; the tools, the benchmark and the examples keep LTO.
 $(TESTS): $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(HELP_OBJS) $(INTERNAL)
 	@mkdir -p $(@D)
-	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $^ -lcriterion $(LIBS)
+	$(CC) $(ALL_CFLAGS) $(if $(LTO_FLAGS),-fno-lto) $(ALL_LDFLAGS) -o $@ $^ \
+	    -lcriterion $(LIBS)
 
 # ---- tests -----------------------------------------------------------------
 
