@@ -21,6 +21,8 @@
 TestSuite(cap, .init = tu_setup, .fini = tu_teardown, .timeout = 120);
 
 #define MiB (UINT64_C(1) << 20)
+/* the cap stores are made with: small, so that filling it is quick */
+#define CAP (2 * MiB)
 
 static bonsai_db *open_store(const char *path, uint64_t max_size, int txn)
 {
@@ -77,40 +79,40 @@ static uint64_t count_of(bonsai_db *db)
 Test(cap, recorded_at_creation_and_used_by_default)
 {
     const char *path = tu_path("c.db");
-    bonsai_db *db = open_store(path, 8 * MiB, -1);
-    cr_assert_eq(cap_of(db), 8 * MiB);
+    bonsai_db *db = open_store(path, CAP, -1);
+    cr_assert_eq(cap_of(db), CAP);
     uint64_t next = 0, n = fill(db, &next);
     cr_assert(n > 0);
     TU_OK(bonsai_close(db));
 
     db = open_store(path, 0, -1); /* defaults: the store's own cap */
-    cr_assert_eq(cap_of(db), 8 * MiB, "cap %" PRIu64, cap_of(db));
+    cr_assert_eq(cap_of(db), CAP, "cap %" PRIu64, cap_of(db));
     cr_assert_eq(fill(db, &next), 0, "the store grew past its cap");
     cr_assert_eq(count_of(db), n);
     TU_OK(bonsai_close(db));
 
     /* bonsai-stat shows it */
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s %s | grep -q 'cap  *8388608 bytes'",
+    snprintf(cmd, sizeof cmd, "%s %s | grep -q 'cap  *2097152 bytes'",
              tu_program("bonsai-stat"), tu_quote(path));
-    cr_assert_eq(tu_sh(cmd), 0, "bonsai-stat does not show the 8 MiB cap");
+    cr_assert_eq(tu_sh(cmd), 0, "bonsai-stat does not show the 2 MiB cap");
 }
 
 Test(cap, opener_raises_it_and_the_commit_records_it)
 {
     const char *path = tu_path("c.db");
-    bonsai_db *db = open_store(path, 8 * MiB, -1);
+    bonsai_db *db = open_store(path, CAP, -1);
     uint64_t next = 0, n = fill(db, &next);
     TU_OK(bonsai_close(db));
 
-    db = open_store(path, 16 * MiB, -1);
-    cr_assert_eq(cap_of(db), 16 * MiB);
+    db = open_store(path, 2 * CAP, -1);
+    cr_assert_eq(cap_of(db), 2 * CAP);
     uint64_t more = fill(db, &next);
     cr_assert(more > 0, "no room after raising the cap");
     TU_OK(bonsai_close(db));
 
     db = open_store(path, 0, -1);
-    cr_assert_eq(cap_of(db), 16 * MiB);
+    cr_assert_eq(cap_of(db), 2 * CAP);
     cr_assert_eq(count_of(db), n + more);
     TU_OK(bonsai_close(db));
 }
@@ -118,18 +120,18 @@ Test(cap, opener_raises_it_and_the_commit_records_it)
 static void set_max_size_raises_and_lowers(int txn)
 {
     const char *path = tu_path("c.db");
-    bonsai_db *db = open_store(path, 8 * MiB, txn);
+    bonsai_db *db = open_store(path, CAP, txn);
     uint64_t next = 0, n = fill(db, &next);
-    TU_OK(bonsai_set_max_size(db, 16 * MiB));
-    cr_assert_eq(cap_of(db), 16 * MiB);
+    TU_OK(bonsai_set_max_size(db, 2 * CAP));
+    cr_assert_eq(cap_of(db), 2 * CAP);
     n += fill(db, &next);
     bonsai_stat st;
     TU_OK(bonsai_db_stat(db, &st));
-    cr_assert(st.bytes_used > 8 * MiB, "the store did not use the room");
+    cr_assert(st.bytes_used > CAP, "the store did not use the room");
     /* not below what it uses, nor below 64 KiB */
     TU_RC(bonsai_set_max_size(db, st.bytes_used - 4096), BONSAI_INVALID);
     TU_RC(bonsai_set_max_size(db, 1024), BONSAI_INVALID);
-    cr_assert_eq(cap_of(db), 16 * MiB);
+    cr_assert_eq(cap_of(db), 2 * CAP);
     /* lowered to what it uses: full, deletes still work */
     uint64_t low = (st.bytes_used + 65535) / 65536 * 65536;
     TU_OK(bonsai_set_max_size(db, low));
@@ -170,16 +172,16 @@ Test(cap, set_max_size_anonymous)
 Test(cap, read_only_handle_cannot_set_it)
 {
     const char *path = tu_path("c.db");
-    TU_OK(bonsai_close(open_store(path, 8 * MiB, -1)));
+    TU_OK(bonsai_close(open_store(path, CAP, -1)));
     bonsai_options o;
     bonsai_options_init(&o);
     o.read_only = 1;
     bonsai_db *db;
     TU_OK(bonsai_open(path, &o, &db));
-    cr_assert_eq(cap_of(db), 8 * MiB);
-    TU_RC(bonsai_set_max_size(db, 16 * MiB), BONSAI_READONLY);
+    cr_assert_eq(cap_of(db), CAP);
+    TU_RC(bonsai_set_max_size(db, 2 * CAP), BONSAI_READONLY);
     TU_OK(bonsai_close(db));
-    TU_RC(bonsai_set_max_size(NULL, 16 * MiB), BONSAI_INVALID);
+    TU_RC(bonsai_set_max_size(NULL, 2 * CAP), BONSAI_INVALID);
 }
 
 /* A file of format version 1 records no cap: it opens under the opener's
@@ -187,7 +189,7 @@ Test(cap, read_only_handle_cannot_set_it)
 Test(cap, version_1_file_opens)
 {
     const char *path = tu_path("v1.db");
-    bonsai_db *db = open_store(path, 8 * MiB, -1);
+    bonsai_db *db = open_store(path, CAP, -1);
     uint64_t next = 0, n = fill(db, &next);
     TU_OK(bonsai_close(db));
 
@@ -204,7 +206,7 @@ Test(cap, version_1_file_opens)
         bx_meta m;
         if (bx_meta_decode(head + BX_META_OFF(s), &m) != 0)
             continue;
-        cr_assert_eq(m.cap_pages * 512, 8 * MiB, "slot %u records %" PRIu64
+        cr_assert_eq(m.cap_pages * 512, CAP, "slot %u records %" PRIu64
                      " pages", s, m.cap_pages);
         m.cap_pages = 0;
         bx_meta_encode(&m, head + BX_META_OFF(s));
@@ -219,9 +221,12 @@ Test(cap, version_1_file_opens)
     cr_assert_eq(st.format_version, 1);
     cr_assert_eq(count_of(db), n);
     TU_OK(bonsai_close(db));
-    db = open_store(path, 4 * MiB, -1);
+    db = open_store(path, CAP / 2, -1);
     TU_OK(bonsai_db_stat(db, &st));
-    cr_assert(st.bytes_used > 4 * MiB);
-    cr_assert_eq(st.max_size, st.bytes_used, "not below what the file uses");
+    /* not below what the file uses (its last commit's end; free space
+     * derived at the end may leave bytes_used below that) */
+    cr_assert(st.max_size > CAP / 2 && st.max_size >= st.bytes_used,
+              "cap %" PRIu64 " below what the file uses (%" PRIu64 ")",
+              st.max_size, st.bytes_used);
     TU_OK(bonsai_close(db));
 }
