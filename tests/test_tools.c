@@ -54,182 +54,13 @@
 #include <unistd.h>
 
 #include "bonsai.h"
+#include "toolrun.h"
 #include "util.h"
 
 /* .timeout: a hang guard, not a timing assertion */
 TestSuite(tools, .init = tu_setup, .fini = tu_teardown, .timeout = 300);
 
 #define NOBODY 65534
-/* Seconds a tool may run before it counts as hung (under ASan, on a
- * loaded machine, the stores here take well under a second). */
-#define HANG_SECONDS 60
-
-/* ---- files -------------------------------------------------------------- */
-
-/* dir/name in a buffer of its own for the rest of the test. */
-static const char *tp(const char *name)
-{
-    static char pool[64][PATH_MAX];
-    static unsigned used;
-    cr_assert(used < 64, "tp: out of path buffers");
-    char *b = pool[used++];
-    snprintf(b, PATH_MAX, "%s", tu_path(name));
-    return b;
-}
-
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert(f, "open %s: %s", path, strerror(errno));
-    size_t cap = 4096, n = 0, r;
-    char *p = malloc(cap + 1);
-    cr_assert(p);
-    while ((r = fread(p + n, 1, cap - n, f)) > 0) {
-        n += r;
-        if (n == cap) {
-            p = realloc(p, (cap *= 2) + 1);
-            cr_assert(p);
-        }
-    }
-    cr_assert(!ferror(f), "read %s", path);
-    fclose(f);
-    p[n] = 0;
-    if (len)
-        *len = n;
-    return p;
-}
-
-static void write_bytes(const char *path, const void *p, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    cr_assert(f, "create %s: %s", path, strerror(errno));
-    cr_assert(fwrite(p, 1, n, f) == n && fclose(f) == 0, "write %s", path);
-}
-
-static void copy_file(const char *from, const char *to)
-{
-    size_t n;
-    char *p = slurp(from, &n);
-    write_bytes(to, p, n);
-    free(p);
-}
-
-static int exists(const char *path)
-{
-    struct stat st;
-    return lstat(path, &st) == 0;
-}
-
-/* What a path is before a tool runs, to compare with afterwards. */
-typedef struct snap {
-    const char *path;
-    int exists;
-    mode_t type;  /* S_IFREG, S_IFIFO, ... */
-    char *bytes;  /* regular files only */
-    size_t len;
-} snap;
-
-static snap snap_take(const char *path)
-{
-    snap s = {.path = path};
-    struct stat st;
-    if (lstat(path, &st) != 0)
-        return s;
-    s.exists = 1;
-    s.type = st.st_mode & S_IFMT;
-    if (S_ISREG(st.st_mode))
-        s.bytes = slurp(path, &s.len);
-    return s;
-}
-
-/* Asserts that s->path is as it was, and frees the snapshot. */
-static void snap_same(snap *s, const char *ctx)
-{
-    snap now = snap_take(s->path);
-    cr_assert(now.exists == s->exists, "%s: %s was %s, now %s", ctx,
-              s->path, s->exists ? "there" : "missing",
-              now.exists ? "there" : "missing");
-    cr_assert(now.type == s->type, "%s: %s changed its type", ctx, s->path);
-    cr_assert(now.len == s->len &&
-                  (!s->bytes || memcmp(now.bytes, s->bytes, s->len) == 0),
-              "%s: the tool changed %s", ctx, s->path);
-    free(now.bytes);
-    free(s->bytes);
-    s->bytes = NULL;
-}
-
-/* ---- running the tools -------------------------------------------------- */
-
-
-typedef struct result {
-    int status;  /* exit status */
-    char *out;   /* stdout */
-    char *err;   /* stderr */
-    char cmd[1024];
-} result;
-
-static void result_free(result *r)
-{
-    free(r->out);
-    free(r->err);
-    r->out = r->err = NULL;
-}
-
-static int open_out(const char *name)
-{
-    int fd = open(tu_path(name), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-                  0600);
-    cr_assert(fd >= 0, "%s: %s", name, strerror(errno));
-    return fd;
-}
-
-/* Runs argv (argv[0] a tool name) with stdin from in (NULL: /dev/null),
- * as uid unless uid is -1, and collects its output.  Death by a signal,
- * and so a hang (the alarm), fails the test.  Exit 125 means the child
- * could not become uid, 126 that uid may not run the program. */
-static result run_v(int uid, const char *in, const char *const *argv)
-{
-    result r = {0};
-    size_t n = 0;
-    for (int i = 0; argv[i]; i++)
-        n += (size_t)snprintf(r.cmd + n, n < sizeof r.cmd ? sizeof r.cmd - n
-                                                          : 0,
-                              "%s%s", i ? " " : "", argv[i]);
-    int fin = open(in ? in : "/dev/null", O_RDONLY | O_CLOEXEC);
-    cr_assert(fin >= 0, "%s: %s", in, strerror(errno));
-    int fout = open_out("run.out"), ferr = open_out("run.err");
-    const char *path = tu_program(argv[0]);
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert(pid >= 0, "fork: %s", strerror(errno));
-    if (pid == 0) {
-        dup2(fin, 0);
-        dup2(fout, 1);
-        dup2(ferr, 2);
-        if (uid >= 0 && (setgroups(0, NULL) != 0 ||
-                         setgid((gid_t)uid) != 0 || setuid((uid_t)uid) != 0))
-            _exit(125);
-        alarm(HANG_SECONDS); /* kept across exec */
-        execv(path, (char *const *)argv);
-        _exit(errno == EACCES ? 126 : 127);
-    }
-    close(fin);
-    close(fout);
-    close(ferr);
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        cr_assert(errno == EINTR, "waitpid: %s", strerror(errno));
-    r.out = slurp(tu_path("run.out"), NULL);
-    r.err = slurp(tu_path("run.err"), NULL);
-    cr_assert(!WIFSIGNALED(st), "%s: killed by signal %d%s\nstderr: %s",
-              r.cmd, WTERMSIG(st),
-              WTERMSIG(st) == SIGALRM ? " (hung)" : "", r.err);
-    r.status = WEXITSTATUS(st);
-    return r;
-}
-
-#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
-#define RUN(...) run_v(-1, NULL, ARGS(__VA_ARGS__))
 
 /* The user a run must be to meet read-only files: nobody as root, else
  * the tester. */
@@ -239,7 +70,7 @@ static int unprivileged(void)
 }
 
 /* Asserts exit status want and, for a failure, a message on stderr. */
-static void expect(const result *r, int want)
+static void expect(const tr_result *r, int want)
 {
     cr_assert(r->status == want, "%s: exit %d, expected %d\nstdout: %.2000s"
               "\nstderr: %.2000s", r->cmd, r->status, want, r->out, r->err);
@@ -286,7 +117,7 @@ static void put_entries(bonsai_txn *txn, bonsai_map bytes, bonsai_map u64,
  * free). */
 static const char *make_store(const char *name, int n)
 {
-    const char *path = tp(name);
+    const char *path = tr_path(name);
     bonsai_options o;
     bonsai_options_init(&o);
     o.transactions = 1;
@@ -330,19 +161,19 @@ static const char *const bad_name[N_BAD] = {
 /* Makes each bad input in the test's directory. */
 static void make_bad(const char *path[N_BAD])
 {
-    path[BAD_EMPTY] = tp("empty");
-    write_bytes(path[BAD_EMPTY], "", 0);
-    path[BAD_GARBAGE] = tp("garbage");
+    path[BAD_EMPTY] = tr_path("empty");
+    tr_write_bytes(path[BAD_EMPTY], "", 0);
+    path[BAD_GARBAGE] = tr_path("garbage");
     tu_rng rng = {tu_seed("garbage", 11)};
     static uint8_t junk[1 << 16];
     tu_fill(&rng, junk, sizeof junk);
-    write_bytes(path[BAD_GARBAGE], junk, sizeof junk);
-    path[BAD_FIFO] = tp("fifo");
+    tr_write_bytes(path[BAD_GARBAGE], junk, sizeof junk);
+    path[BAD_FIFO] = tr_path("fifo");
     cr_assert(mkfifo(path[BAD_FIFO], 0644) == 0, "mkfifo: %s",
               strerror(errno));
     path[BAD_ZERO] = "/dev/zero";
-    path[BAD_MISSING] = tp("missing");
-    path[BAD_DIR] = tp("dir");
+    path[BAD_MISSING] = tr_path("missing");
+    path[BAD_DIR] = tr_path("dir");
     cr_assert(mkdir(path[BAD_DIR], 0755) == 0);
 }
 
@@ -361,7 +192,7 @@ Test(tools, help_is_a_manual)
         "EXIT STATUS\n", "EXAMPLES\n",
     };
     for (size_t t = 0; t < N_TOOLS; t++) {
-        result r = RUN(all_tools[t], "--help");
+        tr_result r = TR_RUN(all_tools[t], "--help");
         expect(&r, 0);
         cr_assert(r.err[0] == 0, "%s: stderr: %s", r.cmd, r.err);
         for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++)
@@ -372,19 +203,19 @@ Test(tools, help_is_a_manual)
         expect_in(flat, " 1 ", r.cmd);
         expect_in(flat, "2 bad usage", r.cmd);
         free(flat);
-        result_free(&r);
-        r = RUN(all_tools[t], "-V");
+        tr_result_free(&r);
+        r = TR_RUN(all_tools[t], "-V");
         expect(&r, 0);
         expect_in(r.out, "bonsai 0.", r.cmd);
-        result_free(&r);
+        tr_result_free(&r);
     }
 }
 
 Test(tools, bad_flags_exit_2)
 {
     const char *st = make_store("s.bonsai", 50);
-    const char *dst = tp("dst.bonsai");
-    snap s = snap_take(st);
+    const char *dst = tr_path("dst.bonsai");
+    tr_snap s = tr_snap_take(st);
     /* each row: a tool and its arguments, up to 4 */
     static const struct {
         const char *tool, *a[4];
@@ -428,15 +259,15 @@ Test(tools, bad_flags_exit_2)
             const char *a = bad[i].a[j];
             argv[j + 1] = !strcmp(a, "S") ? st : !strcmp(a, "D") ? dst : a;
         }
-        result r = run_v(-1, NULL, argv);
+        tr_result r = tr_run_v(-1, NULL, argv);
         expect(&r, 2);
         expect_in(r.err, "usage: ", r.cmd);
         expect_in(r.err, "--help", r.cmd);
         cr_assert(r.out[0] == 0, "%s: stdout: %s", r.cmd, r.out);
-        result_free(&r);
+        tr_result_free(&r);
     }
-    snap_same(&s, "bad flags");
-    cr_assert(!exists(dst), "a usage error created %s", dst);
+    tr_snap_same(&s, "bad flags");
+    cr_assert(!tr_exists(dst), "a usage error created %s", dst);
 }
 
 /* ---- bad store files ---------------------------------------------------- */
@@ -445,28 +276,28 @@ Test(tools, readers_refuse_bad_files)
 {
     const char *bad[N_BAD];
     make_bad(bad);
-    const char *dst = tp("copy.bonsai");
+    const char *dst = tr_path("copy.bonsai");
     for (int b = 0; b < N_BAD; b++) {
-        snap s = snap_take(bad[b]);
+        tr_snap s = tr_snap_take(bad[b]);
         const char *const *runs[] = {
-            ARGS("bonsai-verify", bad[b]),
-            ARGS("bonsai-verify", "--quick", bad[b]),
-            ARGS("bonsai-stat", bad[b]),
-            ARGS("bonsai-stat", "--json", bad[b]),
-            ARGS("bonsai-dump", bad[b]),
-            ARGS("bonsai-dump", "-l", bad[b]),
-            ARGS("bonsai-compact", bad[b], dst),
+            TR_ARGS("bonsai-verify", bad[b]),
+            TR_ARGS("bonsai-verify", "--quick", bad[b]),
+            TR_ARGS("bonsai-stat", bad[b]),
+            TR_ARGS("bonsai-stat", "--json", bad[b]),
+            TR_ARGS("bonsai-dump", bad[b]),
+            TR_ARGS("bonsai-dump", "-l", bad[b]),
+            TR_ARGS("bonsai-compact", bad[b], dst),
         };
         for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
-            result r = run_v(-1, NULL, runs[i]);
+            tr_result r = tr_run_v(-1, NULL, runs[i]);
             expect(&r, 1);
             expect_in(r.err, bad[b], r.cmd);
-            result_free(&r);
-            snap_same(&s, bad_name[b]);
-            s = snap_take(bad[b]);
+            tr_result_free(&r);
+            tr_snap_same(&s, bad_name[b]);
+            s = tr_snap_take(bad[b]);
         }
         free(s.bytes);
-        cr_assert(!exists(dst), "compact of %s created %s", bad_name[b],
+        cr_assert(!tr_exists(dst), "compact of %s created %s", bad_name[b],
                   dst);
     }
 }
@@ -475,27 +306,27 @@ Test(tools, load_refuses_bad_store_files)
 {
     const char *bad[N_BAD];
     make_bad(bad);
-    const char *src = make_store("s.bonsai", 100), *dump = tp("dump");
-    result r = RUN("bonsai-dump", "-f", dump, src);
+    const char *src = make_store("s.bonsai", 100), *dump = tr_path("dump");
+    tr_result r = TR_RUN("bonsai-dump", "-f", dump, src);
     expect(&r, 0);
-    result_free(&r);
+    tr_result_free(&r);
     static const int refused[] = {BAD_GARBAGE, BAD_FIFO, BAD_ZERO, BAD_DIR};
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         const char *path = bad[refused[i]];
-        snap s = snap_take(path);
-        r = RUN("bonsai-load", "-f", dump, path);
+        tr_snap s = tr_snap_take(path);
+        r = TR_RUN("bonsai-load", "-f", dump, path);
         expect(&r, 1);
         expect_in(r.err, path, r.cmd);
-        result_free(&r);
-        snap_same(&s, bad_name[refused[i]]);
+        tr_result_free(&r);
+        tr_snap_same(&s, bad_name[refused[i]]);
     }
     /* a missing store is created and an empty file made a store, as by
      * the library (and by mdb_load) */
     const char *made[] = {bad[BAD_MISSING], bad[BAD_EMPTY]};
     for (int i = 0; i < 2; i++) {
-        r = RUN("bonsai-load", "-f", dump, made[i]);
+        r = TR_RUN("bonsai-load", "-f", dump, made[i]);
         expect(&r, 0);
-        result_free(&r);
+        tr_result_free(&r);
         cr_assert_eq(map_count(made[i], "bytes"), 100);
     }
 }
@@ -506,61 +337,61 @@ Test(tools, load_refuses_bad_store_files)
  * BONSAI_MAX_SIZE: an invalid option named as such, not an I/O error. */
 Test(tools, caps_out_of_range_are_named_invalid)
 {
-    const char *st = tp("cap.bonsai");
+    const char *st = tr_path("cap.bonsai");
     static const char *const caps[] = {
         "18446744073709551615", "18446744073709551614",
         "9223372036854775809", "8589934593G", "65535", "1K",
     };
     for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
-        result r = RUN("bonsai-fill", "--cap", caps[i], "--count", "10",
+        tr_result r = TR_RUN("bonsai-fill", "--cap", caps[i], "--count", "10",
                        "--quiet");
         expect(&r, 2);
         expect_in(r.err, "--cap", r.cmd);
         expect_in(r.err, caps[i], r.cmd);
         expect_in(r.err, bonsai_strerror(BONSAI_INVALID), r.cmd);
-        result_free(&r);
-        r = RUN("bonsai-fill", "--file", st, "--cap", caps[i], "--count",
+        tr_result_free(&r);
+        r = TR_RUN("bonsai-fill", "--file", st, "--cap", caps[i], "--count",
                 "10", "--quiet");
         expect(&r, 2);
-        result_free(&r);
-        cr_assert(!exists(st), "fill --cap %s made %s", caps[i], st);
+        tr_result_free(&r);
+        cr_assert(!tr_exists(st), "fill --cap %s made %s", caps[i], st);
     }
     static const char *const opts[][2] = {
         {"--page-size", "100"}, {"--page-size", "131072"},
         {"--node-bytes", "255"}, {"--node-entries", "1"},
     };
     for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
-        result r = RUN("bonsai-fill", opts[i][0], opts[i][1], "--count",
+        tr_result r = TR_RUN("bonsai-fill", opts[i][0], opts[i][1], "--count",
                        "10", "--quiet");
         expect(&r, 2);
         expect_in(r.err, opts[i][0], r.cmd);
         expect_in(r.err, bonsai_strerror(BONSAI_INVALID), r.cmd);
-        result_free(&r);
+        tr_result_free(&r);
     }
     /* mapsize= in a dump header: the line that says it, and no store */
     static const char *const sizes[] = {"18446744073709551615",
                                         "9223372036854775809"};
-    const char *in = tp("big.dump");
+    const char *in = tr_path("big.dump");
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         char text[256];
         snprintf(text, sizeof text, "VERSION=3\nformat=print\ndatabase=m\n"
                  "type=btree\nmapsize=%s\nHEADER=END\n a\n b\nDATA=END\n",
                  sizes[i]);
-        write_bytes(in, text, strlen(text));
-        result r = RUN("bonsai-load", "-f", in, st);
+        tr_write_bytes(in, text, strlen(text));
+        tr_result r = TR_RUN("bonsai-load", "-f", in, st);
         expect(&r, 1);
         expect_in(r.err, "line 5", r.cmd);
         expect_in(r.err, "mapsize", r.cmd);
         expect_in(r.err, bonsai_strerror(BONSAI_INVALID), r.cmd);
-        result_free(&r);
-        cr_assert(!exists(st), "load of mapsize=%s made %s", sizes[i], st);
+        tr_result_free(&r);
+        cr_assert(!tr_exists(st), "load of mapsize=%s made %s", sizes[i], st);
     }
     /* the largest cap loads, where the address space holds it */
-    result r = RUN("bonsai-fill", "--cap", "9223372036854775808", "--count",
+    tr_result r = TR_RUN("bonsai-fill", "--cap", "9223372036854775808", "--count",
                    "10", "--quiet");
     cr_assert(r.status == 0 || strstr(r.err, bonsai_strerror(BONSAI_NOMEM)),
               "%s: exit %d: %s", r.cmd, r.status, r.err);
-    result_free(&r);
+    tr_result_free(&r);
 }
 
 /* ---- a lock file bonsai did not make ------------------------------------ */
@@ -570,12 +401,12 @@ Test(tools, caps_out_of_range_are_named_invalid)
  * the store, and writes neither the lock file nor what it points at. */
 Test(tools, no_tool_writes_through_a_foreign_lock_file)
 {
-    const char *st = make_store("s.bonsai", 50), *dst = tp("copy.bonsai");
-    const char *lock = tp("s.bonsai-lock"), *victim = tp("victim");
-    const char *dump = tp("in.dump");
-    result r = RUN("bonsai-dump", "-f", dump, st);
+    const char *st = make_store("s.bonsai", 50), *dst = tr_path("copy.bonsai");
+    const char *lock = tr_path("s.bonsai-lock"), *victim = tr_path("victim");
+    const char *dump = tr_path("in.dump");
+    tr_result r = TR_RUN("bonsai-dump", "-f", dump, st);
     expect(&r, 0);
-    result_free(&r);
+    tr_result_free(&r);
     enum { LINK_TABLE_SIZE, LINK_BIG, FIFO, ZEROS, NCASES };
     static const char *const what[NCASES] = {
         "a link to 8 KiB of zeros", "a link to 64 KiB of zeros", "a FIFO",
@@ -586,32 +417,32 @@ Test(tools, no_tool_writes_through_a_foreign_lock_file)
         unlink(lock);
         unlink(victim);
         if (c == LINK_TABLE_SIZE || c == LINK_BIG) {
-            write_bytes(victim, zeros, c == LINK_BIG ? 65536 : 8192);
+            tr_write_bytes(victim, zeros, c == LINK_BIG ? 65536 : 8192);
             cr_assert(symlink(victim, lock) == 0);
         } else if (c == FIFO) {
             cr_assert(mkfifo(lock, 0644) == 0);
         } else {
-            write_bytes(lock, zeros, 4096);
+            tr_write_bytes(lock, zeros, 4096);
         }
         const char *const *runs[] = {
-            ARGS("bonsai-verify", st),
-            ARGS("bonsai-stat", st),
-            ARGS("bonsai-dump", st),
-            ARGS("bonsai-dump", "-l", st),
-            ARGS("bonsai-compact", st, dst),
-            ARGS("bonsai-load", "-f", dump, st),
+            TR_ARGS("bonsai-verify", st),
+            TR_ARGS("bonsai-stat", st),
+            TR_ARGS("bonsai-dump", st),
+            TR_ARGS("bonsai-dump", "-l", st),
+            TR_ARGS("bonsai-compact", st, dst),
+            TR_ARGS("bonsai-load", "-f", dump, st),
         };
         for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
-            snap sv = snap_take(victim), sl = snap_take(lock),
-                 ss = snap_take(st);
-            r = run_v(-1, NULL, runs[i]);
+            tr_snap sv = tr_snap_take(victim), sl = tr_snap_take(lock),
+                 ss = tr_snap_take(st);
+            r = tr_run_v(-1, NULL, runs[i]);
             expect(&r, 1);
             expect_in(r.err, "-lock file", r.cmd);
-            result_free(&r);
-            snap_same(&sv, what[c]);
-            snap_same(&sl, what[c]);
-            snap_same(&ss, what[c]);
-            cr_assert(!exists(dst), "%s: compact made %s", what[c], dst);
+            tr_result_free(&r);
+            tr_snap_same(&sv, what[c]);
+            tr_snap_same(&sl, what[c]);
+            tr_snap_same(&ss, what[c]);
+            cr_assert(!tr_exists(dst), "%s: compact made %s", what[c], dst);
         }
     }
     free(zeros);
@@ -626,7 +457,7 @@ static pid_t feed_fifo(const char *fifo, const char *text)
     pid_t pid = fork();
     cr_assert(pid >= 0);
     if (pid == 0) {
-        alarm(HANG_SECONDS);
+        alarm(TR_HANG_SECONDS);
         int fd = open(fifo, O_WRONLY);
         size_t n = strlen(text), done = 0;
         while (fd >= 0 && done < n) {
@@ -644,64 +475,64 @@ Test(tools, load_refuses_bad_input)
 {
     const char *bad[N_BAD];
     make_bad(bad);
-    const char *st = make_store("s.bonsai", 100), *fresh = tp("new.bonsai");
+    const char *st = make_store("s.bonsai", 100), *fresh = tr_path("new.bonsai");
     static const int refused[] = {BAD_GARBAGE, BAD_ZERO, BAD_MISSING,
                                   BAD_DIR};
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         const char *in = bad[refused[i]];
         /* into an existing store, plain and -T, and into a new one */
         const char *const *runs[] = {
-            ARGS("bonsai-load", "-f", in, st),
-            ARGS("bonsai-load", "-T", "-s", "t", "-f", in, st),
-            ARGS("bonsai-load", "-f", in, fresh),
+            TR_ARGS("bonsai-load", "-f", in, st),
+            TR_ARGS("bonsai-load", "-T", "-s", "t", "-f", in, st),
+            TR_ARGS("bonsai-load", "-f", in, fresh),
         };
         for (size_t j = 0; j < sizeof runs / sizeof runs[0]; j++) {
-            snap s = snap_take(st);
-            result r = run_v(-1, NULL, runs[j]);
+            tr_snap s = tr_snap_take(st);
+            tr_result r = tr_run_v(-1, NULL, runs[j]);
             expect(&r, 1);
-            result_free(&r);
-            snap_same(&s, bad_name[refused[i]]);
-            cr_assert(!exists(fresh), "a failed load left %s", fresh);
+            tr_result_free(&r);
+            tr_snap_same(&s, bad_name[refused[i]]);
+            cr_assert(!tr_exists(fresh), "a failed load left %s", fresh);
         }
     }
     /* input that fails after the store is open: a missing store is not
      * left behind, an empty file is left empty */
-    const char *cut = tp("cut.dump");
+    const char *cut = tr_path("cut.dump");
     const char *cut_text = "VERSION=3\ndatabase=x\nHEADER=END\n 61\n";
-    write_bytes(cut, cut_text, strlen(cut_text));
+    tr_write_bytes(cut, cut_text, strlen(cut_text));
     const char *targets[] = {fresh, bad[BAD_EMPTY], st};
     for (int i = 0; i < 3; i++) {
-        snap s = snap_take(targets[i]);
-        result r = RUN("bonsai-load", "-f", cut, targets[i]);
+        tr_snap s = tr_snap_take(targets[i]);
+        tr_result r = TR_RUN("bonsai-load", "-f", cut, targets[i]);
         expect(&r, 1);
         expect_in(r.err, "line 4", r.cmd);
-        result_free(&r);
-        snap_same(&s, "a load cut short");
+        tr_result_free(&r);
+        tr_snap_same(&s, "a load cut short");
     }
 
     /* the same on standard input */
-    snap s = snap_take(st);
-    result r = run_v(-1, "/dev/zero", ARGS("bonsai-load", st));
+    tr_snap s = tr_snap_take(st);
+    tr_result r = tr_run_v(-1, "/dev/zero", TR_ARGS("bonsai-load", st));
     expect(&r, 1);
     expect_in(r.err, "line 1", r.cmd);
-    result_free(&r);
-    snap_same(&s, "/dev/zero on stdin");
+    tr_result_free(&r);
+    tr_snap_same(&s, "/dev/zero on stdin");
 
     /* empty input is the dump of an empty store: nothing to load */
-    r = RUN("bonsai-load", "-f", bad[BAD_EMPTY], fresh);
+    r = TR_RUN("bonsai-load", "-f", bad[BAD_EMPTY], fresh);
     expect(&r, 0);
-    result_free(&r);
+    tr_result_free(&r);
 
     /* a FIFO is a stream like stdin: it loads once the writer is done */
     const char *text = "VERSION=3\nformat=print\ndatabase=piped\n"
                        "type=btree\nHEADER=END\n a\n 1\n b\n 2\nDATA=END\n";
     pid_t w = feed_fifo(bad[BAD_FIFO], text);
-    r = RUN("bonsai-load", "-f", bad[BAD_FIFO], fresh);
+    r = TR_RUN("bonsai-load", "-f", bad[BAD_FIFO], fresh);
     int wst;
     cr_assert(waitpid(w, &wst, 0) == w && WIFEXITED(wst) &&
               WEXITSTATUS(wst) == 0, "the FIFO writer failed");
     expect(&r, 0);
-    result_free(&r);
+    tr_result_free(&r);
     cr_assert_eq(map_count(fresh, "piped"), 2);
 }
 
@@ -736,7 +567,7 @@ static char *dir_state(const char *dir)
             what[k] = 0;
         } else if (S_ISREG(st.st_mode)) {
             size_t len;
-            char *bytes = slurp(path, &len);
+            char *bytes = tr_slurp(path, &len);
             snprintf(what, sizeof what, "%016" PRIx64,
                      tu_hash(bytes, len, 0));
             free(bytes);
@@ -772,11 +603,11 @@ static void load_fails_cleanly(const char *dir, const char *in,
     if (limit)
         snprintf(lim, sizeof lim, "trap '' XFSZ; ulimit -f %" PRIu64 "; ",
                  limit / 512);
-    const char *err = tp("load.err");
+    const char *err = tr_path("load.err");
     int st = tu_sh("cd %s && %sexec %s -f %s %s 2>%s", tu_quote(dir), lim,
                    tu_quote(tu_program("bonsai-load")), tu_quote(in), args,
                    tu_quote(err));
-    char *msg = slurp(err, NULL);
+    char *msg = tr_slurp(err, NULL);
     cr_assert(st == 1, "%s: exit %d: %s", ctx, st, msg);
     expect_in(msg, want, ctx);
     char *after = dir_state(dir);
@@ -794,53 +625,53 @@ static void load_fails_cleanly(const char *dir, const char *in,
  * after a disk too full to grow it, and CRLF input is refused. */
 Test(tools, failed_load_leaves_the_file_system_as_it_was)
 {
-    const char *dir = tp("place"), *cut = tp("cut.dump");
+    const char *dir = tr_path("place"), *cut = tr_path("cut.dump");
     cr_assert(mkdir(dir, 0755) == 0);
     const char *cut_text = "VERSION=3\ndatabase=x\nHEADER=END\n 61\n";
-    write_bytes(cut, cut_text, strlen(cut_text));
+    tr_write_bytes(cut, cut_text, strlen(cut_text));
 
     load_fails_cleanly(dir, cut, "new.bonsai", "line 4", 0, "a new store");
-    cr_assert(symlink("target.bonsai", tp("place/dangling")) == 0);
+    cr_assert(symlink("target.bonsai", tr_path("place/dangling")) == 0);
     load_fails_cleanly(dir, cut, "dangling", "line 4", 0,
                        "through a dangling link");
-    cr_assert(mkdir(tp("place/sub"), 0755) == 0);
-    cr_assert(symlink("sub/../sub/t.bonsai", tp("place/deep")) == 0);
-    cr_assert(symlink("deep", tp("place/chain")) == 0);
+    cr_assert(mkdir(tr_path("place/sub"), 0755) == 0);
+    cr_assert(symlink("sub/../sub/t.bonsai", tr_path("place/deep")) == 0);
+    cr_assert(symlink("deep", tr_path("place/chain")) == 0);
     load_fails_cleanly(dir, cut, "chain", "line 4", 0,
                        "through two links into a directory");
-    write_bytes(tp("place/empty"), "", 0);
+    tr_write_bytes(tr_path("place/empty"), "", 0);
     load_fails_cleanly(dir, cut, "empty", "line 4", 0, "an empty file");
     /* a lock file not bonsai's: the open fails, the new store goes */
     char zeros[4096] = {0};
-    write_bytes(tp("place/locked.bonsai-lock"), zeros, sizeof zeros);
+    tr_write_bytes(tr_path("place/locked.bonsai-lock"), zeros, sizeof zeros);
     load_fails_cleanly(dir, cut, "locked.bonsai", "-lock file", 0,
                        "a new store beside a foreign lock file");
 
     /* an existing store (with its lock file) */
-    const char *st = tp("place/s.bonsai");
-    copy_file(make_store("s.bonsai", 100), st);
+    const char *st = tr_path("place/s.bonsai");
+    tr_copy_file(make_store("s.bonsai", 100), st);
     bonsai_db *db = tu_open(st, NULL); /* its lock file, made */
     TU_OK(bonsai_close(db));
     load_fails_cleanly(dir, cut, "s.bonsai", "line 4", 0,
                        "an existing store");
     /* CRLF line ends: in a header, in data lines */
-    const char *crlf = tp("crlf.dump");
+    const char *crlf = tr_path("crlf.dump");
     const char *header_crlf = "VERSION=3\r\nformat=print\r\n";
-    write_bytes(crlf, header_crlf, strlen(header_crlf));
+    tr_write_bytes(crlf, header_crlf, strlen(header_crlf));
     load_fails_cleanly(dir, crlf, "s.bonsai",
                        "line 1: carriage return (CRLF", 0, "a CRLF header");
     const char *data_crlf = "VERSION=3\nformat=print\ndatabase=c\n"
                             "HEADER=END\n a\r\n b\r\nDATA=END\r\n";
-    write_bytes(crlf, data_crlf, strlen(data_crlf));
+    tr_write_bytes(crlf, data_crlf, strlen(data_crlf));
     load_fails_cleanly(dir, crlf, "s.bonsai",
                        "line 5: carriage return (CRLF", 0, "CRLF data");
-    write_bytes(crlf, "a\r\nb\r\n", 6);
+    tr_write_bytes(crlf, "a\r\nb\r\n", 6);
     load_fails_cleanly(dir, crlf, "-T -s c s.bonsai",
                        "line 1: carriage return (CRLF", 0, "CRLF text");
 
     /* a disk that will not hold what the load needs (the file may not
      * grow past a limit): the growth it got is taken back */
-    const char *big = tp("big.dump");
+    const char *big = tr_path("big.dump");
     FILE *f = fopen(big, "w");
     cr_assert(f);
     fprintf(f, "VERSION=3\ndatabase=big\nHEADER=END\n");
@@ -861,15 +692,15 @@ Test(tools, failed_load_leaves_the_file_system_as_it_was)
 
 /* Runs argv as an unprivileged user; 0 and a log line if that cannot be
  * (no setuid, or the build lies where nobody may not go). */
-static int run_unprivileged(const char *const *argv, result *r)
+static int run_unprivileged(const char *const *argv, tr_result *r)
 {
     cr_assert(chmod(tu_tmpdir(), 0755) == 0);
-    *r = run_v(unprivileged(), NULL, argv);
+    *r = tr_run_v(unprivileged(), NULL, argv);
     cr_assert(chmod(tu_tmpdir(), 0700) == 0);
     if (r->status == 125 || r->status == 126) {
         cr_log_warn("%s: cannot run as nobody (exit %d): not checked",
                     r->cmd, r->status);
-        result_free(r);
+        tr_result_free(r);
         return 0;
     }
     return 1;
@@ -877,83 +708,83 @@ static int run_unprivileged(const char *const *argv, result *r)
 
 Test(tools, unwritable_outputs)
 {
-    const char *src = make_store("s.bonsai", 200), *dump = tp("dump");
+    const char *src = make_store("s.bonsai", 200), *dump = tr_path("dump");
     cr_assert(chmod(src, 0644) == 0);
-    result r = RUN("bonsai-dump", "-f", dump, src);
+    tr_result r = TR_RUN("bonsai-dump", "-f", dump, src);
     expect(&r, 0);
-    result_free(&r);
+    tr_result_free(&r);
     cr_assert(chmod(dump, 0644) == 0);
-    snap s = snap_take(src);
+    tr_snap s = tr_snap_take(src);
 
     /* under /proc nothing can be created, not even by root */
     const char *const *proc_runs[] = {
-        ARGS("bonsai-compact", src, "/proc/bonsai-none/copy"),
-        ARGS("bonsai-compact", src, "/proc/bonsai-none"),
-        ARGS("bonsai-dump", "-f", "/proc/bonsai-none/out", src),
-        ARGS("bonsai-load", "-f", dump, "/proc/bonsai-none/new"),
+        TR_ARGS("bonsai-compact", src, "/proc/bonsai-none/copy"),
+        TR_ARGS("bonsai-compact", src, "/proc/bonsai-none"),
+        TR_ARGS("bonsai-dump", "-f", "/proc/bonsai-none/out", src),
+        TR_ARGS("bonsai-load", "-f", dump, "/proc/bonsai-none/new"),
     };
     for (size_t i = 0; i < sizeof proc_runs / sizeof proc_runs[0]; i++) {
-        r = run_v(-1, NULL, proc_runs[i]);
+        r = tr_run_v(-1, NULL, proc_runs[i]);
         expect(&r, 1);
-        result_free(&r);
+        tr_result_free(&r);
     }
 
     /* DST a FIFO or a directory: compact would rename over them */
-    const char *fifo = tp("fifo"), *dir = tp("dir");
+    const char *fifo = tr_path("fifo"), *dir = tr_path("dir");
     cr_assert(mkfifo(fifo, 0644) == 0 && mkdir(dir, 0755) == 0);
     const char *dsts[] = {fifo, dir};
     for (int i = 0; i < 2; i++) {
-        snap d = snap_take(dsts[i]);
-        r = RUN("bonsai-compact", src, dsts[i]);
+        tr_snap d = tr_snap_take(dsts[i]);
+        r = TR_RUN("bonsai-compact", src, dsts[i]);
         expect(&r, 1);
         expect_in(r.err, dsts[i], r.cmd);
-        result_free(&r);
-        snap_same(&d, "compact DST");
+        tr_result_free(&r);
+        tr_snap_same(&d, "compact DST");
     }
 
     /* a read-only directory: compact, dump and load create nothing */
-    const char *ro = tp("ro");
+    const char *ro = tr_path("ro");
     cr_assert(mkdir(ro, 0555) == 0);
-    const char *in_ro = tp("ro/out");
+    const char *in_ro = tr_path("ro/out");
     const char *const *ro_runs[] = {
-        ARGS("bonsai-compact", src, in_ro),
-        ARGS("bonsai-dump", "-f", in_ro, src),
-        ARGS("bonsai-load", "-f", dump, in_ro),
+        TR_ARGS("bonsai-compact", src, in_ro),
+        TR_ARGS("bonsai-dump", "-f", in_ro, src),
+        TR_ARGS("bonsai-load", "-f", dump, in_ro),
     };
     for (size_t i = 0; i < sizeof ro_runs / sizeof ro_runs[0]; i++) {
         if (!run_unprivileged(ro_runs[i], &r))
             continue;
         expect(&r, 1);
-        result_free(&r);
-        cr_assert(!exists(in_ro), "%s was created", in_ro);
+        tr_result_free(&r);
+        cr_assert(!tr_exists(in_ro), "%s was created", in_ro);
     }
 
     /* a read-only store file: load refuses it and leaves it alone */
-    const char *rofile = tp("ro.bonsai");
-    copy_file(src, rofile);
+    const char *rofile = tr_path("ro.bonsai");
+    tr_copy_file(src, rofile);
     cr_assert(chmod(rofile, 0444) == 0);
-    snap f = snap_take(rofile);
-    if (run_unprivileged(ARGS("bonsai-load", "-f", dump, rofile), &r)) {
+    tr_snap f = tr_snap_take(rofile);
+    if (run_unprivileged(TR_ARGS("bonsai-load", "-f", dump, rofile), &r)) {
         expect(&r, 1);
         expect_in(r.err, bonsai_strerror(BONSAI_READONLY), r.cmd);
-        result_free(&r);
+        tr_result_free(&r);
     }
-    snap_same(&f, "read-only store");
+    tr_snap_same(&f, "read-only store");
     /* ... while the tools that only read it work */
     const char *const *readers[] = {
-        ARGS("bonsai-verify", rofile),
-        ARGS("bonsai-stat", rofile),
-        ARGS("bonsai-dump", "-f", tp("ro.dump"), rofile),
-        ARGS("bonsai-compact", rofile, tp("fromro.bonsai")),
+        TR_ARGS("bonsai-verify", rofile),
+        TR_ARGS("bonsai-stat", rofile),
+        TR_ARGS("bonsai-dump", "-f", tr_path("ro.dump"), rofile),
+        TR_ARGS("bonsai-compact", rofile, tr_path("fromro.bonsai")),
     };
-    f = snap_take(rofile);
+    f = tr_snap_take(rofile);
     for (size_t i = 0; i < sizeof readers / sizeof readers[0]; i++) {
-        r = run_v(-1, NULL, readers[i]);
+        r = tr_run_v(-1, NULL, readers[i]);
         expect(&r, 0);
-        result_free(&r);
+        tr_result_free(&r);
     }
-    snap_same(&f, "read-only store, read");
-    snap_same(&s, "source of the unwritable outputs");
+    tr_snap_same(&f, "read-only store, read");
+    tr_snap_same(&s, "source of the unwritable outputs");
 }
 
 /* ---- a corrupted store -------------------------------------------------- */
@@ -975,7 +806,7 @@ static void smash(const char *path, uint64_t off, size_t n)
 Test(tools, corrupted_store)
 {
     const char *good = make_store("good.bonsai", 3000);
-    const char *bad = tp("bad.bonsai"), *dst = tp("copy.bonsai");
+    const char *bad = tr_path("bad.bonsai"), *dst = tr_path("copy.bonsai");
     bonsai_options o;
     bonsai_options_init(&o);
     o.read_only = 1;
@@ -993,48 +824,48 @@ Test(tools, corrupted_store)
     const int spots = 24;
     for (int i = 0; i < spots; i++) {
         uint64_t off = lo + span * (uint64_t)i / spots + (uint64_t)i * 13;
-        copy_file(good, bad);
+        tr_copy_file(good, bad);
         smash(bad, off, 8);
-        snap s = snap_take(bad);
+        tr_snap s = tr_snap_take(bad);
         char ctx[64];
         snprintf(ctx, sizeof ctx, "8 bytes at %" PRIu64, off);
 
         /* its report is its output: on stdout */
-        result r = RUN("bonsai-verify", bad);
+        tr_result r = TR_RUN("bonsai-verify", bad);
         cr_assert_eq(r.status, 1, "%s (%s): exit %d", r.cmd, ctx, r.status);
         cr_assert(strstr(r.out, ", page ") && strstr(r.out, "problem"),
                   "%s (%s): the node is not named:\n%s", r.cmd, ctx, r.out);
-        result_free(&r);
+        tr_result_free(&r);
 
         /* dump and stat may not read the smashed bytes; when they do,
          * they say so */
         const char *const *others[] = {
-            ARGS("bonsai-dump", "-f", tp("out.dump"), bad),
-            ARGS("bonsai-stat", bad),
-            ARGS("bonsai-stat", "--json", bad),
+            TR_ARGS("bonsai-dump", "-f", tr_path("out.dump"), bad),
+            TR_ARGS("bonsai-stat", bad),
+            TR_ARGS("bonsai-stat", "--json", bad),
         };
         for (size_t j = 0; j < sizeof others / sizeof others[0]; j++) {
-            r = run_v(-1, NULL, others[j]);
+            r = tr_run_v(-1, NULL, others[j]);
             cr_assert(r.status == 0 || r.status == 1, "%s (%s): exit %d",
                       r.cmd, ctx, r.status);
             if (r.status)
                 cr_assert(r.err[0], "%s (%s): exit 1, no message", r.cmd,
                           ctx);
-            result_free(&r);
+            tr_result_free(&r);
         }
         /* --quick skips leaf bodies: it may pass, or says where */
-        r = RUN("bonsai-verify", "--quick", bad);
+        r = TR_RUN("bonsai-verify", "--quick", bad);
         cr_assert(r.status == 0 || strstr(r.out, "page ") ||
                       strstr(r.out, "the file"),
                   "%s (%s): exit %d:\n%s", r.cmd, ctx, r.status, r.out);
-        result_free(&r);
+        tr_result_free(&r);
 
         /* compact verifies its source first: never a copy of this */
-        r = RUN("bonsai-compact", bad, dst);
+        r = TR_RUN("bonsai-compact", bad, dst);
         expect(&r, 1);
-        result_free(&r);
-        cr_assert(!exists(dst), "%s: compact copied a corrupt store", ctx);
-        snap_same(&s, ctx);
+        tr_result_free(&r);
+        cr_assert(!tr_exists(dst), "%s: compact copied a corrupt store", ctx);
+        tr_snap_same(&s, ctx);
     }
 }
 
@@ -1044,20 +875,20 @@ Test(tools, verify_progress_only_on_a_terminal_or_asked)
 {
     const char *st = make_store("s.bonsai", 20000);
     /* stderr is a file here: no progress by default */
-    result r = RUN("bonsai-verify", st);
+    tr_result r = TR_RUN("bonsai-verify", st);
     expect(&r, 0);
     cr_assert(r.err[0] == 0, "progress on a file: %s", r.err);
     char *summary = strdup(r.out);
-    result_free(&r);
-    r = RUN("bonsai-verify", "--progress", st);
+    tr_result_free(&r);
+    r = TR_RUN("bonsai-verify", "--progress", st);
     expect(&r, 0);
     expect_in(r.err, "% (", r.cmd);
     cr_assert_str_eq(r.out, summary, "progress changed stdout");
-    result_free(&r);
-    r = RUN("bonsai-verify", "--no-progress", st);
+    tr_result_free(&r);
+    r = TR_RUN("bonsai-verify", "--no-progress", st);
     expect(&r, 0);
     cr_assert(r.err[0] == 0, "--no-progress: %s", r.err);
-    result_free(&r);
+    tr_result_free(&r);
     free(summary);
 }
 
@@ -1066,8 +897,8 @@ Test(tools, verify_progress_only_on_a_terminal_or_asked)
 Test(tools, stat_reports_every_field)
 {
     const char *st = make_store("s.bonsai", 200);
-    snap s = snap_take(st);
-    result r = RUN("bonsai-stat", "--json", st);
+    tr_snap s = tr_snap_take(st);
+    tr_result r = TR_RUN("bonsai-stat", "--json", st);
     expect(&r, 0);
     static const char *const file_keys[] = {
         "\"file_bytes\":", "\"cap\":", "\"used_bytes\":",
@@ -1097,17 +928,17 @@ Test(tools, stat_reports_every_field)
     }
     cr_assert(r.out[strlen(r.out) - 1] == '\n' && strchr(r.out, '\n') ==
               r.out + strlen(r.out) - 1, "--json: not one line: %s", r.out);
-    result_free(&r);
+    tr_result_free(&r);
 
-    r = RUN("bonsai-stat", "--json", "-s", "u64", st);
+    r = TR_RUN("bonsai-stat", "--json", "-s", "u64", st);
     expect(&r, 0);
     cr_assert(strstr(r.out, "\"name\":\"u64\"") &&
                   !strstr(r.out, "\"name\":\"bytes\""),
               "-s u64: %s", r.out);
-    result_free(&r);
-    r = RUN("bonsai-stat", "-s", "nosuch", st);
+    tr_result_free(&r);
+    r = TR_RUN("bonsai-stat", "-s", "nosuch", st);
     expect(&r, 1);
-    result_free(&r);
+    tr_result_free(&r);
 
     static const char *const labels[] = {
         "format version", "file size", "cap", "used", "free ", "extent",
@@ -1115,19 +946,19 @@ Test(tools, stat_reports_every_field)
         "branch", "leaf", "bytes in nodes", "average leaf fill",
         "bytes per entry", "compression ratio",
     };
-    r = RUN("bonsai-stat", st);
+    r = TR_RUN("bonsai-stat", st);
     expect(&r, 0);
     for (size_t i = 0; i < sizeof labels / sizeof labels[0]; i++)
         expect_in(r.out, labels[i], r.cmd);
-    result_free(&r);
-    snap_same(&s, "stat");
+    tr_result_free(&r);
+    tr_snap_same(&s, "stat");
 }
 
 /* A store of many small commits over the same keys: copy-on-write leaves
  * free space and part-full leaves behind. */
 static const char *make_churned_store(void)
 {
-    const char *path = tp("churn.bonsai");
+    const char *path = tr_path("churn.bonsai");
     bonsai_options o;
     bonsai_options_init(&o);
     o.transactions = 1;
@@ -1159,15 +990,15 @@ static uint64_t file_size(const char *path)
 /* Asserts that a and b dump to the same text. */
 static void same_dump(const char *a, const char *b)
 {
-    const char *da = tp("a.dump"), *db = tp("b.dump");
-    result r = RUN("bonsai-dump", "-f", da, a);
+    const char *da = tr_path("a.dump"), *db = tr_path("b.dump");
+    tr_result r = TR_RUN("bonsai-dump", "-f", da, a);
     expect(&r, 0);
-    result_free(&r);
-    r = RUN("bonsai-dump", "-f", db, b);
+    tr_result_free(&r);
+    r = TR_RUN("bonsai-dump", "-f", db, b);
     expect(&r, 0);
-    result_free(&r);
+    tr_result_free(&r);
     size_t na, nb;
-    char *pa = slurp(da, &na), *pb = slurp(db, &nb);
+    char *pa = tr_slurp(da, &na), *pb = tr_slurp(db, &nb);
     cr_assert(na == nb && memcmp(pa, pb, na) == 0, "%s and %s differ", a,
               b);
     free(pa);
@@ -1202,53 +1033,53 @@ static void write_many_maps(const char *path, int from, int to)
  * its whole dump makes the same store again. */
 Test(tools, tools_handle_more_maps_than_one_handle_opens)
 {
-    const char *st = tp("many.bonsai"), *half1 = tp("half1.dump"),
-               *half2 = tp("half2.dump"), *all = tp("all.dump"),
-               *copy = tp("copy.bonsai"), *again = tp("again.bonsai");
+    const char *st = tr_path("many.bonsai"), *half1 = tr_path("half1.dump"),
+               *half2 = tr_path("half2.dump"), *all = tr_path("all.dump"),
+               *copy = tr_path("copy.bonsai"), *again = tr_path("again.bonsai");
     write_many_maps(half1, 0, MANY_MAPS / 2);
     write_many_maps(half2, MANY_MAPS / 2, MANY_MAPS);
-    result r = RUN("bonsai-load", "-f", half1, st);
+    tr_result r = TR_RUN("bonsai-load", "-f", half1, st);
     expect(&r, 0);
-    result_free(&r);
-    r = RUN("bonsai-load", "-f", half2, st);
+    tr_result_free(&r);
+    r = TR_RUN("bonsai-load", "-f", half2, st);
     expect(&r, 0);
-    result_free(&r);
-    r = RUN("bonsai-verify", st);
+    tr_result_free(&r);
+    r = TR_RUN("bonsai-verify", st);
     expect(&r, 0);
-    result_free(&r);
+    tr_result_free(&r);
 
-    r = RUN("bonsai-dump", "-a", "-p", "-f", all, st);
+    r = TR_RUN("bonsai-dump", "-a", "-p", "-f", all, st);
     expect(&r, 0);
-    result_free(&r);
-    char *text = slurp(all, NULL);
+    tr_result_free(&r);
+    char *text = tr_slurp(all, NULL);
     cr_assert_eq(count_in(text, "DATA=END\n"), MANY_MAPS);
     cr_assert(strstr(text, "database=map04999\n"), "the last map is missing");
     free(text);
-    r = RUN("bonsai-dump", "-l", st);
+    r = TR_RUN("bonsai-dump", "-l", st);
     expect(&r, 0);
     cr_assert_eq(count_in(r.out, "\n"), MANY_MAPS);
-    result_free(&r);
-    r = RUN("bonsai-stat", "--json", st);
+    tr_result_free(&r);
+    r = TR_RUN("bonsai-stat", "--json", st);
     expect(&r, 0);
     cr_assert_eq(count_in(r.out, "\"name\":"), MANY_MAPS);
-    result_free(&r);
-    r = RUN("bonsai-compact", st, copy);
+    tr_result_free(&r);
+    r = TR_RUN("bonsai-compact", st, copy);
     expect(&r, 0);
-    result_free(&r);
+    tr_result_free(&r);
     same_dump(st, copy);
-    r = RUN("bonsai-load", "-f", all, again);
+    r = TR_RUN("bonsai-load", "-f", all, again);
     expect(&r, 0);
-    result_free(&r);
+    tr_result_free(&r);
     same_dump(st, again);
 }
 
 Test(tools, compact_options_and_sizes)
 {
-    const char *src = make_churned_store(), *dst = tp("dst.bonsai");
-    snap s = snap_take(src);
+    const char *src = make_churned_store(), *dst = tr_path("dst.bonsai");
+    tr_snap s = tr_snap_take(src);
     /* an old DST is replaced whole */
-    write_bytes(dst, "old", 3);
-    result r = RUN("bonsai-compact", src, dst);
+    tr_write_bytes(dst, "old", 3);
+    tr_result r = TR_RUN("bonsai-compact", src, dst);
     expect(&r, 0);
     char line[PATH_MAX + 64];
     snprintf(line, sizeof line, "%s: %" PRIu64 " bytes\n", src,
@@ -1257,41 +1088,41 @@ Test(tools, compact_options_and_sizes)
     snprintf(line, sizeof line, "%s: %" PRIu64 " bytes, ", dst,
              file_size(dst));
     expect_in(r.out, line, r.cmd);
-    result_free(&r);
+    tr_result_free(&r);
     cr_assert(file_size(dst) <= file_size(src), "the copy is larger: %"
               PRIu64 " > %" PRIu64, file_size(dst), file_size(src));
-    r = RUN("bonsai-verify", dst);
+    r = TR_RUN("bonsai-verify", dst);
     expect(&r, 0);
-    result_free(&r);
+    tr_result_free(&r);
     same_dump(src, dst);
 
     /* other settings: the copy has them, the same data, and verifies */
-    const char *dz = tp("z.bonsai");
-    r = RUN("bonsai-compact", "--quiet", "--compress", "zlib:9",
+    const char *dz = tr_path("z.bonsai");
+    r = TR_RUN("bonsai-compact", "--quiet", "--compress", "zlib:9",
             "--node-bytes", "1024", "--node-entries", "32", src, dz);
     expect(&r, 0);
     cr_assert(r.out[0] == 0, "--quiet: %s", r.out);
-    result_free(&r);
-    r = RUN("bonsai-stat", "--json", dz);
+    tr_result_free(&r);
+    r = TR_RUN("bonsai-stat", "--json", dz);
     expect(&r, 0);
     expect_in(r.out, "\"compression\":\"zlib\",\"compression_level\":9",
               r.cmd);
     expect_in(r.out, "\"node_bytes\":1024,\"node_entries\":32", r.cmd);
-    result_free(&r);
-    r = RUN("bonsai-verify", dz);
+    tr_result_free(&r);
+    r = TR_RUN("bonsai-verify", dz);
     expect(&r, 0);
-    result_free(&r);
+    tr_result_free(&r);
     same_dump(src, dz);
-    r = RUN("bonsai-compact", "--compress", "lz4", src, tp("l.bonsai"));
+    r = TR_RUN("bonsai-compact", "--compress", "lz4", src, tr_path("l.bonsai"));
     expect(&r, 0);
-    result_free(&r);
-    same_dump(src, tp("l.bonsai"));
+    tr_result_free(&r);
+    same_dump(src, tr_path("l.bonsai"));
 
     /* no temporary file is left beside DST */
     char cmd[PATH_MAX + 64];
     snprintf(cmd, sizeof cmd, "ls '%s' | grep -q compact-", tu_tmpdir());
     cr_assert(system(cmd) != 0, "a temporary file was left behind");
-    snap_same(&s, "compact source");
+    tr_snap_same(&s, "compact source");
 }
 
 /* ---- bonsai-dump against the reference tools ---------------------------- */
@@ -1321,7 +1152,7 @@ static int sh(const char *fmt, ...)
 static void same_bytes(const char *a, const char *b, const char *ctx)
 {
     size_t na, nb;
-    char *pa = slurp(a, &na), *pb = slurp(b, &nb);
+    char *pa = tr_slurp(a, &na), *pb = tr_slurp(b, &nb);
     cr_assert(na == nb && memcmp(pa, pb, na) == 0,
               "%s: %s and %s differ:\n--- %.1500s\n+++ %.1500s", ctx, a, b,
               pa, pb);
@@ -1333,7 +1164,7 @@ static void same_bytes(const char *a, const char *b, const char *ctx)
  * byte: printable, backslash, space, control, high. */
 static const char *make_bytes_store(void)
 {
-    const char *path = tp("bytes.bonsai");
+    const char *path = tr_path("bytes.bonsai");
     bonsai_options o;
     bonsai_options_init(&o);
     o.transactions = 1;
@@ -1367,18 +1198,18 @@ Test(tools, dump_matches_mdb_dump_and_db_dump)
                     lmdb ? "" : " mdb_load/mdb_dump",
                     bdb ? "" : " db_load/db_dump");
     const char *st = make_bytes_store();
-    const char *ours = tp("ours"), *oursp = tp("ours.p");
-    const char *theirs = tp("theirs"), *want = tp("want");
-    result r = RUN("bonsai-dump", "-f", ours, st);
+    const char *ours = tr_path("ours"), *oursp = tr_path("ours.p");
+    const char *theirs = tr_path("theirs"), *want = tr_path("want");
+    tr_result r = TR_RUN("bonsai-dump", "-f", ours, st);
     expect(&r, 0);
-    result_free(&r);
-    r = RUN("bonsai-dump", "-p", "-f", oursp, st);
+    tr_result_free(&r);
+    r = TR_RUN("bonsai-dump", "-p", "-f", oursp, st);
     expect(&r, 0);
-    result_free(&r);
+    tr_result_free(&r);
     if (lmdb) {
         /* mdb_dump adds the environment's maxreaders= and db_pagesize=,
          * which bonsai has no use for; every other byte is the same */
-        const char *mdb = tp("x.mdb");
+        const char *mdb = tr_path("x.mdb");
         cr_assert_eq(sh("mdb_load -n -f '%s' '%s'", ours, mdb), 0);
         cr_assert_eq(sh("mdb_dump -n -a '%s' | sed '/^maxreaders=/d; "
                         "/^db_pagesize=/d' >'%s'", mdb, theirs), 0);
@@ -1386,7 +1217,7 @@ Test(tools, dump_matches_mdb_dump_and_db_dump)
     }
     if (bdb) {
         /* db_dump writes db_pagesize=, bonsai-dump mapsize= */
-        const char *db = tp("x.db");
+        const char *db = tr_path("x.db");
         cr_assert_eq(sh("sed '/^mapsize=/d' '%s' | db_load '%s'", ours, db),
                      0);
         const char *flags[] = {"", "-p "};
@@ -1408,10 +1239,10 @@ Test(tools, dump_matches_mdb_dump_and_db_dump)
 static void fill_part(const char *mode, const char *path, const char *count,
                       int resume, const char *entries, const char *stopped)
 {
-    result r = resume ? RUN("bonsai-fill", "--keys", "random", "--cap", "64M",
+    tr_result r = resume ? TR_RUN("bonsai-fill", "--keys", "random", "--cap", "64M",
                             mode, "--file", path, "--count", count,
                             "--resume", "--quiet", "--json")
-                      : RUN("bonsai-fill", "--keys", "random", "--cap", "64M",
+                      : TR_RUN("bonsai-fill", "--keys", "random", "--cap", "64M",
                             mode, "--file", path, "--count", count,
                             "--quiet", "--json");
     expect(&r, 0);
@@ -1421,7 +1252,7 @@ static void fill_part(const char *mode, const char *path, const char *count,
     snprintf(want, sizeof want, "\"stopped\":\"%s\"", stopped);
     expect_in(r.out, want, r.cmd);
     expect_in(r.out, "\"consistent\":true", r.cmd);
-    result_free(&r);
+    tr_result_free(&r);
 }
 
 /* A fill stopped by --count goes on with --resume, with and without
@@ -1431,7 +1262,7 @@ Test(tools, fill_resumes_where_it_stopped)
 {
     static const char *const modes[] = {"--no-txn", "--txn"};
     for (int m = 0; m < 2; m++) {
-        const char *f = tp(m ? "txn.bonsai" : "notxn.bonsai");
+        const char *f = tr_path(m ? "txn.bonsai" : "notxn.bonsai");
         fill_part(modes[m], f, "150000", 0, "150000", "count");
         fill_part(modes[m], f, "250000", 1, "250000", "count");
         /* asked for fewer than it holds: nothing to add */
@@ -1443,44 +1274,44 @@ Test(tools, fill_resumes_where_it_stopped)
 /* --resume refuses a store it cannot go on with, and needs --file. */
 Test(tools, fill_resume_refuses_other_stores)
 {
-    const char *f = tp("r.bonsai");
-    result r = RUN("bonsai-fill", "--keys", "random", "--cap", "64M",
+    const char *f = tr_path("r.bonsai");
+    tr_result r = TR_RUN("bonsai-fill", "--keys", "random", "--cap", "64M",
                    "--no-txn", "--file", f, "--count", "1000", "--quiet");
     expect(&r, 0);
-    result_free(&r);
-    snap s = snap_take(f);
-    r = RUN("bonsai-fill", "--keys", "random", "--seed", "2", "--cap", "64M",
+    tr_result_free(&r);
+    tr_snap s = tr_snap_take(f);
+    r = TR_RUN("bonsai-fill", "--keys", "random", "--seed", "2", "--cap", "64M",
             "--no-txn", "--file", f, "--resume", "--quiet");
     expect(&r, 1);
     expect_in(r.err, "does not hold the first 1000 keys", r.cmd);
-    result_free(&r);
-    r = RUN("bonsai-fill", "--keys", "seq", "--cap", "64M", "--no-txn",
+    tr_result_free(&r);
+    r = TR_RUN("bonsai-fill", "--keys", "seq", "--cap", "64M", "--no-txn",
             "--file", f, "--resume", "--quiet");
     expect(&r, 1);
-    result_free(&r);
-    snap_same(&s, "refused resumes");
-    r = RUN("bonsai-fill", "--keys", "random", "--resume", "--quiet");
+    tr_result_free(&r);
+    tr_snap_same(&s, "refused resumes");
+    r = TR_RUN("bonsai-fill", "--keys", "random", "--resume", "--quiet");
     expect(&r, 2);
     expect_in(r.err, "--resume needs --file", r.cmd);
-    result_free(&r);
-    r = RUN("bonsai-fill", "--keys", "random", "--cap", "64M", "--file",
-            tp("missing.bonsai"), "--resume", "--quiet");
+    tr_result_free(&r);
+    r = TR_RUN("bonsai-fill", "--keys", "random", "--cap", "64M", "--file",
+            tr_path("missing.bonsai"), "--resume", "--quiet");
     expect(&r, 1);
-    result_free(&r);
+    tr_result_free(&r);
 }
 
 /* --seconds ends a fill early and cleanly: the store is whole. */
 Test(tools, fill_stops_after_its_seconds)
 {
-    const char *f = tp("t.bonsai");
-    result r = RUN("bonsai-fill", "--keys", "random", "--cap", "1G",
+    const char *f = tr_path("t.bonsai");
+    tr_result r = TR_RUN("bonsai-fill", "--keys", "random", "--cap", "1G",
                    "--no-txn", "--file", f, "--seconds", "1", "--quiet",
                    "--json");
     expect(&r, 0);
     expect_in(r.out, "\"stopped\":\"time\"", r.cmd);
     expect_in(r.out, "\"consistent\":true", r.cmd);
-    result_free(&r);
-    r = RUN("bonsai-verify", f);
+    tr_result_free(&r);
+    r = TR_RUN("bonsai-verify", f);
     expect(&r, 0);
-    result_free(&r);
+    tr_result_free(&r);
 }
