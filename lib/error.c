@@ -18,7 +18,10 @@ const char *bonsai_strerror(int err)
     case BONSAI_VALSIZE: return "value too long";
     case BONSAI_NOMEM: return "out of memory";
     case BONSAI_IO: return "I/O error";
-    case BONSAI_BUSY: return "busy: another writer holds the store";
+    case BONSAI_BUSY:
+        return "busy: the store's writer (a write transaction in another "
+               "thread, or another process with the file open to write) "
+               "did not finish within busy_timeout_ms";
     case BONSAI_READONLY: return "store or transaction is read-only";
     case BONSAI_BADTXN: return "transaction failed or finished";
     case BONSAI_MAPKIND: return "map has the other key kind";
