@@ -63,13 +63,19 @@ void cache_note_failure(bonsai_db *db, int rc)
     }
 }
 
-int cache_flush(bonsai_db *db)
+static int write_nodes(bonsai_db *db)
 {
     int rc = bt_flush(db);
-    if (rc == 0) {
+    if (rc == 0)
         bt_after_flush(db);
+    return rc;
+}
+
+int cache_flush(bonsai_db *db)
+{
+    int rc = db->write_back ? db->write_back(db) : write_nodes(db);
+    if (rc == 0)
         bt_evict_leaves(db, 0);
-    }
     cache_note_failure(db, rc);
     recount(db);
     return rc;

@@ -472,6 +472,8 @@ static int open_store(bonsai_db *db, const char *path)
     db->pk = (pk_rules){db->opt.compression,
                         pk_raw_limit(db->opt.node_bytes)};
     db->wtxn_id = txn_next_id(db->meta.txn_id);
+    if (!db->cow && !db->anonymous && !db->opt.read_only)
+        db->write_back = txn_write_back_cached;
     set_catalog_from_meta(db);
     /* a node image takes node_bytes at most (bigger ones split) */
     uint32_t node_pages = (db->opt.node_bytes + db->page_size - 1) /

@@ -126,6 +126,10 @@ struct bonsai_db {
                                 write-back met (a full disk), 0 once one
                                 succeeds (bt_flush) ... */
     uint64_t wb_error_ms;    /* ... and when (cache.c) */
+    /* How a write-back of the cache is made: NULL, the changed nodes
+     * only; without transactions on a file, txn_write_back_cached, which
+     * also writes the records and a meta slot (set at open). */
+    int (*write_back)(bonsai_db *db);
     uint64_t cache_bytes;    /* decoded nodes, recounted now and then */
     uint32_t changes;        /* since the last recount */
     uint64_t waiting;        /* puts waiting in the maps' putbufs ... */

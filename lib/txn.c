@@ -213,12 +213,12 @@ static void abort_write(bonsai_db *db)
     release_writer(db);
 }
 
-/* Steps 1 and 2 of the protocol: every changed node and record written. */
-static int write_changes(bonsai_db *db)
+/* Steps 1 and 2 of the protocol for what is cached: every changed node
+ * and record written.  A write-back plans every run before it writes a
+ * byte, so one that fails for want of room has written nothing. */
+static int write_cached(bonsai_db *db)
 {
-    int rc = pending_apply_all(db);
-    if (rc == 0)
-        rc = bt_flush(db);
+    int rc = bt_flush(db);
     if (rc == 0)
         rc = maps_store_records(db);
     if (rc == 0)
@@ -226,6 +226,13 @@ static int write_changes(bonsai_db *db)
     if (rc == 0)
         bt_after_flush(db);
     return rc;
+}
+
+/* Steps 1 and 2: the puts waiting to be applied too. */
+static int write_changes(bonsai_db *db)
+{
+    int rc = pending_apply_all(db);
+    return rc ? rc : write_cached(db);
 }
 
 static bx_meta next_meta(bonsai_db *db, uint64_t txn_id)
@@ -240,18 +247,19 @@ static bx_meta next_meta(bonsai_db *db, uint64_t txn_id)
     return m;
 }
 
-/* Steps 3 to 5.  A failure here leaves the file's state unknown, so the
- * handle refuses further writes (retrying an fsync is unsafe). */
-static int make_durable(bonsai_db *db, const bx_meta *m)
+/* Steps 3 to 5 (3 and 5 only when sync is asked for).  A failure here
+ * leaves the file's state unknown, so the handle refuses further writes
+ * (retrying an fsync is unsafe). */
+static int make_durable(bonsai_db *db, const bx_meta *m, int sync)
 {
     if (db->anonymous)
         return 0;
     int rc = 0;
-    if (db->opt.sync)
+    if (sync)
         rc = db->io.fsync(db->io.ctx, db->fd);
     if (rc == 0)
         rc = bx_write_meta(db, m);
-    if (rc == 0 && db->opt.sync)
+    if (rc == 0 && sync)
         rc = db->io.fsync(db->io.ctx, db->fd);
     if (rc)
         db->failed = 1;
@@ -273,7 +281,7 @@ static int commit_write(bonsai_db *db, bonsai_txn *txn)
         return rc;
     }
     bx_meta m = next_meta(db, txn->id);
-    rc = make_durable(db, &m);
+    rc = make_durable(db, &m, db->opt.sync);
     /* the commit stands now: if its released pages cannot be recorded
      * they stay unused until the next open derives them free again */
     alloc_txn_commit(&db->al, txn->id);
@@ -285,22 +293,32 @@ static int commit_write(bonsai_db *db, bonsai_txn *txn)
     return rc == BONSAI_IO || rc == BONSAI_ENOSPC ? BONSAI_FAILED : rc;
 }
 
-int txn_write_back(bonsai_db *db)
+static int end_write_back(bonsai_db *db, int waiting_too, int sync)
 {
     uint64_t id = txn_next_id(db->meta.txn_id);
     if (!id)
         return 0; /* change_directly let no change in: nothing to write */
-    int rc = write_changes(db);
+    int rc = waiting_too ? write_changes(db) : write_cached(db);
     if (rc) {
         cache_note_failure(db, rc);
         return rc;
     }
     bx_meta m = next_meta(db, id);
-    if ((rc = make_durable(db, &m)))
+    if ((rc = make_durable(db, &m, sync)))
         return BONSAI_FAILED;
     publish(db, &m);
     db->wtxn_id = txn_next_id(m.txn_id);
     return 0;
+}
+
+int txn_write_back(bonsai_db *db)
+{
+    return end_write_back(db, 1, db->opt.sync);
+}
+
+int txn_write_back_cached(bonsai_db *db)
+{
+    return end_write_back(db, 0, 0);
 }
 
 /* ---- cursors tied to a transaction ------------------------------------- */

@@ -29,6 +29,14 @@ static inline uint64_t txn_next_id(uint64_t last)
  * slot (anonymous memory keeps the new state in db->meta alone). */
 int txn_write_back(bonsai_db *db);
 
+/* No-transaction mode on a file: a write-back of the cache (db->
+ * write_back).  It writes what is cached, not the puts waiting to be
+ * applied, and ends like txn_write_back but without syncing: nodes
+ * rewritten in place are then always named by a meta slot with records
+ * that match them, so a write-back that fails later (a full disk) leaves
+ * the file as the last one left it.  0 or what the write met. */
+int txn_write_back_cached(bonsai_db *db);
+
 /* The newest valid meta slot as the mapping shows it now (db.c), for a
  * reader beside a writer in another process: a slot caught being written
  * fails its checksum and is skipped.  0 or BONSAI_CORRUPT. */
