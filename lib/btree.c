@@ -26,7 +26,6 @@
 #include <string.h>
 
 #include "bytes.h"
-#include "cache.h"
 #include "checksum.h"
 
 #define OVF_HEADER 16u
@@ -247,7 +246,6 @@ static int mark_dirty(bonsai_db *db, bn_node *n)
 {
     if (n->dirty)
         return 0;
-    cache_note_dirty(db);
     int rc = ptrvec_push(&db->dirty, n);
     if (rc)
         return rc;
@@ -1237,6 +1235,7 @@ int bt_flush(bonsai_db *db)
     }
     db->dirty.n = 0;
     db->dirty_nodes = 0;
+    db->dirty_since_ms = 0;
     db->full_at_pages = 0;
     db->wb_error = 0;
     return 0;
@@ -1306,6 +1305,7 @@ void bt_forget_changes(bonsai_db *db)
         ((bn_node *)db->dirty.v[i])->dirty = 0;
     db->dirty.n = 0;
     db->dirty_nodes = 0;
+    db->dirty_since_ms = 0;
     db->leaves.n = 0;
     free_graveyard(db);
 }

@@ -30,9 +30,12 @@ static uint64_t now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-void cache_note_dirty(bonsai_db *db)
+/* The age of the oldest unwritten change is taken from the first change
+ * after which nodes are dirty, not where a node turns dirty: btree.c lies
+ * below the cache and does not call up into it. */
+static void note_dirty_age(bonsai_db *db)
 {
-    if (db->opt.flush_delay_ms && db->dirty.n == 0)
+    if (db->opt.flush_delay_ms && db->dirty.n && db->dirty_since_ms == 0)
         db->dirty_since_ms = now_ms();
 }
 
@@ -110,6 +113,7 @@ int cache_after_change(bonsai_db *db)
     if (++db->changes >= RECOUNT_EVERY &&
         (uint64_t)db->changes * 4 >= db->leaves.n)
         recount(db);
+    note_dirty_age(db);
     int old = db->opt.flush_delay_ms && db->dirty.n &&
               now_ms() - db->dirty_since_ms >= db->opt.flush_delay_ms;
     if (!over_budget(db) && !old)

@@ -46,7 +46,4 @@ int cache_has_room(const bonsai_db *db, uint32_t slots, uint32_t vlen);
  * `waiting` puts not yet applied (pending.h)? */
 int cache_room_waiting(const bonsai_db *db, uint32_t slots, uint64_t waiting);
 
-/* Notes the time of the first change after a write. */
-void cache_note_dirty(bonsai_db *db);
-
 #endif

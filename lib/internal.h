@@ -118,7 +118,8 @@ struct bonsai_db {
     ptrvec leaves;       /* decoded leaves (evicted after a flush) */
     ptrvec graveyard;    /* nodes removed from trees, freed after a flush */
     uint64_t dirty_nodes;
-    uint64_t dirty_since_ms; /* when the oldest unwritten change was made */
+    uint64_t dirty_since_ms; /* when the oldest unwritten change was made
+                                (0: none, or no flush_delay_ms) */
     uint64_t full_at_pages;  /* 1 + the free pages when the last
                                 write-back failed for want of room; 0
                                 once one succeeds (bt_flush) */

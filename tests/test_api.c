@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bonsai.h"
@@ -2885,4 +2886,48 @@ Test(api, emptied_map_of_100000_keys_has_depth_0)
         TU_OK(bonsai_del_u64(NULL, m, i));
     expect_no_nodes(db, m, "100,000 keys emptied");
     TU_OK(bonsai_close(db));
+}
+
+/* ---- the write cache's age limit ---------------------------------------- */
+
+static uint64_t txn_id_of(bonsai_db *db)
+{
+    bonsai_stat st;
+    TU_OK(bonsai_db_stat(db, &st));
+    return st.txn_id;
+}
+
+/* Without transactions, a write-back of the cache ends with a meta slot
+ * (a new txn id): flush_delay_ms makes the first change after the delay
+ * write back what waited that long, and without it nothing is written
+ * until the cache fills or a sync. */
+static void cache_age_limit(uint32_t delay_ms, int expect_written)
+{
+    bonsai_options o = file_opts();
+    o.transactions = 0;
+    o.flush_delay_ms = delay_ms;
+    bonsai_db *db = tu_open(tu_path("age.db"), &o);
+    bonsai_map m = tu_map_create(db, NULL, "m", BONSAI_KEY_BYTES);
+    TU_OK(bonsai_sync(db));
+    uint64_t synced = txn_id_of(db);
+    put_str(NULL, m, "a", "1");
+    put_str(NULL, m, "b", "2");
+    cr_assert_eq(txn_id_of(db), synced, "written back before the delay");
+    struct timespec nap = {0, 150 * 1000000L};
+    nanosleep(&nap, NULL);
+    put_str(NULL, m, "c", "3");
+    cr_assert_eq(txn_id_of(db) > synced, expect_written,
+                 "delay %u ms: txn %" PRIu64 " after the sync's %" PRIu64,
+                 delay_ms, txn_id_of(db), synced);
+    TU_OK(bonsai_close(db));
+}
+
+Test(api, flush_delay_writes_back_what_waited_that_long)
+{
+    cache_age_limit(100, 1);
+}
+
+Test(api, no_flush_delay_keeps_changes_cached)
+{
+    cache_age_limit(0, 0);
 }
