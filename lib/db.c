@@ -10,7 +10,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -22,6 +21,7 @@
 #include "pending.h"
 #include "internal.h"
 #include "maps.h"
+#include "metaslot.h"
 #include "space.h"
 #include "txn.h"
 #include "wait.h"
@@ -138,17 +138,6 @@ static uint64_t opening_cap(const bonsai_db *db)
     return DEFAULT_MAX_SIZE;
 }
 
-static uint64_t cap_pages(uint64_t cap, uint32_t page_size)
-{
-    uint64_t pages = cap / page_size + (cap % page_size != 0);
-    return pages < BX_CAP_PAGES_MAX ? pages : BX_CAP_PAGES_MAX;
-}
-
-uint64_t bx_cap_pages(const bonsai_db *db)
-{
-    return cap_pages(db->rg.cap, db->page_size);
-}
-
 /* ---- header and meta --------------------------------------------------- */
 
 static int write_header(bonsai_db *db)
@@ -162,7 +151,7 @@ static int write_header(bonsai_db *db)
     bx_header_encode(&h, buf);
     bx_meta m = {0};
     m.end = db->first_pgno;
-    m.cap_pages = cap_pages(opening_cap(db), db->page_size);
+    m.cap_pages = bx_cap_pages_of(opening_cap(db), db->page_size);
     bx_meta_encode(&m, buf + BX_META_OFF(0));
     int rc = db->io.truncate(db->io.ctx, db->fd, head_bytes(db->page_size));
     if (rc == 0)
@@ -174,48 +163,16 @@ static int write_header(bonsai_db *db)
 
 static int read_meta(bonsai_db *db, const uint8_t *head, uint64_t fsize)
 {
-    bx_meta m[2];
-    int ok[2];
-    for (unsigned s = 0; s < 2; s++)
-        ok[s] = bx_meta_decode(head + BX_META_OFF(s), &m[s]) == 0 &&
-                m[s].end >= db->first_pgno;
-    if (!ok[0] && !ok[1])
+    bx_meta m;
+    if (bx_meta_pick(head, db->first_pgno, &m))
         return BONSAI_CORRUPT;
-    int pick = !ok[0] || (ok[1] && m[1].txn_id > m[0].txn_id);
     /* A commit's pages are in the file before its meta slot is written,
      * so a newest commit that reaches past the end means the file was
      * cut: refuse it rather than quietly open the commit before. */
-    if (m[pick].end > fsize / db->page_size)
+    if (m.end > fsize / db->page_size)
         return BONSAI_CORRUPT;
-    db->meta = m[pick];
+    db->meta = m;
     return 0;
-}
-
-int bx_newest_meta(bonsai_db *db, bx_meta *out)
-{
-    uint8_t head[BX_META_OFF(1) + BX_META_SIZE];
-    for (unsigned tries = 0; tries < 1000; tries++) {
-        memcpy(head, db->rg.base, sizeof head);
-        bx_meta m[2];
-        int ok[2];
-        for (unsigned s = 0; s < 2; s++)
-            ok[s] = bx_meta_decode(head + BX_META_OFF(s), &m[s]) == 0 &&
-                    m[s].end >= db->first_pgno;
-        if (ok[0] || ok[1]) {
-            *out = m[!ok[0] || (ok[1] && m[1].txn_id > m[0].txn_id)];
-            return 0;
-        }
-        sched_yield(); /* both torn: two commits overtook this read */
-    }
-    return BONSAI_CORRUPT;
-}
-
-int bx_write_meta(bonsai_db *db, const bx_meta *m)
-{
-    uint8_t buf[BX_META_SIZE];
-    bx_meta_encode(m, buf);
-    return db->io.pwrite(db->io.ctx, db->fd, buf, sizeof buf,
-                         BX_META_OFF(m->txn_id & 1));
 }
 
 static int file_size(bonsai_db *db, uint64_t *size)

@@ -98,6 +98,25 @@ int bx_meta_decode(const uint8_t *in, bx_meta *m)
     return 0;
 }
 
+int bx_meta_pick(const uint8_t *head, uint64_t first_pgno, bx_meta *out)
+{
+    bx_meta m[2];
+    int ok[2];
+    for (unsigned s = 0; s < 2; s++)
+        ok[s] = bx_meta_decode(head + BX_META_OFF(s), &m[s]) == 0 &&
+                m[s].end >= first_pgno;
+    if (!ok[0] && !ok[1])
+        return BONSAI_CORRUPT;
+    *out = m[!ok[0] || (ok[1] && m[1].txn_id > m[0].txn_id)];
+    return 0;
+}
+
+uint64_t bx_cap_pages_of(uint64_t cap, uint32_t page_size)
+{
+    uint64_t pages = cap / page_size + (cap % page_size != 0);
+    return pages < BX_CAP_PAGES_MAX ? pages : BX_CAP_PAGES_MAX;
+}
+
 void bx_record_encode(unsigned kind, unsigned flags, unsigned depth,
                       bn_ext root, uint64_t count,
                       uint8_t out[BX_RECORD_SIZE])

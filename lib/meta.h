@@ -53,6 +53,14 @@ void bx_meta_encode(const bx_meta *m, uint8_t out[BX_META_SIZE]);
 /* Returns 0 or BONSAI_CORRUPT. */
 int bx_meta_decode(const uint8_t *in, bx_meta *m);
 
+/* The newest valid meta slot of a head area (both slots, from byte 0):
+ * a slot that fails its checksum, or ends below first_pgno, is skipped.
+ * 0, or BONSAI_CORRUPT when neither is valid. */
+int bx_meta_pick(const uint8_t *head, uint64_t first_pgno, bx_meta *out);
+
+/* A cap of cap bytes in pages, as a meta slot records it. */
+uint64_t bx_cap_pages_of(uint64_t cap, uint32_t page_size);
+
 /* Map records in the catalog: kind, flags, depth, root, count. */
 #define BX_RECORD_SIZE 24u
 void bx_record_encode(unsigned kind, unsigned flags, unsigned depth,

@@ -19,6 +19,7 @@
 #include "btree.h"
 #include "cache.h"
 #include "maps.h"
+#include "metaslot.h"
 #include "pending.h"
 #include "wait.h"
 

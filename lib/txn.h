@@ -37,16 +37,6 @@ int txn_write_back(bonsai_db *db);
  * the file as the last one left it.  0 or what the write met. */
 int txn_write_back_cached(bonsai_db *db);
 
-/* The newest valid meta slot as the mapping shows it now (db.c), for a
- * reader beside a writer in another process: a slot caught being written
- * fails its checksum and is skipped.  0 or BONSAI_CORRUPT. */
-int bx_newest_meta(bonsai_db *db, bx_meta *m);
-
-/* Writes a meta slot (db.c). */
-int bx_write_meta(bonsai_db *db, const bx_meta *m);
-/* The cap to record in a meta slot (db.c). */
-uint64_t bx_cap_pages(const bonsai_db *db);
-
 /* Checks a transaction may write. */
 int txn_check_write(const bonsai_txn *txn);
 
