@@ -17,6 +17,13 @@
 
 typedef int (*maps_record_fn)(void *ctx, const char *name, const bt_tree *t);
 
+/* Can name (NUL-terminated) name a map: 1..BONSAI_MAX_NAME bytes? */
+int maps_name_ok(const char *name);
+
+/* Looks name up in catalog; fills *t with its map's tree. */
+int maps_find_record(bonsai_db *db, const bt_rd *rd, const bt_tree *catalog,
+                     const char *name, bt_tree *t);
+
 /* Calls fn for every record of catalog in name order. */
 int maps_each_record(bonsai_db *db, const bt_rd *rd,
                      const bt_tree *catalog,
@@ -40,6 +47,28 @@ int maps_store_records(bonsai_db *db);
 /* Has every map's record written again (storing an unchanged record is
  * harmless): after the catalog was put back as it was. */
 void maps_mark_records_dirty(bonsai_db *db);
+
+/* ---- slots ---- */
+
+/* The writer's live slot of that name, or NULL. */
+map_slot *maps_writer_slot(bonsai_db *db, const char *name);
+
+/* The slot of that name and kind, or a free one given them.  handle: the
+ * slot is given to the caller as a handle (counted in opens). */
+int maps_get_slot(bonsai_db *db, const char *name, unsigned kind,
+                  int handle, map_slot **out);
+
+/* Does the slot hold changes the writer's catalog does not know yet? */
+int maps_unsettled(const map_slot *s);
+
+/* Frees a slot whose writer state is settled: nothing in it is unknown
+ * to the catalog the writer sees. */
+void maps_release_slot(bonsai_db *db, map_slot *s);
+/* Frees it if no handle or cursor names it (one a drop took). */
+void maps_release_if_unused(bonsai_db *db, map_slot *s);
+
+/* Drops the puts waiting in the slot, and their count in the cache. */
+void maps_forget_waiting(bonsai_db *db, map_slot *s);
 
 void maps_after_commit(bonsai_db *db);
 void maps_after_abort(bonsai_db *db);

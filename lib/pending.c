@@ -418,11 +418,3 @@ int pending_get(const map_slot *s, bn_key key, bonsai_val *out)
     out->size = vlen;
     return 0;
 }
-
-void pending_forget(bonsai_db *db, map_slot *s)
-{
-    size_t before = pb_used_bytes(&s->pb);
-    db->waiting -= s->pb.n;
-    pb_reset(&s->pb);
-    note_bytes(db, before, &s->pb);
-}

@@ -70,7 +70,4 @@ int pending_new_keys(bonsai_db *db, const map_slot *s, uint64_t *n);
 /* A waiting put's value for key: 0, or BONSAI_NOTFOUND. */
 int pending_get(const map_slot *s, bn_key key, bonsai_val *out);
 
-/* Forgets the map's waiting puts (abort, drop). */
-void pending_forget(bonsai_db *db, map_slot *s);
-
 #endif
