@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "btree.h"
+#include "change.h"
 #include "pending.h"
 #include "txn.h"
 
@@ -122,7 +123,7 @@ static int drop_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     if ((rc = maps_writer_tree(db, s, &w)))
         return rc;
     maps_forget_waiting(db, s); /* they die with the map */
-    txn_note_tree(db, w);
+    change_note_tree(db, w);
     db->write_gen++;
     if ((rc = bt_drop(db, w)))
         return rc;

@@ -7,6 +7,7 @@
 
 #include "btree.h"
 #include "cache.h"
+#include "change.h"
 #include "maps.h"
 #include "txn.h"
 
@@ -115,7 +116,7 @@ static int put_now(bonsai_db *db, bt_tree *t, bn_key key, const uint8_t *val,
         return change_through(db, t, key, val, vlen, flags);
     if (rc)
         return rc;
-    txn_note_tree(db, t);
+    change_note_tree(db, t);
     return bt_put(db, t, key, val, vlen, flags);
 }
 
@@ -147,7 +148,7 @@ static int append_now(bonsai_db *db, bt_tree *t, bn_key key,
             return 0;
     }
     *done = 1;
-    txn_note_tree(db, t);
+    change_note_tree(db, t);
     return bt_append(db, t, tail, key, val, vlen);
 }
 
@@ -173,7 +174,7 @@ int pending_append_direct(bonsai_db *db, map_slot *s, bn_key key,
     int rc = bt_append(db, t, tail, key, val, vlen);
     if (rc == 0)
         bt_note_tail(db, t, tail, n0);
-    return txn_settle_cached(db, rc, gen0);
+    return change_settle_cached(db, rc, gen0);
 }
 
 static size_t entry_bytes(const bt_tree *t, bn_key key, uint32_t vlen)
@@ -310,7 +311,7 @@ int pending_del(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key)
     if ((rc = pending_apply(db, s)))
         return rc;
     uint32_t slots = del_slots(db, t);
-    txn_note_tree(db, t);
+    change_note_tree(db, t);
     /* short of room, a delete without copy-on-write leaves its leaf where
      * it is, unmerged, when it can */
     if (!cache_has_room(db, slots, CACHE_DELETE) ||
@@ -348,7 +349,7 @@ static int apply_run(bonsai_db *db, map_slot *s, uint32_t from, uint32_t *to)
     *to = from;
     int rc = cache_reserve(db, put_slots(db, t) + (uint32_t)(per * max), 0);
     if (rc == 0) {
-        txn_note_tree(db, t);
+        change_note_tree(db, t);
         rc = bt_put_run(db, t, &s->pb, from, max, to);
     } else if (rc == BONSAI_FULL) {
         uint32_t vlen;

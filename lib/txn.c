@@ -18,6 +18,7 @@
 
 #include "btree.h"
 #include "cache.h"
+#include "change.h"
 #include "maps.h"
 #include "metaslot.h"
 #include "pending.h"
@@ -419,28 +420,6 @@ uint64_t bonsai_txn_id(const bonsai_txn *txn)
 
 /* ---- running changes and reads ----------------------------------------- */
 
-void txn_note_tree(bonsai_db *db, bt_tree *t)
-{
-    if (db->op_tree)
-        return;
-    db->op_tree = t;
-    db->op_saved = *t;
-}
-
-/* With a write cache a failed change cannot be undone alone: the cached
- * changes before it have not been written anywhere else. */
-int txn_settle_cached(bonsai_db *db, int rc, uint64_t gen0)
-{
-    if (rc == 0) {
-        bt_release_now(db); /* merged nodes' runs serve the next write */
-        cache_after_change(db); /* a failed write leaves changes cached */
-        return 0;
-    }
-    if (db->write_gen != gen0 && db->write_gen != db->settled_gen)
-        db->failed = 1; /* half done among cached changes */
-    return rc;
-}
-
 /* Clean decoded leaves kept between direct changes, so a run of changes to
  * one leaf does not decode it every time. */
 #define DIRECT_LEAF_KEEP 256u
@@ -459,7 +438,7 @@ static int change_directly(bonsai_db *db, txn_change_fn fn, void *arg)
     if (db->opt.write_cache_bytes) {
         if ((rc = cache_before_change(db)))
             return rc;
-        return txn_settle_cached(db, fn(db, NULL, arg), gen0);
+        return change_settle_cached(db, fn(db, NULL, arg), gen0);
     }
     rc = fn(db, NULL, arg);
     if (rc == 0)

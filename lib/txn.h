@@ -51,16 +51,9 @@ void txn_untie_cursor(bonsai_txn *txn, txn_tie *tie);
 /* Runs fn as one change: inside txn when given; in a transaction of its
  * own (transaction mode, txn NULL); or directly (no-transaction mode),
  * where the change is written at once and rolled back if that fails.  fn
- * calls txn_note_tree() on the tree it is about to change. */
+ * calls change_note_tree() on the tree it is about to change. */
 typedef int (*txn_change_fn)(bonsai_db *db, bonsai_txn *txn, void *arg);
 int txn_change(bonsai_db *db, bonsai_txn *txn, txn_change_fn fn, void *arg);
-void txn_note_tree(bonsai_db *db, bt_tree *t);
-
-/* After a change without a transaction kept in the write cache (gen0:
- * db->write_gen before it): on success releases the runs it stopped
- * using and lets the cache write back; a failure half way among cached
- * changes fails the writer.  Returns rc. */
-int txn_settle_cached(bonsai_db *db, int rc, uint64_t gen0);
 
 /* Runs fn to read: in txn, in a snapshot of its own (transaction mode,
  * txn NULL), or on the store's current state (no-transaction mode). */
