@@ -33,6 +33,7 @@
 #define BT_LE 7 /* the last key <= key */
 
 #define BT_OVF_REF 20u /* bytes of an overflow value reference */
+#define BT_MAX_DEPTH 32u /* levels a tree may have (format.md) */
 
 
 /* Is a below b, keys of the kind? */

@@ -31,7 +31,7 @@ static uint64_t now_ms(void)
 }
 
 /* The age of the oldest unwritten change is taken from the first change
- * after which nodes are dirty, not where a node turns dirty: btree.c lies
+ * after which nodes are dirty, not where a node turns dirty: the tree lies
  * below the cache and does not call up into it. */
 static void note_dirty_age(bonsai_db *db)
 {

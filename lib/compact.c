@@ -15,7 +15,7 @@
  *     with transactions off and a write cache of at least 32 MiB;
  *  3. every map is created with its kind and filled in key order through
  *     the public calls, so every insert is an append: the rightmost leaf
- *     splits leaving the left node full (btree.c), and the write cache
+ *     splits leaving the left node full (shape.c), and the write cache
  *     writes each node image once;
  *  4. the copy is closed (written back and synced), cut to its high-water
  *     mark (rounded up to the OS page) and synced again;

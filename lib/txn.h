@@ -19,7 +19,7 @@
 /* The id of the write after the commit with id last; 0 when last is the
  * largest id there is.  No write may follow that one (BONSAI_TXNID_FULL:
  * a wrapped id would lose to the older meta slot at the next open), and 0
- * is no image's home, so nothing counts as written by it (btree.c). */
+ * is no image's home, so nothing counts as written by it (writeback.c). */
 static inline uint64_t txn_next_id(uint64_t last)
 {
     return last < UINT64_MAX ? last + 1 : 0;

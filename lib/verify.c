@@ -53,14 +53,11 @@
 #include "btree.h"
 #include "bytes.h"
 #include "checksum.h"
+#include "ovf.h"
 #include "txn.h"
 
-#define MAX_DEPTH 32u
-#define OVF_HEADER 16u
-#define OVF_TYPE 3u
 #define MSG_MAX 512u
 #define KEY_SHOW 24u /* bytes of a byte key a message shows */
-
 
 
 /* A key copied out of a node, to outlive it. */
@@ -716,7 +713,7 @@ static int walk_tree(vwalk *w, const char *map, const bt_tree *t)
     w->entries = 0;
     w->unread = w->has_prev = 0;
     int rc = 0;
-    if (t->depth > MAX_DEPTH)
+    if (t->depth > BT_MAX_DEPTH)
         problem(w, 0, "depth %u exceeds 32", t->depth);
     else if (t->depth)
         rc = walk_node(w, t->root.ext, 0, t->depth, (bounds){NULL, NULL});

@@ -1,0 +1,263 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * nodes.c - the writer's decoded nodes: their lifetime (decoded from an
+ * image, linked to parent and children, marked dirty, freed), and what
+ * the write cache evicts and forgets.
+ */
+#include "tree.h"
+
+#include <stdlib.h>
+
+/* ---- decoded nodes of the writer --------------------------------------- */
+
+bn_node *tree_new_node(bt_tree *t, int leaf, unsigned level)
+{
+    bn_node *n = malloc(sizeof *n);
+    if (!n)
+        return NULL;
+    bn_init(n, t->kind, leaf);
+    n->tree = t;
+    n->level = (uint8_t)level;
+    return n;
+}
+
+void tree_free_node(bn_node *n)
+{
+    bn_clear(n);
+    free(n->packed);
+    free(n);
+}
+
+int tree_mark_dirty(bonsai_db *db, bn_node *n)
+{
+    if (n->dirty)
+        return 0;
+    int rc = ptrvec_push(&db->dirty, n);
+    if (rc)
+        return rc;
+    n->dirty = 1;
+    db->dirty_nodes++;
+    return 0;
+}
+
+/* Unlinks nothing: the caller already removed n from its tree. */
+int tree_kill_node(bonsai_db *db, bn_node *n)
+{
+    n->dead = 1;
+    if (n->dirty) {
+        n->dirty = 0;
+        db->dirty_nodes--;
+    }
+    int rc = ptrvec_push(&db->graveyard, n);
+    if (rc == 0 && n->has_home)
+        rc = extvec_push(&db->op_release, n->home);
+    return rc;
+}
+
+/* Decodes the image at e, unpacking it first if it is packed. */
+static int decode_image(bonsai_db *db, bn_ext e, unsigned kind, bn_node *n)
+{
+    const uint8_t *img = tree_ext_ptr(db, e);
+    size_t avail = (size_t)e.npages * db->page_size;
+    if (avail < BN_HEADER_SIZE || !pk_is_packed(img))
+        return bn_decode(img, avail, kind, n);
+    uint32_t raw_len;
+    int rc = pk_check(img, avail, &db->pk, &raw_len);
+    if (rc)
+        return rc;
+    uint8_t *raw = malloc(raw_len);
+    if (!raw)
+        return BONSAI_NOMEM;
+    rc = pk_unpack(img, raw, raw_len);
+    if (rc == 0)
+        rc = bn_decode(raw, raw_len, kind, n);
+    free(raw);
+    return rc;
+}
+
+static int decode_node(bonsai_db *db, bt_tree *t, bn_ext e, unsigned level,
+                       bn_node *parent, bn_node **out)
+{
+    if (!tree_ext_ok(db, db->al.end, e))
+        return BONSAI_CORRUPT;
+    bn_node *n = tree_new_node(t, level == 0, level);
+    if (!n)
+        return BONSAI_NOMEM;
+    int rc = decode_image(db, e, t->kind, n);
+    if (rc == 0 && n->leaf != (level == 0))
+        rc = BONSAI_CORRUPT;
+    if (rc == 0 && n->leaf)
+        rc = ptrvec_push(&db->leaves, n);
+    if (rc) {
+        tree_free_node(n);
+        return rc;
+    }
+    n->level = (uint8_t)level;
+    n->home = e;
+    n->has_home = 1;
+    /* written earlier by this very transaction: its own to rewrite */
+    if (db->cow && alloc_is_fresh(&db->al, e.pgno))
+        n->home_txn = db->wtxn_id;
+    n->parent = parent;
+    *out = n;
+    return 0;
+}
+
+int tree_load_root(bonsai_db *db, bt_tree *t, bn_node **out)
+{
+    if (!t->root.mem) {
+        int rc = decode_node(db, t, t->root.ext, t->depth - 1u, NULL,
+                             &t->root.mem);
+        if (rc)
+            return rc;
+    }
+    *out = t->root.mem;
+    return 0;
+}
+
+int tree_load_child(bonsai_db *db, bt_tree *t, bn_node *parent,
+                    uint32_t idx, bn_node **out)
+{
+    bn_child *c = &parent->child[idx];
+    if (!c->mem) {
+        int rc = decode_node(db, t, c->ext, parent->level - 1u, parent,
+                             &c->mem);
+        if (rc)
+            return rc;
+    }
+    *out = c->mem;
+    return 0;
+}
+
+/* Index of child in parent, found by its first key and checked. */
+uint32_t tree_slot_of(const bn_node *parent, const bn_node *child)
+{
+    if (child->n > 0) {
+        int found;
+        uint32_t g = bn_search(parent, bn_key_at(child, 0), &found);
+        for (uint32_t i = g ? g - 1 : 0; i <= g + 1 && i < parent->n; i++)
+            if (parent->child[i].mem == child)
+                return i;
+    }
+    for (uint32_t i = 0; i < parent->n; i++)
+        if (parent->child[i].mem == child)
+            return i;
+    return UINT32_MAX;
+}
+
+void tree_adopt_children(bn_node *n)
+{
+    if (n->leaf)
+        return;
+    for (uint32_t i = 0; i < n->n; i++)
+        if (n->child[i].mem)
+            n->child[i].mem->parent = n;
+}
+
+void bt_evict_leaves(bonsai_db *db, size_t keep)
+{
+    if (db->leaves.n <= keep)
+        return;
+    tree_forget_tail(db);
+    size_t kept = 0;
+    for (size_t i = 0; i < db->leaves.n; i++) {
+        bn_node *n = db->leaves.v[i];
+        if (n->dead)
+            continue;
+        uint32_t idx = n->parent && !n->dirty ? tree_slot_of(n->parent, n)
+                                               : UINT32_MAX;
+        if (idx == UINT32_MAX) {
+            db->leaves.v[kept++] = n;
+            continue;
+        }
+        n->parent->child[idx].mem = NULL;
+        tree_free_node(n);
+    }
+    db->leaves.n = kept;
+}
+
+static void free_graveyard(bonsai_db *db)
+{
+    if (db->graveyard.n == 0)
+        return;
+    tree_forget_tail(db);
+    size_t kept = 0;
+    for (size_t i = 0; i < db->leaves.n; i++)
+        if (!((bn_node *)db->leaves.v[i])->dead)
+            db->leaves.v[kept++] = db->leaves.v[i];
+    db->leaves.n = kept;
+    for (size_t i = 0; i < db->graveyard.n; i++)
+        tree_free_node(db->graveyard.v[i]);
+    db->graveyard.n = 0;
+}
+
+void bt_release_now(bonsai_db *db)
+{
+    if (db->op_release.n == 0)
+        return; /* most changes: return before saving registers */
+    for (size_t i = 0; i < db->op_release.n; i++)
+        alloc_release(&db->al, db->op_release.v[i]);
+    db->op_release.n = 0;
+}
+
+void bt_after_flush(bonsai_db *db)
+{
+    bt_release_now(db);
+    db->op_alloc.n = 0;
+    free_graveyard(db);
+}
+
+void bt_forget_changes(bonsai_db *db)
+{
+    if (!db->cow)
+        for (size_t i = 0; i < db->op_alloc.n; i++)
+            alloc_put(&db->al, db->op_alloc.v[i]);
+    db->op_alloc.n = 0;
+    db->op_release.n = 0;
+    for (size_t i = 0; i < db->dirty.n; i++)
+        ((bn_node *)db->dirty.v[i])->dirty = 0;
+    db->dirty.n = 0;
+    db->dirty_nodes = 0;
+    db->dirty_since_ms = 0;
+    db->leaves.n = 0;
+    free_graveyard(db);
+}
+
+static void discard_node(bn_node *n)
+{
+    if (!n->leaf)
+        for (uint32_t i = 0; i < n->n; i++)
+            if (n->child[i].mem)
+                discard_node(n->child[i].mem);
+    tree_free_node(n);
+}
+
+void bt_discard(bonsai_db *db, bt_tree *t)
+{
+    tree_forget_tail(db);
+    if (t->root.mem)
+        discard_node(t->root.mem);
+    t->root.mem = NULL;
+}
+
+static void mark_dead(bn_node *n)
+{
+    n->dead = 1;
+    if (!n->leaf)
+        for (uint32_t i = 0; i < n->n; i++)
+            if (n->child[i].mem)
+                mark_dead(n->child[i].mem);
+}
+
+void bt_forget_tree(bonsai_db *db, bt_tree *t)
+{
+    if (!t->root.mem)
+        return;
+    mark_dead(t->root.mem);
+    size_t kept = 0;
+    for (size_t i = 0; i < db->leaves.n; i++)
+        if (!((bn_node *)db->leaves.v[i])->dead)
+            db->leaves.v[kept++] = db->leaves.v[i];
+    db->leaves.n = kept;
+    bt_discard(db, t);
+}

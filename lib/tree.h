@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tree.h - what the files of the tree (btree.h's functions) share among
+ * themselves, and nothing outside them uses:
+ *
+ *   view.c       reading: images searched in place, lookups, seeks, walks
+ *   ovf.c        overflow values (ovf.h)
+ *   nodes.c      the writer's decoded nodes: lifetime, eviction
+ *   shape.c      insert and split, delete and merge, drop
+ *   writeback.c  bt_flush: plan every image's home, then write them
+ *
+ * Invariants of a tree:
+ *  - all leaves are at depth `depth`; a branch's child i holds keys k with
+ *    key[i] <= k < key[i+1] (key[0] is never compared, but stays below
+ *    key[1]);
+ *  - no node is empty once a change is done: a tree without entries has
+ *    no nodes (depth 0);
+ *  - a node's image fits node_bytes and node_entries, except a node of a
+ *    single entry that alone is larger;
+ *  - the writer's decoded nodes are linked both ways: a branch's
+ *    child[i].mem points at the decoded child, whose parent points back.
+ *    A decoded node with dirty == 0 equals its image at home.
+ */
+#ifndef BONSAI_TREE_H
+#define BONSAI_TREE_H
+
+#include "btree.h"
+
+/* ---- extents ------------------------------------------------------------ */
+
+/* Does e lie inside [first_pgno, end)? */
+static inline int tree_ext_ok(const bonsai_db *db, uint64_t end, bn_ext e)
+{
+    return e.npages >= 1 && e.pgno >= db->first_pgno && e.pgno < end &&
+           e.npages <= end - e.pgno;
+}
+
+static inline const uint8_t *tree_ext_ptr(const bonsai_db *db, bn_ext e)
+{
+    return db->rg.base + e.pgno * db->page_size;
+}
+
+static inline uint32_t tree_pages_for(const bonsai_db *db, uint64_t bytes)
+{
+    return (uint32_t)((bytes + db->page_size - 1) / db->page_size);
+}
+
+/* ---- decoded nodes (nodes.c) -------------------------------------------- */
+
+bn_node *tree_new_node(bt_tree *t, int leaf, unsigned level);
+void tree_free_node(bn_node *n);
+/* Puts n on the dirty list (once). */
+int tree_mark_dirty(bonsai_db *db, bn_node *n);
+/* Releases n's home and buries it; the caller already removed n from its
+ * tree. */
+int tree_kill_node(bonsai_db *db, bn_node *n);
+/* The decoded root / child idx of parent, decoding it if needed. */
+int tree_load_root(bonsai_db *db, bt_tree *t, bn_node **out);
+int tree_load_child(bonsai_db *db, bt_tree *t, bn_node *parent,
+                    uint32_t idx, bn_node **out);
+/* Index of child in parent, found by its first key and checked
+ * (UINT32_MAX: not there). */
+uint32_t tree_slot_of(const bn_node *parent, const bn_node *child);
+/* Points the parent links of n's decoded children back at n. */
+void tree_adopt_children(bn_node *n);
+
+/* ---- shape changes (shape.c) -------------------------------------------- */
+
+/* Splits n in two; *right_out gets the new right half. */
+int tree_split(bonsai_db *db, bt_tree *t, bn_node *n, int append,
+               bn_node **right_out);
+/* Drops the hint to the tail leaf of sequential puts. */
+void tree_forget_tail(bonsai_db *db);
+
+#endif

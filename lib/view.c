@@ -1,0 +1,431 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * view.c - reading a tree: node images searched in place (or the writer's
+ * decoded nodes), lookups, cursor seeks and walks over every extent.
+ * Nothing here changes a tree.
+ */
+#include "tree.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "bytes.h"
+#include "ovf.h"
+
+/* ---- extents and images ------------------------------------------------ */
+
+/* A node as either its decoded form or its (unpacked) image. */
+typedef struct nview {
+    bn_node *mem;
+    const uint8_t *img;
+    size_t avail;
+    bn_info info;
+} nview;
+
+static int view_of(bonsai_db *db, const bt_rd *rd, unsigned kind,
+                   bn_child ref, nview *v)
+{
+    v->mem = ref.mem;
+    if (ref.mem)
+        return 0;
+    if (!tree_ext_ok(db, rd->end, ref.ext))
+        return BONSAI_CORRUPT;
+    int rc = pk_view(rd->uc, &db->pk, ref.ext.pgno, tree_ext_ptr(db, ref.ext),
+                     (size_t)ref.ext.npages * db->page_size, &v->img,
+                     &v->avail);
+    if (rc)
+        return rc;
+    return bn_img_check(v->img, v->avail, kind, 0, &v->info);
+}
+
+static int view_leaf(const nview *v)
+{
+    return v->mem ? v->mem->leaf : v->info.type == BN_TYPE_LEAF;
+}
+
+static uint32_t view_count(const nview *v)
+{
+    return v->mem ? v->mem->n : v->info.count;
+}
+
+static int view_search(const nview *v, unsigned kind, bn_key key,
+                       uint32_t *idx, int *found)
+{
+    if (v->mem) {
+        *idx = bn_search(v->mem, key, found);
+        return 0;
+    }
+    return bn_img_search(v->img, &v->info, kind, key, idx, found);
+}
+
+static int view_child(const nview *v, uint32_t idx, bn_child *out)
+{
+    if (v->mem) {
+        *out = v->mem->child[idx];
+        return 0;
+    }
+    out->mem = NULL;
+    return bn_img_child(v->img, &v->info, idx, &out->ext);
+}
+
+/* Copies key idx into buf so it outlives the view. */
+static int view_key(const nview *v, unsigned kind, uint32_t idx,
+                    uint8_t *buf, bn_key *out)
+{
+    if (!v->mem)
+        return bn_img_key(v->img, &v->info, kind, idx, buf, out);
+    *out = bn_key_at(v->mem, idx);
+    if (kind == BONSAI_KEY_BYTES) {
+        memcpy(buf, out->b, out->len);
+        out->b = buf;
+    }
+    return 0;
+}
+
+int bt_key_less(unsigned kind, bn_key a, bn_key b)
+{
+    if (kind == BONSAI_KEY_U64)
+        return a.u < b.u;
+    return key_below(a.b, a.len, b.b, b.len);
+}
+
+/* ---- lookups ----------------------------------------------------------- */
+
+int bt_get(bonsai_db *db, const bt_rd *rd, const bt_tree *t, bn_key key,
+           bonsai_val *val)
+{
+    if (t->depth == 0)
+        return BONSAI_NOTFOUND;
+    bn_child ref = t->root;
+    for (unsigned level = t->depth; level > 0; level--) {
+        nview v;
+        uint32_t idx;
+        int found, rc = view_of(db, rd, t->kind, ref, &v);
+        if (rc)
+            return rc;
+        if (view_leaf(&v) != (level == 1))
+            return BONSAI_CORRUPT;
+        if ((rc = view_search(&v, t->kind, key, &idx, &found)))
+            return rc;
+        if (level > 1) {
+            if ((rc = view_child(&v, idx, &ref)))
+                return rc;
+            continue;
+        }
+        if (!found)
+            return BONSAI_NOTFOUND;
+        const uint8_t *p;
+        uint32_t len;
+        unsigned vflag;
+        if (v.mem)
+            bn_value_at(v.mem, idx, &p, &len, &vflag);
+        else if ((rc = bn_img_value(v.img, &v.info, idx, &p, &len, &vflag)))
+            return rc;
+        return bt_value(db, rd->end, p, len, vflag, val);
+    }
+    return BONSAI_CORRUPT;
+}
+
+/* ---- seek (cursors) ---------------------------------------------------- */
+
+static int load_leaf_copy(const nview *v, unsigned kind, bn_node *leaf)
+{
+    if (!v->mem)
+        return bn_decode_frozen(v->img, v->avail, kind, leaf);
+    bn_clear(leaf);
+    return bn_copy_frozen(leaf, v->mem);
+}
+
+/* Where in the leaf the mode lands, or -1 to go on past it. */
+static int64_t land(const bn_node *leaf, int mode, bn_key key)
+{
+    int found;
+    uint32_t n = leaf->n, i;
+    switch (mode) {
+    case BT_FIRST:
+        return n ? 0 : -1;
+    case BT_LAST:
+        return n ? (int64_t)n - 1 : -1;
+    case BT_GE:
+        i = bn_search(leaf, key, &found);
+        return i < n ? (int64_t)i : -1;
+    case BT_GT:
+        i = bn_search(leaf, key, &found);
+        i += (uint32_t)found;
+        return i < n ? (int64_t)i : -1;
+    case BT_LE:
+        i = bn_search(leaf, key, &found);
+        i += (uint32_t)found;
+        return i > 0 ? (int64_t)i - 1 : -1;
+    default: /* BT_LT */
+        i = bn_search(leaf, key, &found);
+        return i > 0 ? (int64_t)i - 1 : -1;
+    }
+}
+
+typedef struct seek_state {
+    int mode;     /* BT_FIRST .. BT_LT, BT_LE */
+    int crossing; /* key is the separator of the leaf beside */
+    bn_key key;
+    uint8_t kbuf[BONSAI_MAX_KEY];
+    bt_bounds b; /* of the leaf the last descent reached */
+} seek_state;
+
+/* One descent: lands in a leaf, noting the tightest separators either
+ * side of it. */
+static int descend(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
+                   seek_state *s, nview *v)
+{
+    bn_child ref = t->root;
+    s->b.has_lower = s->b.has_upper = 0;
+    for (unsigned level = t->depth; level > 1; level--) {
+        uint32_t idx = 0, n;
+        int found, rc = view_of(db, rd, t->kind, ref, v);
+        if (rc)
+            return rc;
+        n = view_count(v);
+        if (view_leaf(v) || n == 0)
+            return BONSAI_CORRUPT;
+        if (s->mode == BT_LAST)
+            idx = n - 1;
+        else if (s->mode != BT_FIRST &&
+                 (rc = view_search(v, t->kind, s->key, &idx, &found)))
+            return rc;
+        /* keys below key[idx] live left of child idx */
+        if (s->mode == BT_LT && found && idx > 0)
+            idx--;
+        if (idx + 1 < n) {
+            if ((rc = view_key(v, t->kind, idx + 1, s->b.ubuf, &s->b.upper)))
+                return rc;
+            s->b.has_upper = 1;
+        }
+        if (idx > 0) {
+            if ((rc = view_key(v, t->kind, idx, s->b.lbuf, &s->b.lower)))
+                return rc;
+            s->b.has_lower = 1;
+        }
+        if ((rc = view_child(v, idx, &ref)))
+            return rc;
+    }
+    int rc = view_of(db, rd, t->kind, ref, v);
+    if (rc == 0 && !view_leaf(v))
+        rc = BONSAI_CORRUPT;
+    return rc;
+}
+
+/* Crossing the separator s->key onward, the descent's bound on the near
+ * side is at most (at least) that separator by the search: it must be
+ * the separator itself, else a branch on the way disagrees with the one
+ * that gave it, and the keys between would be skipped. */
+static int crossed_ok(unsigned kind, const seek_state *s)
+{
+    if (!s->crossing)
+        return 1;
+    if (s->mode == BT_GE)
+        return s->b.has_lower && !bt_key_less(kind, s->b.lower, s->key);
+    return s->b.has_upper && !bt_key_less(kind, s->key, s->b.upper);
+}
+
+/* A leaf holds keys within the bounds its parents give (a leaf shared by
+ * two parents cannot, unless they give it the same ones). */
+static int within_bounds(unsigned kind, const bn_node *leaf,
+                         const bt_bounds *b)
+{
+    if (leaf->n == 0)
+        return 1;
+    if (b->has_lower && bt_key_less(kind, bn_key_at(leaf, 0), b->lower))
+        return 0;
+    return !b->has_upper ||
+           bt_key_less(kind, bn_key_at(leaf, leaf->n - 1), b->upper);
+}
+
+/* Copies bounds, pointing byte keys at the copy's own buffers. */
+static void copy_bounds(bt_bounds *to, const bt_bounds *from, unsigned kind)
+{
+    to->has_lower = from->has_lower;
+    to->has_upper = from->has_upper;
+    to->lower = from->lower;
+    to->upper = from->upper;
+    if (kind != BONSAI_KEY_BYTES)
+        return;
+    if (from->has_lower) {
+        memcpy(to->lbuf, from->lower.b, from->lower.len);
+        to->lower.b = to->lbuf;
+    }
+    if (from->has_upper) {
+        memcpy(to->ubuf, from->upper.b, from->upper.len);
+        to->upper.b = to->ubuf;
+    }
+}
+
+int bt_seek(bonsai_db *db, const bt_rd *rd, const bt_tree *t, int mode,
+            bn_key key, bn_node *leaf, uint32_t *idx, bt_bounds *bounds)
+{
+    if (t->depth == 0)
+        return BONSAI_NOTFOUND;
+    seek_state *s = malloc(sizeof *s);
+    if (!s)
+        return BONSAI_NOMEM;
+    s->mode = mode == BT_NEXT_LEAF ? BT_GE : mode == BT_PREV_LEAF ? BT_LT
+                                                                 : mode;
+    s->crossing = s->mode != mode;
+    s->key = key;
+    int rc;
+    for (;;) {
+        nview v;
+        if ((rc = descend(db, rd, t, s, &v)))
+            break;
+        if ((rc = load_leaf_copy(&v, t->kind, leaf)))
+            break;
+        if (!crossed_ok(t->kind, s) || !within_bounds(t->kind, leaf, &s->b)) {
+            rc = BONSAI_CORRUPT;
+            break;
+        }
+        int64_t at = land(leaf, s->mode, s->key);
+        if (at >= 0) {
+            *idx = (uint32_t)at;
+            if (bounds)
+                copy_bounds(bounds, &s->b, t->kind);
+            break;
+        }
+        rc = BONSAI_NOTFOUND;
+        int forward = s->mode != BT_LAST && s->mode != BT_LT &&
+                      s->mode != BT_LE;
+        if (!(forward ? s->b.has_upper : s->b.has_lower))
+            break;
+        bn_key bound = forward ? s->b.upper : s->b.lower;
+        /* separators must move the search strictly onward (BT_LE: the
+         * leaf of key begins at or below it; BT_LT from there moves on) */
+        if (s->mode != BT_FIRST && s->mode != BT_LAST &&
+            (forward ? !bt_key_less(t->kind, s->key, bound)
+             : s->mode == BT_LE ? bt_key_less(t->kind, s->key, bound)
+                                : !bt_key_less(t->kind, bound, s->key))) {
+            rc = BONSAI_CORRUPT;
+            break;
+        }
+        s->key = bound;
+        if (t->kind == BONSAI_KEY_BYTES) {
+            memcpy(s->kbuf, bound.b, bound.len);
+            s->key.b = s->kbuf;
+        }
+        s->mode = forward ? BT_GE : BT_LT;
+        s->crossing = 1;
+    }
+    free(s);
+    return rc;
+}
+
+/* ---- walking every extent ---------------------------------------------- */
+
+typedef struct walk_ctx {
+    bonsai_db *db;
+    const bt_rd *rd;
+    const bt_tree *t;
+    pageset *seen;
+    bt_ext_fn fn;
+    void *ctx;
+} walk_ctx;
+
+/* Every extent lies below the snapshot's end and is met once. */
+static int visit(walk_ctx *w, bn_ext e, int is_value)
+{
+    if (!tree_ext_ok(w->db, w->rd->end, e) || ps_claim(w->seen, e))
+        return BONSAI_CORRUPT;
+    return w->fn ? w->fn(w->ctx, e, is_value) : 0;
+}
+
+/* A leaf the walk does not read (its tree has no overflow values) must
+ * still be a leaf without overflow values, since free space is derived
+ * trusting both: else the pages below it, or its values' runs, would be
+ * taken for free.  Its type and flags bytes tell (a packed image's outer
+ * header repeats them), without unpacking or hashing it.  From a file
+ * they are read, not touched through the mapping: the walk meets every
+ * leaf of the store once, and a page fault costs more than the call. */
+static int unread_leaf_ok(const bonsai_db *db, bn_ext e)
+{
+    uint8_t head[2];
+    if (db->fd < 0) {
+        memcpy(head, tree_ext_ptr(db, e), sizeof head);
+    } else {
+        int rc = db->io.pread(db->io.ctx, db->fd, head, sizeof head,
+                              e.pgno * db->page_size);
+        if (rc)
+            return rc;
+    }
+    if (head[0] != BN_TYPE_LEAF || (head[1] & BN_F_OVERFLOW))
+        return BONSAI_CORRUPT;
+    return 0;
+}
+
+static int walk_values(walk_ctx *w, const nview *v)
+{
+    for (uint32_t i = 0; i < view_count(v); i++) {
+        const uint8_t *p;
+        uint32_t len;
+        unsigned vflag;
+        int rc = 0;
+        if (v->mem)
+            bn_value_at(v->mem, i, &p, &len, &vflag);
+        else
+            rc = bn_img_value(v->img, &v->info, i, &p, &len, &vflag);
+        if (rc)
+            return rc;
+        if (!(vflag & BN_VAL_OVERFLOW))
+            continue;
+        bn_ext e;
+        uint64_t vlen;
+        if (ovf_ext(p, len, &e, &vlen))
+            return BONSAI_CORRUPT;
+        if ((rc = visit(w, e, 1)))
+            return rc;
+    }
+    return 0;
+}
+
+static int walk(walk_ctx *w, bn_child ref, unsigned level)
+{
+    int rc = 0;
+    if (ref.mem ? ref.mem->has_home : 1)
+        rc = visit(w, ref.mem ? ref.mem->home : ref.ext, 0);
+    if (rc)
+        return rc;
+    if (level == 1 && !ref.mem && !(w->t->flags & TREE_F_OVERFLOW))
+        return unread_leaf_ok(w->db, ref.ext);
+    nview v;
+    if ((rc = view_of(w->db, w->rd, w->t->kind, ref, &v)))
+        return rc;
+    if (view_leaf(&v) != (level == 1))
+        return BONSAI_CORRUPT;
+    if (level == 1)
+        return walk_values(w, &v);
+    /* the children first: walking them reuses the unpack cache that may
+     * hold this node's image */
+    uint32_t n = view_count(&v);
+    bn_child *kids = malloc((size_t)n * sizeof *kids);
+    if (!kids)
+        return BONSAI_NOMEM;
+    for (uint32_t i = 0; i < n && rc == 0; i++)
+        rc = view_child(&v, i, &kids[i]);
+    for (uint32_t i = 0; i < n && rc == 0; i++)
+        rc = walk(w, kids[i], level - 1);
+    free(kids);
+    return rc;
+}
+
+int bt_walk(bonsai_db *db, const bt_rd *rd, const bt_tree *t, pageset *seen,
+            bt_ext_fn fn, void *ctx)
+{
+    if (t->depth == 0)
+        return 0;
+    if (t->depth > BT_MAX_DEPTH || rd->end < db->first_pgno)
+        return BONSAI_CORRUPT;
+    pageset own;
+    int rc = seen ? 0 : ps_init(&own, db->first_pgno, rd->end);
+    if (rc)
+        return rc;
+    walk_ctx w = {db, rd, t, seen ? seen : &own, fn, ctx};
+    rc = walk(&w, t->root, t->depth);
+    if (!seen)
+        ps_free(&own);
+    return rc;
+}
