@@ -17,6 +17,10 @@
 
 typedef int (*maps_record_fn)(void *ctx, const char *name, const bt_tree *t);
 
+/* The tree a record (a catalog value of len bytes) describes: 0 or
+ * BONSAI_CORRUPT. */
+int maps_tree_of_record(const uint8_t *v, uint32_t len, bt_tree *t);
+
 /* Calls fn for every record of catalog in name order. */
 int maps_each_record(bonsai_db *db, const bt_rd *rd,
                      const bt_tree *catalog,
