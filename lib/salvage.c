@@ -93,20 +93,21 @@ static int read_node(salvage *s, bn_ext e, unsigned level, bn_node *n,
     const bonsai_db *db = s->db;
     const uint8_t *img;
     size_t avail;
+    *why = NULL;
     int rc = pk_view(s->rd.uc, &db->pk, e.pgno,
                      db->rg.base + e.pgno * db->page_size,
                      (size_t)e.npages * db->page_size, &img, &avail);
-    if (rc == BONSAI_CORRUPT) {
+    if (rc == BONSAI_CORRUPT)
         *why = "its packed image cannot be unpacked";
-        return 0;
-    }
-    if (rc == 0 && (rc = bn_decode_frozen(img, avail, s->kind, n)) ==
-                       BONSAI_CORRUPT) {
+    if (rc)
+        return rc == BONSAI_CORRUPT ? 0 : rc;
+    rc = bn_decode_frozen(img, avail, s->kind, n);
+    if (rc == BONSAI_CORRUPT)
         *why = undecodable(img, avail, s->kind);
-        return 0;
-    }
-    *why = rc ? NULL : misplaced(n, level);
-    return rc;
+    if (rc)
+        return rc == BONSAI_CORRUPT ? 0 : rc;
+    *why = misplaced(n, level);
+    return 0;
 }
 
 /* ---- walking ------------------------------------------------------------ */
@@ -152,8 +153,8 @@ static int walk_leaf(salvage *s, const bn_node *n, uint64_t pgno, range r)
             return rc;
     }
     if (outside)
-        report(s, SV_OUTSIDE, pgno, "keys outside the separators its "
-               "parents give", r, outside);
+        report(s, SV_OUTSIDE, pgno, "outside the separators its parents "
+               "give", r, outside);
     return 0;
 }
 

@@ -38,7 +38,8 @@
  * library's salvage walk (salvage.h), which reads what can still be read
  * of a damaged store: each node, record or value it cannot read is named
  * on stderr with the keys lost, and the dump goes on.  The output stays
- * valid dump text in key order.
+ * valid dump text in key order.  Memory: one bit per page of the store
+ * besides, so that no page is read twice.
  *
  * Exit: 0 done, 1 an operation failed (with -r: or something could not
  * be read), 2 bad usage.
@@ -456,25 +457,33 @@ static void report_loss(const sv_loss *l)
 {
     static char where[BONSAI_MAX_NAME + 8], range[2 * KEY_TEXT + 32],
         key[KEY_TEXT];
-    int cat = l->map[0] == 0;
+    int cat = l->map[0] == 0, one = l->entries == 1;
+    const char *keys = cat ? "maps" : "keys";
     snprintf(where, sizeof where, cat ? "catalog" : "map %s", l->map);
-    const char *what = cat ? "maps" : "keys";
     uint64_t pg = l->pgno;
-    if (l->what == SV_NODE && !l->lo && !l->hi)
-        tool_warn("%s: page %" PRIu64 ": %s; skipped all its %s", where, pg,
-                  l->why, what);
-    else if (l->what == SV_NODE)
-        tool_warn("%s: page %" PRIu64 ": %s; skipped the %s %s", where, pg,
-                  l->why, what, range_text(l, range, sizeof range));
-    else if (l->what == SV_OUTSIDE)
-        tool_warn("%s: page %" PRIu64 ": %" PRIu64 " %s (%s); skipped "
-                  "them", where, pg, l->entries, l->why,
-                  range_text(l, range, sizeof range));
-    else
-        tool_warn("%s: page %" PRIu64 ": %s %s: %s; skipped %s", where, pg,
-                  l->what == SV_VALUE ? "key" : "map",
-                  key_text(l->kind, l->lo, key), l->why,
-                  l->what == SV_VALUE ? "the entry" : "the map");
+    switch (l->what) {
+    case SV_NODE:
+        if (!l->lo && !l->hi)
+            tool_warn("%s: page %" PRIu64 ": %s; skipped all its %s", where,
+                      pg, l->why, keys);
+        else
+            tool_warn("%s: page %" PRIu64 ": %s; skipped the %s %s", where,
+                      pg, l->why, keys, range_text(l, range, sizeof range));
+        break;
+    case SV_OUTSIDE:
+        tool_warn("%s: page %" PRIu64 ": %" PRIu64 " %s %s (%s); skipped %s",
+                  where, pg, l->entries, one ? (cat ? "map" : "key") : keys,
+                  l->why, range_text(l, range, sizeof range),
+                  one ? "it" : "them");
+        break;
+    case SV_VALUE:
+        tool_warn("%s: page %" PRIu64 ": key %s: %s; skipped the entry",
+                  where, pg, key_text(l->kind, l->lo, key), l->why);
+        break;
+    default: /* SV_RECORD */
+        tool_warn("%s: page %" PRIu64 ": map %s: %s; skipped the map", where,
+                  pg, key_text(l->kind, l->lo, key), l->why);
+    }
 }
 
 /* One salvage pass: sizing (o NULL, silent) or writing. */
@@ -569,8 +578,9 @@ static int salvage_pass(const struct args *a, bonsai_txn *txn,
         else
             st = salvage_map(s, &maps[i], mapsize, r);
     }
-    if (st == 0 && a->map && !chosen)
-        st = fail(a->map, "salvage", BONSAI_NOTFOUND);
+    /* in the pass that reports: a loss in the catalog may say why */
+    if (st == 0 && a->map && !chosen && r->o)
+        st = fail(a->map, "open", BONSAI_NOTFOUND);
     sv_maps_free(maps, n);
     sv_end(s);
     return st;
