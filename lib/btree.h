@@ -126,6 +126,12 @@ int bt_seek(bonsai_db *db, const bt_rd *rd, const bt_tree *t, int mode,
 int bt_value(bonsai_db *db, uint64_t end, const uint8_t *v, uint32_t len,
              unsigned vflag, bonsai_val *out);
 
+/* bt_value, and for an overflow value also that its bytes match the
+ * checksum of its run, which *run is then ({0, 0} for an inline value). */
+int bt_value_checked(bonsai_db *db, uint64_t end, const uint8_t *v,
+                     uint32_t len, unsigned vflag, bonsai_val *out,
+                     bn_ext *run);
+
 /* Writes every changed node (see above). */
 int bt_flush(bonsai_db *db);
 

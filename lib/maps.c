@@ -35,7 +35,7 @@ int maps_name_ok(const char *name)
     return len >= 1 && len <= BONSAI_MAX_NAME;
 }
 
-static int tree_of_record(const uint8_t *v, uint32_t len, bt_tree *t)
+int maps_tree_of_record(const uint8_t *v, uint32_t len, bt_tree *t)
 {
     unsigned kind, flags, depth;
     bn_ext root;
@@ -57,7 +57,7 @@ int maps_find_record(bonsai_db *db, const bt_rd *rd, const bt_tree *catalog,
     int rc = bt_get(db, rd, catalog, name_key(name), &v);
     if (rc)
         return rc;
-    return tree_of_record(v.data, (uint32_t)v.size, t);
+    return maps_tree_of_record(v.data, (uint32_t)v.size, t);
 }
 
 int maps_each_record(bonsai_db *db, const bt_rd *rd, const bt_tree *catalog,
@@ -85,7 +85,7 @@ int maps_each_record(bonsai_db *db, const bt_rd *rd, const bt_tree *catalog,
             }
             memcpy(name, k.b, k.len);
             name[k.len] = 0;
-            if ((rc = tree_of_record(v, len, &t)) == 0)
+            if ((rc = maps_tree_of_record(v, len, &t)) == 0)
                 rc = fn(ctx, name, &t);
         }
         if (rc)

@@ -24,6 +24,10 @@ int maps_name_ok(const char *name);
 int maps_find_record(bonsai_db *db, const bt_rd *rd, const bt_tree *catalog,
                      const char *name, bt_tree *t);
 
+/* The tree a record (a catalog value of len bytes) describes: 0 or
+ * BONSAI_CORRUPT. */
+int maps_tree_of_record(const uint8_t *v, uint32_t len, bt_tree *t);
+
 /* Calls fn for every record of catalog in name order. */
 int maps_each_record(bonsai_db *db, const bt_rd *rd,
                      const bt_tree *catalog,

@@ -69,3 +69,21 @@ int bt_value(bonsai_db *db, uint64_t end, const uint8_t *v, uint32_t len,
     out->size = (size_t)vlen;
     return 0;
 }
+
+/* A salvage reads only what its checksums vouch for: a value of flipped
+ * bytes would pass for a good one. */
+int bt_value_checked(bonsai_db *db, uint64_t end, const uint8_t *v,
+                     uint32_t len, unsigned vflag, bonsai_val *out,
+                     bn_ext *run)
+{
+    *run = (bn_ext){0, 0};
+    int rc = bt_value(db, end, v, len, vflag, out);
+    if (rc || !(vflag & BN_VAL_OVERFLOW))
+        return rc;
+    uint64_t vlen;
+    ovf_ext(v, len, run, &vlen);
+    const uint8_t *p = tree_ext_ptr(db, *run);
+    if (bonsai_crc32c(0, out->data, out->size) != get_le32(p + 4))
+        return BONSAI_CORRUPT;
+    return 0;
+}

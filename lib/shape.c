@@ -350,11 +350,6 @@ void bt_note_tail(bonsai_db *db, const bt_tree *t, bn_node *tail,
     db->tail_hint.gen = db->write_gen;
 }
 
-void tree_forget_tail(bonsai_db *db)
-{
-    db->tail_hint.leaf = NULL;
-}
-
 /* Nodes a change removes from its tree wait in the graveyard; room for
  * them is made first, so unlinking a node can never lose it. */
 static int room_for_removed(bonsai_db *db, const bt_tree *t)

@@ -69,7 +69,12 @@ void tree_adopt_children(bn_node *n);
 /* Splits n in two; *right_out gets the new right half. */
 int tree_split(bonsai_db *db, bt_tree *t, bn_node *n, int append,
                bn_node **right_out);
-/* Drops the hint to the tail leaf of sequential puts. */
-void tree_forget_tail(bonsai_db *db);
+
+/* Drops the hint to the tail leaf of sequential puts: before decoded
+ * leaves are freed, or split in a way the hint cannot follow. */
+static inline void tree_forget_tail(bonsai_db *db)
+{
+    db->tail_hint.leaf = NULL;
+}
 
 #endif

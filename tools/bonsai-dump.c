@@ -32,12 +32,21 @@
  *
  * Memory: one read snapshot, one cursor at a time, output encoded through
  * a fixed buffer; only the list of map names grows (with the number of
- * maps, not entries).  Uses only the public API (bonsai.h).
+ * maps, not entries).  Uses only the public API (bonsai.h), but for -r.
  *
- * Exit: 0 done, 1 an operation failed, 2 bad usage.
+ * -r (salvage, as db_dump -r): the maps and entries come from the
+ * library's salvage walk (salvage.h), which reads what can still be read
+ * of a damaged store: each node, record or value it cannot read is named
+ * on stderr with the keys lost, and the dump goes on.  The output stays
+ * valid dump text in key order.  Memory: one bit per page of the store
+ * besides, so that no page is read twice.
+ *
+ * Exit: 0 done, 1 an operation failed (with -r: or something could not
+ * be read), 2 bad usage.
  */
 #include "bonsai.h"
 #include "common/tool.h"
+#include "salvage.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -56,6 +65,7 @@ struct args {
     const char *map;    /* -s MAP */
     int print;          /* -p */
     int list;           /* -l */
+    int salvage;        /* -r */
     const char *output; /* -f OUTPUT, NULL: stdout */
     const char *file;
 };
@@ -69,8 +79,8 @@ static void usage(FILE *out)
         "    bonsai-dump - write the maps of a bonsai store as text\n"
         "\n"
         "SYNOPSIS\n"
-        "    bonsai-dump [-a | -s MAP] [-p] [-f OUTPUT] FILE\n"
-        "    bonsai-dump -l FILE\n"
+        "    bonsai-dump [-a | -s MAP] [-p] [-r] [-f OUTPUT] FILE\n"
+        "    bonsai-dump -l [-r] FILE\n"
         "\n"
         "DESCRIPTION\n"
         "    Writes every map of the store FILE (or the one named by -s) in\n"
@@ -86,6 +96,11 @@ static void usage(FILE *out)
         "               '\\\\', any other byte as '\\hh' (default:\n"
         "               bytevalue, two hex digits per byte)\n"
         "    -l         list the map names, one a line, and exit\n"
+        "    -r         salvage a damaged store: write every map and entry\n"
+        "               that can still be read; each node, map record or\n"
+        "               value that cannot is named on standard error with\n"
+        "               the keys lost (the separators around it), and the\n"
+        "               exit status is 1\n"
         "    -f OUTPUT  write to OUTPUT instead of standard output\n"
         "    -V         print the version and exit\n"
         "    --help     this text\n"
@@ -110,11 +125,12 @@ static void usage(FILE *out)
         "\n"
         "EXIT STATUS\n"
         "    0 success, 1 an operation failed (the message says which and\n"
-        "    why), 2 bad usage.\n"
+        "    why) or, with -r, something could not be read, 2 bad usage.\n"
         "\n"
         "EXAMPLES\n"
         "    bonsai-dump store.bonsai | bonsai-load copy.bonsai\n"
-        "    bonsai-dump -s users store.bonsai | mdb_load -n users.mdb\n");
+        "    bonsai-dump -s users store.bonsai | mdb_load -n users.mdb\n"
+        "    bonsai-dump -r damaged.bonsai | bonsai-load rescued.bonsai\n");
 }
 
 /* Fills *a from argv.  Returns 0, an exit status, or -1 when done
@@ -128,12 +144,13 @@ static int parse_args(int argc, char **argv, struct args *a)
     *a = (struct args){0};
     int c;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":as:plf:V", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":as:plrf:V", longopts, NULL)) != -1) {
         switch (c) {
         case 'a': a->all = 1; break;
         case 's': a->map = optarg; break;
         case 'p': a->print = 1; break;
         case 'l': a->list = 1; break;
+        case 'r': a->salvage = 1; break;
         case 'f': a->output = optarg; break;
         case 'V': tool_version(); return -1;
         case 'h': usage(stdout); return -1;
@@ -244,6 +261,24 @@ static uint64_t add_sat(uint64_t a, uint64_t b)
     return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
+/* The page size LMDB will use: the system's, at least 4 KiB. */
+static uint64_t lmdb_page(void)
+{
+    long os = sysconf(_SC_PAGESIZE);
+    return os >= 4096 ? (uint64_t)os : 4096;
+}
+
+/* What every LMDB environment needs besides the maps' entries: meta
+ * pages, free list, commit garbage. */
+#define LMDB_BASE_BYTES (UINT64_C(1) << 20)
+
+/* The mapsize= line for total bytes: whole MiB. */
+static uint64_t lmdb_mapsize(uint64_t total)
+{
+    uint64_t mib = 1u << 20;
+    return add_sat(total, mib - 1) / mib * mib;
+}
+
 static int fail(const char *map, const char *what, int rc)
 {
     if (map)
@@ -303,6 +338,13 @@ static int estimate_map(bonsai_db *db, bonsai_txn *txn, const tool_map *m,
 }
 
 /* ---- dumping ------------------------------------------------------------ */
+
+/* A line of -l. */
+static void write_name(out *o, const char *name)
+{
+    out_print(o, (const uint8_t *)name, strlen(name));
+    out_str(o, "\n");
+}
 
 static void write_header(out *o, const tool_map *m, uint64_t mapsize,
                          int print)
@@ -366,30 +408,217 @@ static int dump_map(bonsai_db *db, bonsai_txn *txn, const tool_map *m,
     return 0;
 }
 
+/* ---- salvage (-r) ------------------------------------------------------- */
+
+/* A key as a message shows it: a u64 key as its number; a byte key in
+ * quotes, in print format with '"' as \22. */
+#define KEY_TEXT (4 * BONSAI_MAX_KEY + 3)
+
+static const char *key_text(unsigned kind, const bn_key *k, char *buf)
+{
+    if (kind == BONSAI_KEY_U64) {
+        snprintf(buf, KEY_TEXT, "%" PRIu64, k->u);
+        return buf;
+    }
+    size_t at = 0;
+    buf[at++] = '"';
+    for (uint32_t i = 0; i < k->len && i < BONSAI_MAX_KEY; i++) {
+        uint8_t b = k->b[i];
+        if (b == '\\' || b == '"' || b < 0x20 || b > 0x7e)
+            at += (size_t)snprintf(buf + at, KEY_TEXT - at, b == '\\' ?
+                                   "\\\\" : "\\%02x", b);
+        else
+            buf[at++] = (char)b;
+    }
+    buf[at++] = '"';
+    buf[at] = 0;
+    return buf;
+}
+
+/* "from X up to Y", "from X on", "below Y", or "of any key" (no bound:
+ * a root). */
+static const char *range_text(const sv_loss *l, char *buf, size_t cap)
+{
+    static char lo[KEY_TEXT], hi[KEY_TEXT];
+    if (l->lo && l->hi)
+        snprintf(buf, cap, "from %s up to %s", key_text(l->kind, l->lo, lo),
+                 key_text(l->kind, l->hi, hi));
+    else if (l->lo)
+        snprintf(buf, cap, "from %s on", key_text(l->kind, l->lo, lo));
+    else if (l->hi)
+        snprintf(buf, cap, "below %s", key_text(l->kind, l->hi, hi));
+    else
+        snprintf(buf, cap, "of any key");
+    return buf;
+}
+
+/* Names what a salvage pass could not read, and what was lost with it. */
+static void report_loss(const sv_loss *l)
+{
+    static char where[BONSAI_MAX_NAME + 8], range[2 * KEY_TEXT + 32],
+        key[KEY_TEXT];
+    int cat = l->map[0] == 0, one = l->entries == 1;
+    const char *keys = cat ? "maps" : "keys";
+    snprintf(where, sizeof where, cat ? "catalog" : "map %s", l->map);
+    uint64_t pg = l->pgno;
+    switch (l->what) {
+    case SV_NODE:
+        if (!l->lo && !l->hi)
+            tool_warn("%s: page %" PRIu64 ": %s; skipped all its %s", where,
+                      pg, l->why, keys);
+        else
+            tool_warn("%s: page %" PRIu64 ": %s; skipped the %s %s", where,
+                      pg, l->why, keys, range_text(l, range, sizeof range));
+        break;
+    case SV_OUTSIDE:
+        tool_warn("%s: page %" PRIu64 ": %" PRIu64 " %s %s (%s); skipped %s",
+                  where, pg, l->entries, one ? (cat ? "map" : "key") : keys,
+                  l->why, range_text(l, range, sizeof range),
+                  one ? "it" : "them");
+        break;
+    case SV_VALUE:
+        tool_warn("%s: page %" PRIu64 ": key %s: %s; skipped the entry",
+                  where, pg, key_text(l->kind, l->lo, key), l->why);
+        break;
+    default: /* SV_RECORD */
+        tool_warn("%s: page %" PRIu64 ": map %s: %s; skipped the map", where,
+                  pg, key_text(l->kind, l->lo, key), l->why);
+    }
+}
+
+/* One salvage pass: sizing (o NULL, silent) or writing. */
+typedef struct rescue {
+    out *o;
+    int print;
+    unsigned kind;      /* of the map being walked */
+    uint64_t page;      /* sizing: LMDB's page size ... */
+    uint64_t total;     /* ... and the bytes LMDB needs so far */
+    uint64_t seen;      /* entries of the map handed on */
+    uint64_t lost;      /* losses in the pass ... */
+    uint64_t map_lost;  /* ... and in the map being walked */
+} rescue;
+
+static void on_loss(void *ctx, const sv_loss *l)
+{
+    rescue *r = ctx;
+    r->lost++;
+    r->map_lost++;
+    if (r->o)
+        report_loss(l);
+}
+
+static int on_entry(void *ctx, bn_key key, bonsai_val val)
+{
+    rescue *r = ctx;
+    uint8_t be[8];
+    const uint8_t *k = key.b;
+    size_t klen = key.len;
+    if (r->kind == BONSAI_KEY_U64) {
+        for (int i = 7; i >= 0; i--, key.u >>= 8)
+            be[i] = (uint8_t)key.u;
+        k = be;
+        klen = 8;
+    }
+    r->seen++;
+    if (!r->o) {
+        r->total = add_sat(r->total, lmdb_entry_bytes(klen, val.size,
+                                                      r->page));
+        return 0;
+    }
+    out_line(r->o, k, klen, r->print);
+    out_line(r->o, val.data, val.size, r->print);
+    return r->o->err != 0; /* stops the walk; reported by main */
+}
+
+/* Map m's block (or its share of the size); 0 or an exit status. */
+static int salvage_map(salvage *s, const sv_map *m, uint64_t mapsize,
+                       rescue *r)
+{
+    r->kind = m->t.kind;
+    r->seen = r->map_lost = 0;
+    if (r->o)
+        write_header(r->o, &(tool_map){m->name, m->t.kind}, mapsize,
+                     r->print);
+    else
+        r->total = add_sat(r->total, 4 * r->page); /* as estimate_map */
+    int rc = sv_walk(s, m, on_entry, r);
+    if (rc < 0)
+        return fail(m->name, "salvage", rc);
+    if (!r->o || r->o->err)
+        return 0;
+    out_str(r->o, "DATA=END\n");
+    if (!r->map_lost && r->seen != m->t.count) {
+        tool_warn("map %s: the walk found %" PRIu64 " entries, the record "
+                  "says %" PRIu64, m->name, r->seen, m->t.count);
+        r->lost++;
+    }
+    return 0;
+}
+
+/* A pass over the maps the catalog still lists (-s: the one); 0 or an
+ * exit status. */
+static int salvage_pass(const struct args *a, bonsai_txn *txn,
+                        uint64_t mapsize, rescue *r)
+{
+    salvage *s;
+    sv_map *maps = NULL;
+    size_t n = 0, chosen = 0;
+    int rc = sv_begin(txn, on_loss, r, &s);
+    if (rc == 0 && (rc = sv_maps(s, &maps, &n)))
+        sv_end(s);
+    if (rc)
+        return fail(NULL, "salvage", rc);
+    int st = 0;
+    for (size_t i = 0; i < n && st == 0 && !(r->o && r->o->err); i++) {
+        if (a->map && strcmp(a->map, maps[i].name) != 0)
+            continue;
+        chosen++;
+        if (a->list)
+            write_name(r->o, maps[i].name);
+        else
+            st = salvage_map(s, &maps[i], mapsize, r);
+    }
+    /* in the pass that reports: a loss in the catalog may say why */
+    if (st == 0 && a->map && !chosen && r->o)
+        st = fail(a->map, "open", BONSAI_NOTFOUND);
+    sv_maps_free(maps, n);
+    sv_end(s);
+    return st;
+}
+
+/* -r: sizes the maps in a silent pass, then writes them, reporting what
+ * could not be read; 1 when anything could not. */
+static int run_salvage(const struct args *a, bonsai_txn *txn, out *o)
+{
+    rescue size = {.page = lmdb_page(), .total = LMDB_BASE_BYTES};
+    int st = a->list ? 0 : salvage_pass(a, txn, 0, &size);
+    if (st)
+        return st;
+    rescue w = {.o = o, .print = a->print};
+    st = salvage_pass(a, txn, lmdb_mapsize(size.total), &w);
+    return st ? st : w.lost ? TOOL_EXIT_FAIL : TOOL_EXIT_OK;
+}
+
 /* ---- main --------------------------------------------------------------- */
 
 static int run(const struct args *a, bonsai_db *db, bonsai_txn *txn,
                tool_maps *maps, out *o)
 {
+    if (a->salvage)
+        return run_salvage(a, txn, o);
     int rc = tool_maps_list(db, txn, a->map, maps);
     if (rc)
         return fail(a->map, a->map ? "open" : "map list", rc);
     if (a->list) {
-        for (size_t i = 0; i < maps->n && !o->err; i++) {
-            out_print(o, (const uint8_t *)maps->v[i].name,
-                      strlen(maps->v[i].name));
-            out_str(o, "\n");
-        }
+        for (size_t i = 0; i < maps->n && !o->err; i++)
+            write_name(o, maps->v[i].name);
         return 0;
     }
-    long os = sysconf(_SC_PAGESIZE);
-    uint64_t page = os >= 4096 ? (uint64_t)os : 4096;
-    uint64_t total = 1u << 20; /* meta pages, free list, commit garbage */
+    uint64_t page = lmdb_page(), total = LMDB_BASE_BYTES;
     for (size_t i = 0; i < maps->n; i++)
         if ((rc = estimate_map(db, txn, &maps->v[i], page, &total)))
             return rc;
-    uint64_t mib = 1u << 20;
-    uint64_t mapsize = add_sat(total, mib - 1) / mib * mib;
+    uint64_t mapsize = lmdb_mapsize(total);
     for (size_t i = 0; i < maps->n && !o->err; i++)
         if ((rc = dump_map(db, txn, &maps->v[i], mapsize, a->print, o)))
             return rc;
@@ -398,7 +627,7 @@ static int run(const struct args *a, bonsai_db *db, bonsai_txn *txn,
 
 int main(int argc, char **argv)
 {
-    tool_init(PROG, "[-a | -s MAP] [-p] [-f OUTPUT] FILE\n-l FILE");
+    tool_init(PROG, "[-a | -s MAP] [-p] [-r] [-f OUTPUT] FILE\n-l [-r] FILE");
     struct args a;
     int st = parse_args(argc, argv, &a);
     if (st)
