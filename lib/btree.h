@@ -52,27 +52,20 @@ int bt_del(bonsai_db *db, bt_tree *t, bn_key key);
  * nothing changed, the delete needs room (bt_del). */
 int bt_del_in_place(bonsai_db *db, bt_tree *t, bn_key key, int *done);
 
-/* How many new node runs a put of key may need beyond the changes already
- * cached: 0 when it surely changes one leaf within its home. */
-int bt_put_slots(bonsai_db *db, bt_tree *t, bn_key key, uint32_t vlen,
-                 uint32_t *slots);
+/* The writer's leaf for key, decoded with its path. */
+int bt_leaf_of(bonsai_db *db, bt_tree *t, bn_key key, bn_node **leaf);
 
-/* bt_put_slots for a put into leaf, the decoded leaf of key. */
-uint32_t bt_leaf_put_slots(const bonsai_db *db, const bt_tree *t,
-                           const bn_node *leaf, bn_key key, uint32_t vlen);
-
-/* The most bt_put_slots ever answers for t. */
-uint32_t bt_put_worst_slots(const bt_tree *t);
-
-/* The most node runs a delete from t may need beyond the changes already
- * cached: its path copied (copy-on-write), or nodes merged and, where a
- * key's removal lengthens a neighbour's encoding, split. */
-uint32_t bt_del_worst_slots(const bt_tree *t);
+/* Does a put of key (a value of vlen bytes) into leaf, the decoded leaf
+ * of key, leave it unsplit and within its home (or, dirty, counted
+ * already)?  Its size is estimated: within 7/8 of node_bytes, with 16
+ * bytes for the estimate's drift and 10 for a u64 key's delta. */
+int bt_leaf_takes(const bonsai_db *db, const bt_tree *t, const bn_node *leaf,
+                  bn_key key, uint32_t vlen);
 
 /* Puts entries from, from + 1, ... of the sorted batch b (all inline
  * values) while they fall into the leaf of entry `from`, at most max of
  * them, then splits that leaf as needed.  *to = the first entry not put.
- * The caller has made room for them (cache_reserve). */
+ * The caller has made room for them (room_reserve). */
 int bt_put_run(bonsai_db *db, bt_tree *t, const putbuf *b, uint32_t from,
                uint32_t max, uint32_t *to);
 

@@ -1,18 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cache.c - when to write cached changes, and how much room to demand
- * before accepting another one.
+ * cache.c - when to write cached changes back (the room a change needs
+ * is decided in room.c).
  *
  * Budget: db->cache_bytes counts the memory of decoded leaves and changed
  * branches.  It is recounted every RECOUNT_EVERY changes, or every quarter
  * of the decoded leaves' number of changes if more, rather than kept
  * exact, so the cache may overshoot its budget by that many changes.
- *
- * Room: each changed node may need a fresh run when it is written, so a
- * change is accepted only while the free runs hold a node-sized run for
- * every changed node.
- * When they do not, the cache is written first and the question asked
- * again: FULL comes only when even that does not help.
  */
 #include "cache.h"
 
@@ -100,6 +94,12 @@ static int write_back_gate(const bonsai_db *db)
     return 0;
 }
 
+int cache_write_back(bonsai_db *db)
+{
+    int rc = write_back_gate(db);
+    return rc ? rc : cache_flush(db);
+}
+
 static int over_budget(const bonsai_db *db)
 {
     return db->cache_bytes + db->waiting_bytes > db->opt.write_cache_bytes;
@@ -123,59 +123,12 @@ int cache_after_change(bonsai_db *db)
         recount(db);
         return 0;
     }
-    int rc = write_back_gate(db);
-    return rc ? rc : cache_flush(db);
+    return cache_write_back(db);
 }
 
 int cache_before_change(bonsai_db *db)
 {
     if (!db->wb_error || !over_budget(db) || db->dirty.n == 0)
         return 0;
-    int rc = write_back_gate(db);
-    return rc ? rc : cache_flush(db);
-}
-
-/* Enough room when every cached node and a parent for each, plus the
- * nodes this change may add, can each get node_bytes of contiguous pages,
- * and a large value its own run.  Counted in slots (runs of node_bytes,
- * alloc.h), not pages: free space cut into runs shorter than a node has
- * pages but no room for one, and a write-back that cannot place its
- * nodes would fail after the changes were accepted.  An image a little
- * over node_bytes (the size estimate drifts) that finds no run splits in
- * two at write-back; the parents counted for every node cover that. */
-static int room_for(const bonsai_db *db, uint64_t nodes, uint32_t vlen)
-{
-    uint64_t need = nodes;
-    if (vlen != CACHE_DELETE && vlen > db->inline_max) {
-        /* a value's run of p pages takes at most ceil(p / slot) slots */
-        uint64_t slot = db->al.slot_pages;
-        uint64_t pages = ((uint64_t)vlen + 16 + db->page_size - 1) /
-                         db->page_size;
-        need += (pages + slot - 1) / slot;
-    }
-    return alloc_slots_avail(&db->al) >= need;
-}
-
-/* A waiting put may dirty a leaf and split it when applied: a node run
- * each without copy-on-write (the leaf is rewritten in place or moves),
- * with it also the copy of the leaf and of its parent. */
-int cache_room_waiting(const bonsai_db *db, uint32_t slots, uint64_t waiting)
-{
-    uint64_t per = db->cow ? 3 : 1;
-    return room_for(db, 2u * db->dirty_nodes + slots + per * waiting, 0);
-}
-
-int cache_has_room(const bonsai_db *db, uint32_t slots, uint32_t vlen)
-{
-    return room_for(db, 2u * db->dirty_nodes + slots, vlen);
-}
-
-int cache_reserve(bonsai_db *db, uint32_t slots, uint32_t vlen)
-{
-    if (cache_has_room(db, slots, vlen))
-        return 0;
-    int rc;
-    if (db->dirty.n && ((rc = write_back_gate(db)) || (rc = cache_flush(db))))
-        return rc;
-    return room_for(db, slots, vlen) ? 0 : BONSAI_FULL;
+    return cache_write_back(db);
 }

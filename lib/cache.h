@@ -30,20 +30,8 @@ void cache_note_failure(bonsai_db *db, int rc);
  * again once a second. */
 int cache_before_change(bonsai_db *db);
 
-#define CACHE_DELETE UINT32_MAX /* vlen of a delete */
-
-/* BONSAI_FULL unless the cached changes plus `slots` more node runs (and a
- * value of vlen bytes) can surely be written; writes the cache first when
- * that makes room.  Deletes ask too: a cached delete dirties its path,
- * may merge nodes and may lengthen a neighbour's encoding, and every
- * cached change must be written back. */
-int cache_reserve(bonsai_db *db, uint32_t slots, uint32_t vlen);
-
-/* Would cache_reserve answer 0 without writing anything? */
-int cache_has_room(const bonsai_db *db, uint32_t slots, uint32_t vlen);
-
-/* Is there room for the cached changes, `slots` more node runs and
- * `waiting` puts not yet applied (pending.h)? */
-int cache_room_waiting(const bonsai_db *db, uint32_t slots, uint64_t waiting);
+/* cache_flush, unless the last write-back failed and trying again is not
+ * worth it yet (write_back_gate in cache.c): then what that one met. */
+int cache_write_back(bonsai_db *db);
 
 #endif

@@ -9,31 +9,8 @@
 #include "cache.h"
 #include "change.h"
 #include "maps.h"
+#include "room.h"
 #include "txn.h"
-
-/* The node runs a delete reserves: its path copied or merged and split
- * (bt_del_worst_slots), and the catalog's record. */
-static uint32_t del_slots(const bonsai_db *db, const bt_tree *t)
-{
-    return bt_del_worst_slots(t) + db->catalog.depth + 1u;
-}
-
-/* Without copy-on-write a delete short of room takes its entry from its
- * leaf where the leaf lies (bt_del_in_place), which needs no room unless
- * a neighbour's encoding lengthens past the leaf's home: then it needs
- * one node run. */
-#define DEL_IN_PLACE_SLOTS 1u
-
-/* The node runs a put reserves, given those its tree may need: the
- * catalog's record too, and what a delete needs, so that a full store
- * can still be emptied. */
-static uint32_t with_extras(const bonsai_db *db, const bt_tree *t,
-                            uint32_t slots)
-{
-    slots += db->cow ? 2u * (t->depth + 1u) + db->catalog.depth + 2u
-                     : DEL_IN_PLACE_SLOTS;
-    return slots + db->catalog.depth + 1u;
-}
 
 /* After an undo: decoded nodes are gone, so cursors look again, and the
  * trees are whole (the change failed without harm). */
@@ -65,7 +42,7 @@ static int store_records_or_undo(bonsai_db *db)
 }
 
 /* A change written at once, and undone when that fails: a put, or with
- * vlen CACHE_DELETE a delete.  The room check must assume every node may
+ * vlen ROOM_DELETE a delete.  The room check must assume every node may
  * need a run of node_bytes; near the cap the free space lies in shorter
  * runs and it says no while the change may still fit (a node that finds
  * no run long enough is written as two halves).  With nothing else
@@ -81,10 +58,10 @@ static int change_through(bonsai_db *db, bt_tree *t, bn_key key,
     if (rc)
         return rc;
     bt_tree saved = *t;
-    if (vlen == CACHE_DELETE) {
+    if (vlen == ROOM_DELETE) {
         rc = bt_del(db, t, key);
     } else {
-        db->al.keep_slots = DEL_IN_PLACE_SLOTS;
+        db->al.keep_slots = ROOM_DEL_IN_PLACE;
         rc = bt_put(db, t, key, val, vlen, flags);
     }
     if (rc == 0)
@@ -108,22 +85,16 @@ static int put_now(bonsai_db *db, bt_tree *t, bn_key key, const uint8_t *val,
                    uint32_t vlen, unsigned flags)
 {
     uint32_t slots;
-    int rc = bt_put_slots(db, t, key, vlen, &slots);
+    int rc = room_put_key(db, t, key, vlen, &slots);
     if (rc)
         return rc;
-    rc = cache_reserve(db, with_extras(db, t, slots), vlen);
+    rc = room_reserve(db, room_put_slots(db, t, slots), vlen);
     if (rc == BONSAI_FULL && !db->cow && db->dirty.n == 0)
         return change_through(db, t, key, val, vlen, flags);
     if (rc)
         return rc;
     change_note_tree(db, t);
     return bt_put(db, t, key, val, vlen, flags);
-}
-
-/* Node runs a put may need beyond the cached changes, at worst. */
-static uint32_t put_slots(const bonsai_db *db, const bt_tree *t)
-{
-    return with_extras(db, t, bt_put_worst_slots(t));
 }
 
 /* A key after every other into the decoded last leaf: the sequential
@@ -137,14 +108,14 @@ static int append_now(bonsai_db *db, bt_tree *t, bn_key key,
         return 0;
     /* the room the waiting puts count on is not this put's to take */
     if (db->waiting &&
-        !cache_room_waiting(db, put_slots(db, t), db->waiting))
+        !room_waiting(db, room_put_any(db, t), db->waiting))
         return 0;
-    uint32_t slots = with_extras(db, t, bt_leaf_put_slots(db, t, tail, key,
-                                                          vlen));
-    if (!cache_has_room(db, slots, vlen)) {
+    uint32_t slots = room_put_slots(db, t,
+                                    room_put_leaf(db, t, tail, key, vlen));
+    if (!room_has(db, slots, vlen)) {
         /* short of room: the general path decides (it may write the put
          * through); making room may have evicted the leaf */
-        if (cache_reserve(db, slots, vlen) || !(tail = bt_tail_leaf(t, key)))
+        if (room_reserve(db, slots, vlen) || !(tail = bt_tail_leaf(t, key)))
             return 0;
     }
     *done = 1;
@@ -164,9 +135,9 @@ int pending_append_direct(bonsai_db *db, map_slot *s, bn_key key,
     bt_tree *t = &s->w;
     bn_node *tail = bt_tail_leaf_hinted(db, t, key);
     if (!tail ||
-        !cache_has_room(db, with_extras(db, t, bt_leaf_put_slots(db, t, tail,
-                                                                 key, vlen)),
-                        vlen))
+        !room_has(db, room_put_slots(db, t,
+                                     room_put_leaf(db, t, tail, key, vlen)),
+                  vlen))
         return 0;
     *done = 1;
     uint64_t gen0 = db->write_gen;
@@ -216,7 +187,7 @@ static int choose(bonsai_db *db, const bt_tree *t, bn_key key, uint32_t vlen)
         return GO_NOW;
     if (db->waiting_bytes + entry_bytes(t, key, vlen) >
             waiting_budget(db) ||
-        !cache_room_waiting(db, put_slots(db, t), db->waiting + 1))
+        !room_waiting(db, room_put_any(db, t), db->waiting + 1))
         return db->waiting ? GO_APPLY_FIRST : GO_NOW;
     return GO_WAIT;
 }
@@ -274,7 +245,7 @@ int pending_put(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key,
         return wait_put(db, s, key, val, vlen);
     /* the room the waiting puts count on is not this put's to take */
     if (db->waiting &&
-        !cache_room_waiting(db, put_slots(db, t), db->waiting) &&
+        !room_waiting(db, room_put_any(db, t), db->waiting) &&
         (rc = pending_apply_all(db)))
         return rc;
     return put_now(db, t, key, val, vlen, flags);
@@ -284,17 +255,17 @@ int pending_reserve(bonsai_db *db, uint32_t slots, uint32_t vlen)
 {
     int rc;
     /* the room the waiting puts count on is not this change's to take */
-    if (db->waiting && !cache_room_waiting(db, slots, db->waiting) &&
+    if (db->waiting && !room_waiting(db, slots, db->waiting) &&
         (rc = pending_apply_all(db)))
         return rc;
-    return cache_reserve(db, slots, vlen);
+    return room_reserve(db, slots, vlen);
 }
 
 int pending_new_record(bonsai_db *db, map_slot *s)
 {
     int rc = BONSAI_FULL;
     if (db->opt.write_cache_bytes)
-        rc = pending_reserve(db, put_slots(db, &db->catalog), 0);
+        rc = pending_reserve(db, room_put_any(db, &db->catalog), 0);
     if (rc == BONSAI_FULL && db->dirty.n == 0)
         return store_records_or_undo(db);
     return rc ? rc : maps_store_record(db, s);
@@ -310,19 +281,19 @@ int pending_del(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key)
         return rc ? rc : BONSAI_NOTFOUND;
     if ((rc = pending_apply(db, s)))
         return rc;
-    uint32_t slots = del_slots(db, t);
+    uint32_t slots = room_del_slots(db, t);
     change_note_tree(db, t);
     /* short of room, a delete without copy-on-write leaves its leaf where
      * it is, unmerged, when it can */
-    if (!cache_has_room(db, slots, CACHE_DELETE) ||
-        (db->waiting && !cache_room_waiting(db, slots, db->waiting))) {
+    if (!room_has(db, slots, ROOM_DELETE) ||
+        (db->waiting && !room_waiting(db, slots, db->waiting))) {
         int done;
         if ((rc = bt_del_in_place(db, t, key, &done)) || done)
             return rc;
     }
-    rc = pending_reserve(db, slots, CACHE_DELETE);
+    rc = pending_reserve(db, slots, ROOM_DELETE);
     if (rc == BONSAI_FULL && !db->cow && db->dirty.n == 0)
-        return change_through(db, t, key, NULL, CACHE_DELETE, 0);
+        return change_through(db, t, key, NULL, ROOM_DELETE, 0);
     return rc ? rc : bt_del(db, t, key);
 }
 
@@ -344,10 +315,9 @@ static int apply_run(bonsai_db *db, map_slot *s, uint32_t from, uint32_t *to)
 {
     bt_tree *t = &s->w;
     uint32_t max = s->pb.n - from < RUN_MAX ? s->pb.n - from : RUN_MAX;
-    uint64_t per = db->cow ? 3 : 1;
     uint64_t gen0 = db->write_gen;
     *to = from;
-    int rc = cache_reserve(db, put_slots(db, t) + (uint32_t)(per * max), 0);
+    int rc = room_reserve(db, room_run(db, t, max), 0);
     if (rc == 0) {
         change_note_tree(db, t);
         rc = bt_put_run(db, t, &s->pb, from, max, to);

@@ -38,9 +38,9 @@ int pending_put(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key,
 int pending_del(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key);
 
 /* Room for a change that may need `slots` node runs (and a value of vlen
- * bytes, or CACHE_DELETE) beside the cached changes and the waiting puts:
+ * bytes, or ROOM_DELETE) beside the cached changes and the waiting puts:
  * those are applied first when the change would take the room they count
- * on, the cache written when that makes room (cache_reserve). */
+ * on, the cache written when that makes room (room_reserve). */
 int pending_reserve(bonsai_db *db, uint32_t slots, uint32_t vlen);
 
 /* Without transactions a new map's record goes into the catalog at once:

@@ -243,35 +243,14 @@ static int release_value(bonsai_db *db, bn_node *leaf, uint32_t idx)
     return extvec_push(&db->op_release, e);
 }
 
-uint32_t bt_put_worst_slots(const bt_tree *t)
+int bt_leaf_of(bonsai_db *db, bt_tree *t, bn_key key, bn_node **leaf)
 {
-    return 2u * (t->depth + 1u) + 2u;
+    return touch_leaf(db, t, key, leaf);
 }
 
-uint32_t bt_del_worst_slots(const bt_tree *t)
+int bt_leaf_takes(const bonsai_db *db, const bt_tree *t, const bn_node *leaf,
+                  bn_key key, uint32_t vlen)
 {
-    return 2u * (t->depth + 1u);
-}
-
-int bt_put_slots(bonsai_db *db, bt_tree *t, bn_key key, uint32_t vlen,
-                 uint32_t *slots)
-{
-    *slots = bt_put_worst_slots(t);
-    if (db->cow || t->depth == 0)
-        return 0;
-    bn_node *leaf;
-    int rc = touch_leaf(db, t, key, &leaf);
-    if (rc)
-        return rc;
-    *slots = bt_leaf_put_slots(db, t, leaf, key, vlen);
-    return 0;
-}
-
-uint32_t bt_leaf_put_slots(const bonsai_db *db, const bt_tree *t,
-                           const bn_node *leaf, bn_key key, uint32_t vlen)
-{
-    if (db->cow)
-        return bt_put_worst_slots(t);
     size_t kbytes = t->kind == BONSAI_KEY_U64 ? 10 : key.len;
     size_t grown = leaf->est + kbytes + (vlen > db->inline_max ? BT_OVF_REF
                                                                 : vlen) + 16;
@@ -280,7 +259,7 @@ uint32_t bt_leaf_put_slots(const bonsai_db *db, const bt_tree *t,
     /* a dirty leaf is counted already; a clean one must fit its home */
     int fits = leaf->dirty || (leaf->has_home &&
                                tree_pages_for(db, grown) <= leaf->home.npages);
-    return !splits && fits ? 0 : bt_put_worst_slots(t);
+    return !splits && fits;
 }
 
 /* Does key go after the last entry of leaf n, which has one? */

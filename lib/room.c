@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: MIT */
+/* room.c - the room budget (room.h derives every figure here). */
+#include "room.h"
+
+#include "btree.h"
+#include "cache.h"
+
+uint32_t room_put_worst(const bt_tree *t)
+{
+    return 2u * (t->depth + 1u) + 2u;
+}
+
+uint32_t room_del_worst(const bt_tree *t)
+{
+    return 2u * (t->depth + 1u);
+}
+
+static uint32_t record_slots(const bonsai_db *db)
+{
+    return db->catalog.depth + 1u;
+}
+
+uint32_t room_put_slots(const bonsai_db *db, const bt_tree *t,
+                        uint32_t slots)
+{
+    uint32_t later_delete = db->cow ? room_del_worst(t) +
+                                          db->catalog.depth + 2u
+                                    : ROOM_DEL_IN_PLACE;
+    return slots + later_delete + record_slots(db);
+}
+
+uint32_t room_del_slots(const bonsai_db *db, const bt_tree *t)
+{
+    return room_del_worst(t) + record_slots(db);
+}
+
+uint32_t room_put_any(const bonsai_db *db, const bt_tree *t)
+{
+    return room_put_slots(db, t, room_put_worst(t));
+}
+
+uint32_t room_put_leaf(const bonsai_db *db, const bt_tree *t,
+                       const bn_node *leaf, bn_key key, uint32_t vlen)
+{
+    if (db->cow || !bt_leaf_takes(db, t, leaf, key, vlen))
+        return room_put_worst(t);
+    return 0;
+}
+
+int room_put_key(bonsai_db *db, bt_tree *t, bn_key key, uint32_t vlen,
+                 uint32_t *slots)
+{
+    *slots = room_put_worst(t);
+    if (db->cow || t->depth == 0)
+        return 0;
+    bn_node *leaf;
+    int rc = bt_leaf_of(db, t, key, &leaf);
+    if (rc == 0)
+        *slots = room_put_leaf(db, t, leaf, key, vlen);
+    return rc;
+}
+
+static uint32_t per_waiting_put(const bonsai_db *db)
+{
+    return db->cow ? 3u : 1u;
+}
+
+uint32_t room_run(const bonsai_db *db, const bt_tree *t, uint32_t n)
+{
+    return room_put_any(db, t) + per_waiting_put(db) * n;
+}
+
+/* The cached nodes with a parent each, `nodes` more, and a large value's
+ * run. */
+static int room_for(const bonsai_db *db, uint64_t nodes, uint32_t vlen)
+{
+    uint64_t need = 2u * db->dirty_nodes + nodes;
+    if (vlen != ROOM_DELETE && vlen > db->inline_max) {
+        uint64_t slot = db->al.slot_pages;
+        uint64_t pages = ((uint64_t)vlen + 16 + db->page_size - 1) /
+                         db->page_size;
+        need += (pages + slot - 1) / slot;
+    }
+    return alloc_slots_avail(&db->al) >= need;
+}
+
+int room_waiting(const bonsai_db *db, uint32_t slots, uint64_t waiting)
+{
+    return room_for(db, slots + per_waiting_put(db) * waiting, 0);
+}
+
+int room_has(const bonsai_db *db, uint32_t slots, uint32_t vlen)
+{
+    return room_for(db, slots, vlen);
+}
+
+int room_reserve(bonsai_db *db, uint32_t slots, uint32_t vlen)
+{
+    if (room_has(db, slots, vlen))
+        return 0;
+    int rc;
+    if (db->dirty.n && (rc = cache_write_back(db)))
+        return rc;
+    return room_has(db, slots, vlen) ? 0 : BONSAI_FULL;
+}

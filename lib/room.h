@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * room.h - the room budget: the one place that decides whether a change
+ * fits the store (room.c).  A change is accepted only if every change
+ * cached with it can surely be written back, so BONSAI_FULL comes from
+ * the call that would overfill the store, never later from a write-back
+ * of changes already acknowledged.
+ *
+ * Room is counted in slots: runs of pages long enough for a node image
+ * (node_bytes), as the allocator counts them (alloc_slots_avail).  Free
+ * space cut into runs shorter than a node has pages but no slot, and a
+ * write-back that could not place a node would fail after the fact.
+ *
+ * What each kind of change can need at worst, d being the tree's depth
+ * (leaves at level 0, the root at level d - 1):
+ *
+ *  - a cached node, at write-back: a run of its own (it moves, or is a
+ *    copy under copy-on-write), and one for its parent, which changes to
+ *    point at it: 2 per dirty node.  An image a little over node_bytes
+ *    (the codec's size estimate drifts) that finds no run is split in
+ *    two at write-back; the parent counted for it covers the second half.
+ *  - a put: its leaf and each branch above it may split, a new node and
+ *    the node rewritten at each of the d levels, and a new root above
+ *    the old one: 2 (d + 1) + 2 (room_put_worst).  Without copy-on-write
+ *    a put into a decoded leaf that neither splits it nor outgrows its
+ *    home needs nothing (bt_leaf_takes).
+ *  - a delete: the path merged, and where a key's removal lengthens a
+ *    neighbour's encoding, split: 2 (d + 1) (room_del_worst).
+ *  - every change also keeps room for the map's record in the catalog
+ *    (its leaf and path: catalog depth + 1), and a put keeps what a
+ *    delete needs after it, so that a full store can still be emptied:
+ *    without copy-on-write one slot (a delete then takes its key from its
+ *    leaf in place), with it the delete's path and record (room_extras).
+ *  - a waiting put, when applied: its leaf rewritten or moved, one slot
+ *    without copy-on-write; with it the copies of the leaf and its parent
+ *    and a split, three.  A run of puts applied to one leaf at once takes
+ *    that for each of them (room_run).
+ *  - a value too large to sit in its leaf: its own run of pages, at most
+ *    ceil(pages / slot pages) slots.
+ */
+#ifndef BONSAI_ROOM_H
+#define BONSAI_ROOM_H
+
+#include "internal.h"
+
+#define ROOM_DELETE UINT32_MAX /* vlen of a delete */
+
+/* Without copy-on-write a delete short of room takes its entry from its
+ * leaf where the leaf lies (bt_del_in_place), which needs no room unless
+ * a neighbour's encoding lengthens past the leaf's home: then one slot. */
+#define ROOM_DEL_IN_PLACE 1u
+
+/* The most slots a put into / a delete from t may need beyond the cached
+ * changes. */
+uint32_t room_put_worst(const bt_tree *t);
+uint32_t room_del_worst(const bt_tree *t);
+
+/* slots for a change of t, with the catalog record's and (for a put)
+ * the later delete's room added. */
+uint32_t room_put_slots(const bonsai_db *db, const bt_tree *t,
+                        uint32_t slots);
+uint32_t room_del_slots(const bonsai_db *db, const bt_tree *t);
+/* room_put_slots of room_put_worst: a put of any key into t. */
+uint32_t room_put_any(const bonsai_db *db, const bt_tree *t);
+
+/* The slots a put of key may need: 0 beside the extras when it surely
+ * changes one leaf within its home (decodes the leaf's path to know). */
+int room_put_key(bonsai_db *db, bt_tree *t, bn_key key, uint32_t vlen,
+                 uint32_t *slots);
+/* The same for a put into leaf, the decoded leaf of key. */
+uint32_t room_put_leaf(const bonsai_db *db, const bt_tree *t,
+                       const bn_node *leaf, bn_key key, uint32_t vlen);
+
+/* The slots n waiting puts of t applied at once to one leaf may need. */
+uint32_t room_run(const bonsai_db *db, const bt_tree *t, uint32_t n);
+
+/* Is there room for the cached changes, `slots` more and `waiting` puts
+ * not yet applied? */
+int room_waiting(const bonsai_db *db, uint32_t slots, uint64_t waiting);
+
+/* Is there room for the cached changes, `slots` more and a value of vlen
+ * bytes (or ROOM_DELETE) without writing anything? */
+int room_has(const bonsai_db *db, uint32_t slots, uint32_t vlen);
+
+/* 0 if room_has, else the cache is written back (cache_write_back) and
+ * the question asked again without it: BONSAI_FULL when even that does
+ * not help, or what the write-back met. */
+int room_reserve(bonsai_db *db, uint32_t slots, uint32_t vlen);
+
+#endif
