@@ -26,12 +26,22 @@
  * that starts with a space continues the form before it. */
 void tool_init(const char *name, const char *synopsis);
 
+/* The program's name, as tool_init set it ("bonsai-dump"). */
+const char *tool_name(void);
+
 /* "NAME: message\n" on stderr; returns TOOL_EXIT_FAIL. */
 int tool_fail(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
 
 /* Like tool_fail, without the exit status: for warnings. */
 void tool_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* -q, --quiet: from now on tool_info says nothing. */
+void tool_set_quiet(int quiet);
+
+/* Like tool_warn, for what the user did not ask to hear but may want to
+ * know (that the tool waits for another writer): not with --quiet. */
+void tool_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* The message (fmt may be NULL), the synopsis and a pointer to --help on
  * stderr; returns TOOL_EXIT_USAGE. */
@@ -42,6 +52,25 @@ int tool_usage_error(const char *fmt, ...)
  * argument, anything else an unknown option), from optopt / optind. */
 int tool_bad_option(int c, char **argv);
 
+/* The usage error for a bad option value, naming the option and what it
+ * takes: "OPTION: RULE, not 'VALUE'" (rule: "must be ..."). */
+int tool_bad_value(const char *option, const char *value, const char *rule);
+
+/* What bonsai_open takes for --page-size, --node-bytes or --node-entries,
+ * in bonsai_options_check's words ("must be a power of two from 64 to
+ * 65536"); NULL for another option. */
+const char *tool_store_rule(const char *option);
+
+/* value of --page-size, --node-bytes or --node-entries as a number the
+ * library takes for it, into *out; 0, or the usage error (with its rule,
+ * tool_store_rule). */
+int tool_store_option(const char *option, const char *value, uint32_t *out);
+
+/* "-" given where a file is to be created or written (what: "FILE",
+ * "DST", "--file"): 0 for any other path, else the usage error; a tool
+ * never creates a file named "-" (./- names one). */
+int tool_not_dash(const char *what, const char *path);
+
 /* The one FILE operand left after the options (argv[optind]) into *file;
  * 0, or the usage error when there is none or more than one. */
 int tool_one_file(int argc, char **argv, const char **file);
@@ -49,7 +78,7 @@ int tool_one_file(int argc, char **argv, const char **file);
 /* 0 if name (from -s MAP) may name a map, else the usage error. */
 int tool_check_map_name(const char *name);
 
-/* Prints "NAME (bonsai X.Y.Z)" on stdout. */
+/* -V, --version: prints "NAME (bonsai X.Y.Z)" on stdout. */
 void tool_version(void);
 
 /* Opens the store at path with opts.  A path that exists must be a
@@ -67,6 +96,9 @@ int tool_open(const char *path, const bonsai_options *opts, bonsai_db **db);
 /* "--busy-timeout MS": a number of milliseconds (0 = fail at once) or
  * "forever"; 0, or the usage error naming the option. */
 int tool_parse_busy_timeout(const char *s, uint32_t *ms);
+/* What it takes, as a rule for tool_bad_value. */
+#define TOOL_BUSY_TIMEOUT_RULE                                                \
+    "must be milliseconds from 0 to 4294967294, or \"forever\""
 /* The --help line for it, the same in every tool. */
 #define TOOL_BUSY_TIMEOUT_HELP                                                \
     "    --busy-timeout MS\n"                                                 \
@@ -93,6 +125,9 @@ int tool_flush_stdout(void);
 
 /* s as a decimal number in [lo, hi] into *out; -1 if it is not one. */
 int tool_number(const char *s, int64_t lo, int64_t hi, int64_t *out);
+
+/* What --compress takes, as a rule for tool_bad_value. */
+#define TOOL_COMPRESS_RULE "must be none, lz4, zlib or zlib:LEVEL (1 to 9)"
 
 /* "none", "lz4", "zlib" or "zlib:LEVEL" (1..9) into *codec
  * (BONSAI_COMPRESS_*) and *level (0: the default); -1 if s is none of
