@@ -333,11 +333,12 @@ static int same_settings(const bonsai_db *src, const bonsai_options *o)
 
 /* ---- the steps ---------------------------------------------------------- */
 
-/* A full verify of db, told as step. */
+/* A full verify of db, told as step (the walk's first call tells it
+ * starts, with its total). */
 static int count_problems(bonsai_db *db, tell *t, bx_compact_step step)
 {
     uint64_t problems;
-    tell_step(t, step, 0);
+    t->step = step;
     int rc = bonsai_verify(db, 0, NULL, t->fn ? tell_verified : NULL, t,
                            &problems);
     return rc ? rc : problems ? BONSAI_CORRUPT : 0;
