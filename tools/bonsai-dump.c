@@ -37,6 +37,7 @@
  * Exit: 0 done, 1 an operation failed, 2 bad usage.
  */
 #include "bonsai.h"
+#include "common/progress.h"
 #include "common/tool.h"
 
 #include <errno.h>
@@ -57,8 +58,12 @@ struct args {
     int print;          /* -p */
     int list;           /* -l */
     const char *output; /* -f OUTPUT, NULL: stdout */
+    int quiet;          /* -q */
     const char *file;
 };
+
+/* The store, for messages. */
+static const char *store_file = "";
 
 /* ---- usage -------------------------------------------------------------- */
 
@@ -69,7 +74,7 @@ static void usage(FILE *out)
         "    bonsai-dump - write the maps of a bonsai store as text\n"
         "\n"
         "SYNOPSIS\n"
-        "    bonsai-dump [-a | -s MAP] [-p] [-f OUTPUT] FILE\n"
+        "    bonsai-dump [-a | -s MAP] [-p] [-q] [-f OUTPUT] FILE\n"
         "    bonsai-dump -l FILE\n"
         "\n"
         "DESCRIPTION\n"
@@ -77,7 +82,9 @@ static void usage(FILE *out)
         "    the text format of db_dump and mdb_dump, one block per map in\n"
         "    name order.  bonsai-load and mdb_load read the output as it is.\n"
         "    The store is opened read-only and read in one snapshot; memory\n"
-        "    use does not grow with its size.\n"
+        "    use does not grow with its size.  When standard error is a\n"
+        "    terminal and the output is not, a line there shows how far\n"
+        "    the two passes over the maps are (the first sizes mapsize=).\n"
         "\n"
         "OPTIONS\n"
         "    -a         all maps (the default; for mdb_dump users)\n"
@@ -86,9 +93,14 @@ static void usage(FILE *out)
         "               '\\\\', any other byte as '\\hh' (default:\n"
         "               bytevalue, two hex digits per byte)\n"
         "    -l         list the map names, one a line, and exit\n"
-        "    -f OUTPUT  write to OUTPUT instead of standard output\n"
-        "    -V         print the version and exit\n"
-        "    --help     this text\n"
+        "    -f OUTPUT  write to OUTPUT instead of standard output (- is\n"
+        "               standard output)\n"
+        "    -q, --quiet\n"
+        "               no progress line\n"
+        "    -V, --version\n"
+        "               print the version and exit\n"
+        "    -h, --help\n"
+        "               this text\n"
         "\n"
         "FORMAT\n"
         "    Each block: VERSION=3, format=bytevalue|print, database=MAP,\n"
@@ -123,18 +135,22 @@ static int parse_args(int argc, char **argv, struct args *a)
 {
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {"quiet", no_argument, NULL, 'q'},
         {NULL, 0, NULL, 0},
     };
     *a = (struct args){0};
     int c;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":as:plf:V", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":as:plf:qhV", longopts, NULL)) !=
+           -1) {
         switch (c) {
         case 'a': a->all = 1; break;
         case 's': a->map = optarg; break;
         case 'p': a->print = 1; break;
         case 'l': a->list = 1; break;
-        case 'f': a->output = optarg; break;
+        case 'f': a->output = strcmp(optarg, "-") ? optarg : NULL; break;
+        case 'q': a->quiet = 1; break;
         case 'V': tool_version(); return -1;
         case 'h': usage(stdout); return -1;
         default: return tool_bad_option(c, argv);
@@ -247,8 +263,9 @@ static uint64_t add_sat(uint64_t a, uint64_t b)
 static int fail(const char *map, const char *what, int rc)
 {
     if (map)
-        return tool_fail("map %s: %s: %s", map, what, bonsai_strerror(rc));
-    return tool_fail("%s: %s", what, bonsai_strerror(rc));
+        return tool_fail("%s: map %s: %s: %s", store_file, map, what,
+                         bonsai_strerror(rc));
+    return tool_fail("%s: %s: %s", store_file, what, bonsai_strerror(rc));
 }
 
 /* A cursor on map m of txn (in *cur, its map's handle in *map), and its
@@ -280,7 +297,7 @@ static int close_cursor(bonsai_db *db, const tool_map *m, bonsai_map map,
 
 /* Adds the LMDB bytes of every entry of m to *total. */
 static int estimate_map(bonsai_db *db, bonsai_txn *txn, const tool_map *m,
-                        uint64_t page, uint64_t *total)
+                        uint64_t page, uint64_t *total, progress *pr)
 {
     bonsai_map map;
     bonsai_cursor *cur;
@@ -294,6 +311,7 @@ static int estimate_map(bonsai_db *db, bonsai_txn *txn, const tool_map *m,
         if ((rc = bonsai_cursor_get(cur, &k, &v)))
             break;
         sum = add_sat(sum, lmdb_entry_bytes(k.size, v.size, page));
+        progress_add(pr, 1);
     }
     int st = close_cursor(db, m, map, cur);
     if (rc != BONSAI_NOTFOUND)
@@ -322,7 +340,7 @@ static void write_header(out *o, const tool_map *m, uint64_t mapsize,
 }
 
 static int dump_map(bonsai_db *db, bonsai_txn *txn, const tool_map *m,
-                    uint64_t mapsize, int print, out *o)
+                    uint64_t mapsize, int print, out *o, progress *pr)
 {
     bonsai_map map;
     bonsai_cursor *cur;
@@ -349,6 +367,7 @@ static int dump_map(bonsai_db *db, bonsai_txn *txn, const tool_map *m,
         out_line(o, k.data, k.size, print);
         out_line(o, v.data, v.size, print);
         seen++;
+        progress_add(pr, 1);
     }
     int st = close_cursor(db, m, map, cur);
     if (o->err)
@@ -369,7 +388,7 @@ static int dump_map(bonsai_db *db, bonsai_txn *txn, const tool_map *m,
 /* ---- main --------------------------------------------------------------- */
 
 static int run(const struct args *a, bonsai_db *db, bonsai_txn *txn,
-               tool_maps *maps, out *o)
+               tool_maps *maps, out *o, progress *pr)
 {
     int rc = tool_maps_list(db, txn, a->map, maps);
     if (rc)
@@ -385,24 +404,31 @@ static int run(const struct args *a, bonsai_db *db, bonsai_txn *txn,
     long os = sysconf(_SC_PAGESIZE);
     uint64_t page = os >= 4096 ? (uint64_t)os : 4096;
     uint64_t total = 1u << 20; /* meta pages, free list, commit garbage */
+    uint64_t entries = 0;
     for (size_t i = 0; i < maps->n; i++)
-        if ((rc = estimate_map(db, txn, &maps->v[i], page, &total)))
+        entries += maps->v[i].entries;
+    progress_phase(pr, "measuring", "entries", entries);
+    for (size_t i = 0; i < maps->n; i++)
+        if ((rc = estimate_map(db, txn, &maps->v[i], page, &total, pr)))
             return rc;
     uint64_t mib = 1u << 20;
     uint64_t mapsize = add_sat(total, mib - 1) / mib * mib;
+    progress_phase(pr, "dumping", "entries", entries);
     for (size_t i = 0; i < maps->n && !o->err; i++)
-        if ((rc = dump_map(db, txn, &maps->v[i], mapsize, a->print, o)))
+        if ((rc = dump_map(db, txn, &maps->v[i], mapsize, a->print, o, pr)))
             return rc;
     return 0;
 }
 
 int main(int argc, char **argv)
 {
-    tool_init(PROG, "[-a | -s MAP] [-p] [-f OUTPUT] FILE\n-l FILE");
+    tool_init(PROG, "[-a | -s MAP] [-p] [-q] [-f OUTPUT] FILE\n-l FILE");
     struct args a;
     int st = parse_args(argc, argv, &a);
     if (st)
         return st < 0 ? TOOL_EXIT_OK : st;
+    tool_set_quiet(a.quiet);
+    store_file = a.file;
     if (a.output && tool_same_file(a.output, a.file))
         return tool_usage_error("-f %s would overwrite the store",
                                 a.output);
@@ -430,7 +456,11 @@ int main(int argc, char **argv)
         st = fail(NULL, "output buffer", BONSAI_NOMEM);
     } else {
         o->f = f;
-        st = run(&a, db, txn, &maps, o);
+        /* not over the dump itself on a terminal */
+        progress pr;
+        progress_init(&pr, a.quiet || isatty(fileno(f)) ? 0 : -1);
+        st = run(&a, db, txn, &maps, o, &pr);
+        progress_clear(&pr);
         out_flush(o);
         if (!o->err && fflush(f) != 0)
             o->err = errno ? errno : EIO;

@@ -31,6 +31,8 @@ void progress_phase(progress *p, const char *what, const char *unit,
     p->total = total;
     p->start = now();
     p->last = 0;
+    p->done = 0;
+    p->calls = 0;
 }
 
 int progress_due(const progress *p)
@@ -144,6 +146,13 @@ void progress_update(progress *p, uint64_t done)
 {
     if (progress_due(p))
         progress_draw(p, done, NULL);
+}
+
+void progress_add(progress *p, uint64_t n)
+{
+    p->done += n;
+    if (p->on && p->calls++ % PROGRESS_STEPS == 0)
+        progress_update(p, p->done);
 }
 
 void progress_clear(progress *p)

@@ -15,8 +15,8 @@
  * A phase is one piece of the work with its own unit and total
  * ("verifying" pages, then "copying" entries); done counts from 0 in
  * each.  progress_update is cheap while nothing is to be drawn (it looks
- * at the clock), but callers in a loop of cheap steps call it every
- * thousand or so.
+ * at the clock); progress_add, for loops of cheaper steps, looks only
+ * every so often.
  */
 #ifndef BONSAI_PROGRESS_H
 #define BONSAI_PROGRESS_H
@@ -34,6 +34,8 @@ typedef struct progress {
     uint64_t total;      /* of the phase, in its unit; 0: not known */
     double start;        /* seconds: the phase began */
     double last;         /* the last draw; 0: none in this phase */
+    uint64_t done;       /* progress_add's sum */
+    uint64_t calls;      /* of progress_add in this phase */
 } progress;
 
 /* Whether to draw at all: show -1 where standard error is a terminal
@@ -56,6 +58,11 @@ void progress_draw(progress *p, uint64_t done, const char *note);
 
 /* progress_draw when progress_due. */
 void progress_update(progress *p, uint64_t done);
+
+/* n more units of the phase done, for loops of cheap steps: looks at
+ * the clock only every PROGRESS_STEPS calls (and on the first). */
+void progress_add(progress *p, uint64_t n);
+#define PROGRESS_STEPS 1024
 
 /* Erases the line (before other output to the terminal, and at the
  * end); the next draw puts it back. */

@@ -352,7 +352,6 @@ const char *tool_codec_name(unsigned codec)
 static int maps_add(void *ctx, const char *name, unsigned kind,
                     uint64_t entries)
 {
-    (void)entries;
     tool_maps *l = ctx;
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 16;
@@ -365,7 +364,8 @@ static int maps_add(void *ctx, const char *name, unsigned kind,
     char *copy = strdup(name);
     if (!copy)
         return BONSAI_NOMEM;
-    l->v[l->n++] = (tool_map){.name = copy, .kind = kind};
+    l->v[l->n++] =
+        (tool_map){.name = copy, .kind = kind, .entries = entries};
     return 0;
 }
 
@@ -376,10 +376,15 @@ int tool_maps_list(bonsai_db *db, bonsai_txn *txn, const char *only,
         return bonsai_map_list(db, txn, maps_add, maps);
     bonsai_map m;
     unsigned kind;
+    uint64_t entries = 0;
     int rc = bonsai_map_open(db, txn, only, &m, &kind);
-    if (rc == 0)
-        rc = bonsai_map_close(db, m);
-    return rc ? rc : maps_add(maps, only, kind, 0);
+    if (rc == 0) {
+        rc = bonsai_count(txn, m, &entries);
+        int rc2 = bonsai_map_close(db, m);
+        if (rc == 0)
+            rc = rc2;
+    }
+    return rc ? rc : maps_add(maps, only, kind, entries);
 }
 
 void tool_maps_free(tool_maps *maps)

@@ -142,6 +142,7 @@ const char *tool_codec_name(unsigned codec);
 typedef struct tool_map {
     char *name;
     unsigned kind; /* BONSAI_KEY_* */
+    uint64_t entries;
 } tool_map;
 
 typedef struct tool_maps {
@@ -150,7 +151,7 @@ typedef struct tool_maps {
 } tool_maps;
 
 /* Fills *maps (empty) in txn: the map named only, or every map in name
- * order when only is NULL.  Returns 0 or a bonsai error (what is listed
+ * order when only is NULL, each with its entries.  Returns 0 or a bonsai error (what is listed
  * so far stays in *maps). */
 int tool_maps_list(bonsai_db *db, bonsai_txn *txn, const char *only,
                    tool_maps *maps);
