@@ -10,6 +10,10 @@
 
 #include "tool.h"
 
+/* The progress whose line is on the terminal, if any (a program draws
+ * one line at a time). */
+static progress *on_screen;
+
 static double now(void)
 {
     struct timespec ts;
@@ -139,6 +143,7 @@ void progress_draw(progress *p, uint64_t done, const char *note)
     /* \033[K: erase what a longer line left */
     fprintf(stderr, "\r%s\033[K", line.s);
     p->shown = 1;
+    on_screen = p;
     p->last = t;
 }
 
@@ -161,4 +166,11 @@ void progress_clear(progress *p)
         return;
     fputs("\r\033[K", stderr);
     p->shown = 0;
+    on_screen = NULL;
+}
+
+void progress_hide(void)
+{
+    if (on_screen)
+        progress_clear(on_screen);
 }

@@ -68,4 +68,8 @@ void progress_add(progress *p, uint64_t n);
  * end); the next draw puts it back. */
 void progress_clear(progress *p);
 
+/* Erases the line of whichever progress is on the terminal: the tool's
+ * messages (tool.h) call it first, so as not to write after it. */
+void progress_hide(void);
+
 #endif /* BONSAI_PROGRESS_H */

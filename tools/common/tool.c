@@ -7,6 +7,7 @@
  * state; a program may).
  */
 #include "tool.h"
+#include "progress.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -39,6 +40,7 @@ void tool_set_quiet(int q)
 static void vmessage(const char *fmt, va_list ap)
 {
     fflush(stdout); /* keep the order of what a terminal shows */
+    progress_hide();
     fprintf(stderr, "%s: ", prog);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
