@@ -10,12 +10,14 @@
 #include "progress.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static const char *prog = "bonsai";
 static const char *synopsis = "";
@@ -298,6 +300,23 @@ int tool_open_read_only(const char *path, bonsai_db **db)
     opts.read_only = 1;
     opts.create = 0;
     return tool_open(path, &opts, db);
+}
+
+int tool_is_store(const char *path)
+{
+    static const char magic[8] = "bonsai\x1a\n";
+    char head[sizeof magic];
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = pread(fd, head, sizeof head, 0);
+    int e = errno;
+    close(fd);
+    errno = e;
+    if (n < 0)
+        return -1;
+    return n == (ssize_t)sizeof head &&
+           memcmp(head, magic, sizeof head) == 0;
 }
 
 int tool_same_file(const char *path, const char *other)

@@ -117,6 +117,12 @@ int tool_hold_writer(const char *path, uint32_t timeout_ms,
 /* tool_open read-only, never creating: for the tools that only read. */
 int tool_open_read_only(const char *path, bonsai_db **db);
 
+/* Does the file at path start as a bonsai store does (the magic of
+ * format.md)?  1 yes, 0 no (also when it is shorter), -1 when it cannot
+ * be read (errno says why).  It only reads: opening a file as a store
+ * makes a lock file beside it. */
+int tool_is_store(const char *path);
+
 /* Does path name the same file as other (both existing)? */
 int tool_same_file(const char *path, const char *other);
 
