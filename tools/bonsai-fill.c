@@ -1091,8 +1091,8 @@ static int may_replace(const struct args *a)
     if (!store)
         return tool_fail("%s: not a bonsai store; not replaced", a->file);
     if (!a->force)
-        return tool_fail("%s: a bonsai store; --force replaces it, --resume "
-                         "goes on with it", a->file);
+        return tool_fail("%s: a bonsai store; not replaced without --force "
+                         "(--resume goes on with it)", a->file);
     return 0;
 }
 
