@@ -3,14 +3,14 @@
  * bonsai-compact - writes a compacted copy of a bonsai store: every node
  * full, no free space, optionally under other node settings.
  *
- * A thin wrapper over bonsai_compact (lib/compact.c, which says how):
+ * A thin wrapper over bonsai_compact (lib/compact.c, which says how; it
+ * calls bx_compact, the same with a progress callback, lib/compact.h):
  * it opens SRC read-only (never writes it), compacts into DST atomically
  * (a temporary file beside DST, synced, verified, renamed), and prints
  * the sizes before and after.  With the source's settings the copy is
  * never larger than the source: if it would be, DST is left as it was and
  * the exit status is 1.  The copy gets DST's permission bits if DST
- * existed, else SRC's.  On a terminal each step shows its progress
- * (bx_compact, lib/compact.h, tells how far it is).
+ * existed, else SRC's.  On a terminal each step shows its progress.
  *
  * Exit: 0 done, 1 an operation failed (the message says which and why),
  * 2 bad usage.

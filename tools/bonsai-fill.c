@@ -370,7 +370,7 @@ static const char *rule_of(const char *opt)
     for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
         if (strcmp(opt, rules[i][0]) == 0)
             return rules[i][1];
-    return "must be something else";
+    return "must be a value it takes (--help)";
 }
 
 static int bad_value(const char *opt, const char *val)
