@@ -210,6 +210,7 @@ Test(cli, bad_values_name_the_option)
         {"./bonsai-compact", "--compress", "zstd", "S", "D", NULL},
         {"./bonsai-load", "--busy-timeout", "soon", "D", NULL},
         {"./bonsai-dump", "-s", "", "S", NULL},
+        {"./bonsai-dump", "-f", "", "S", NULL},
         {"./bonsai-stat", "-s", "", "S", NULL},
         {"./bonsai-verify", "--bogus", "S", NULL},
     };
@@ -225,6 +226,7 @@ Test(cli, bad_values_name_the_option)
         "bonsai-compact: --compress: must be none, lz4, zlib",
         "bonsai-load: --busy-timeout: must be milliseconds",
         "bonsai-dump: -s: must be a map name of 1 to 255 bytes",
+        "bonsai-dump: -f: must be a file name, not ''",
         "bonsai-stat: -s: must be a map name of 1 to 255 bytes",
         "bonsai-verify: unknown option --bogus",
     };

@@ -166,7 +166,7 @@ static int parse_args(int argc, char **argv, struct args *a)
                                 argv[optind + 2]);
     a->src = argv[optind];
     a->dst = argv[optind + 1];
-    if (tool_not_dash("DST", a->dst))
+    if (tool_new_path("DST", a->dst))
         return TOOL_EXIT_USAGE;
     if (strcmp(a->src, a->dst) == 0 || tool_same_file(a->src, a->dst))
         return tool_usage_error("SRC and DST are the same file '%s'",

@@ -160,7 +160,8 @@ static int parse_args(int argc, char **argv, struct args *a)
         return tool_usage_error("-a and -s %s exclude each other", a->map);
     if (a->list && (a->map || a->print))
         return tool_usage_error("-l takes no -s or -p");
-    if (a->map && tool_check_map_name(a->map))
+    if ((a->map && tool_check_map_name(a->map)) ||
+        (a->output && tool_new_path("-f", a->output)))
         return TOOL_EXIT_USAGE;
     return tool_one_file(argc, argv, &a->file);
 }

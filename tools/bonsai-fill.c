@@ -543,8 +543,8 @@ static int parse_opts(int argc, char **argv, struct args *a)
         return tool_usage_error("unexpected argument '%s'", argv[optind]);
     if (a->resume && !a->file)
         return tool_usage_error("--resume needs --file");
-    if ((a->file && tool_not_dash("--file", a->file)) ||
-        (a->csv && tool_not_dash("--csv", a->csv)))
+    if ((a->file && tool_new_path("--file", a->file)) ||
+        (a->csv && tool_new_path("--csv", a->csv)))
         return EXIT_USAGE;
     return 0;
 }

@@ -187,7 +187,9 @@ static int parse_args(int argc, char **argv, struct args *a)
         return TOOL_EXIT_USAGE;
     if (a->text && !a->map)
         return tool_usage_error("-T needs -s MAP");
-    if (tool_one_file(argc, argv, &a->file) || tool_not_dash("FILE", a->file))
+    if (tool_one_file(argc, argv, &a->file) ||
+        tool_new_path("FILE", a->file) ||
+        (a->input && tool_new_path("-f", a->input)))
         return TOOL_EXIT_USAGE;
     if (a->input && tool_same_file(a->input, a->file))
         return tool_usage_error("-f %s is the store itself", a->input);

@@ -158,8 +158,10 @@ int tool_store_option(const char *option, const char *value, uint32_t *out)
     return tool_bad_value(option, value, tool_store_rule(option));
 }
 
-int tool_not_dash(const char *what, const char *path)
+int tool_new_path(const char *what, const char *path)
 {
+    if (!*path)
+        return tool_bad_value(what, path, "must be a file name");
     if (strcmp(path, "-") != 0)
         return 0;
     return tool_usage_error("%s: '-' is not a file name here (./- names a "

@@ -66,10 +66,11 @@ const char *tool_store_rule(const char *option);
  * tool_store_rule). */
 int tool_store_option(const char *option, const char *value, uint32_t *out);
 
-/* "-" given where a file is to be created or written (what: "FILE",
- * "DST", "--file"): 0 for any other path, else the usage error; a tool
- * never creates a file named "-" (./- names one). */
-int tool_not_dash(const char *what, const char *path);
+/* A file name from the command line, what naming where it was given
+ * ("FILE", "DST", "-f"): 0, or the usage error for "" and for "-" (a
+ * caller that takes "-" for a standard stream does so first; no tool
+ * makes a file named "-": ./- names one). */
+int tool_new_path(const char *what, const char *path);
 
 /* The one FILE operand left after the options (argv[optind]) into *file;
  * 0, or the usage error when there is none or more than one. */
