@@ -27,7 +27,8 @@
  *  7. rename over dst_path, then sync the directory.
  * The source may be a read-only handle on a store another process is
  * writing: its snapshot is published in the lock file, and the copy is
- * of that commit.
+ * of that commit.  bx_compact (compact.h) tells a callback how far steps
+ * 1, 3 and 5 are, for a tool to show.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -37,10 +38,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "compact.h"
 #include "internal.h"
 
 #define BUILD_CACHE (UINT64_C(32) << 20) /* write cache of the copy */
 #define TEMP_TRIES 100
+#define TELL_EVERY 4096 /* entries copied between two calls of tell */
 
 /* A map of the source: name, kind, entries. */
 typedef struct cmap {
@@ -101,11 +104,45 @@ static int same_maps(const cmaps *a, const cmaps *b)
     return 1;
 }
 
+/* ---- telling how far it is --------------------------------------------- */
+
+/* The caller's callback, and where the step is. */
+typedef struct tell {
+    bx_compact_progress_fn fn; /* NULL: nobody asked */
+    void *ctx;
+    bx_compact_step step;
+    uint64_t done, total;
+} tell;
+
+static void tell_now(tell *t)
+{
+    if (t->fn)
+        t->fn(t->ctx, t->step, t->done, t->total);
+}
+
+static void tell_step(tell *t, bx_compact_step step, uint64_t total)
+{
+    t->step = step;
+    t->done = 0;
+    t->total = total;
+    tell_now(t);
+}
+
+/* bonsai_verify's progress, passed on. */
+static void tell_verified(void *ctx, uint64_t done, uint64_t total)
+{
+    tell *t = ctx;
+    t->done = done;
+    t->total = total;
+    tell_now(t);
+}
+
 /* ---- copying ------------------------------------------------------------ */
 
 /* Every entry of one map, from one handle to the other, in key order:
  * appends only. */
-static int copy_entries(bonsai_txn *txn, bonsai_map from, bonsai_map to)
+static int copy_entries(bonsai_txn *txn, bonsai_map from, bonsai_map to,
+                        tell *t)
 {
     bonsai_cursor *cur;
     int rc = bonsai_cursor_open(txn, from, &cur);
@@ -117,6 +154,8 @@ static int copy_entries(bonsai_txn *txn, bonsai_map from, bonsai_map to)
         if ((rc = bonsai_cursor_get(cur, &k, &v)) ||
             (rc = bonsai_put(NULL, to, &k, &v, 0)))
             break;
+        if (++t->done % TELL_EVERY == 0)
+            tell_now(t);
     }
     bonsai_cursor_close(cur);
     return rc == BONSAI_NOTFOUND ? 0 : rc;
@@ -126,7 +165,7 @@ static int copy_entries(bonsai_txn *txn, bonsai_map from, bonsai_map to)
  * a handle opens at once (the source's handle is the caller's own if it
  * had the map open: closing undoes only this open). */
 static int copy_map(bonsai_db *src, bonsai_txn *txn, bonsai_db *dst,
-                    const cmap *m)
+                    const cmap *m, tell *t)
 {
     bonsai_map from, to;
     unsigned kind;
@@ -134,7 +173,7 @@ static int copy_map(bonsai_db *src, bonsai_txn *txn, bonsai_db *dst,
     if (rc)
         return rc;
     if ((rc = bonsai_map_create(dst, NULL, m->name, m->kind, &to)) == 0) {
-        rc = copy_entries(txn, from, to);
+        rc = copy_entries(txn, from, to, t);
         int rc2 = bonsai_map_close(dst, to);
         if (rc == 0)
             rc = rc2;
@@ -144,11 +183,15 @@ static int copy_map(bonsai_db *src, bonsai_txn *txn, bonsai_db *dst,
 }
 
 static int copy_all(bonsai_db *src, bonsai_txn *txn, bonsai_db *dst,
-                    cmaps *maps)
+                    cmaps *maps, tell *t)
 {
     int rc = bonsai_map_list(src, txn, add_map, maps);
+    uint64_t total = 0;
+    for (size_t i = 0; i < maps->n; i++)
+        total += maps->v[i].count;
+    tell_step(t, BX_COMPACT_COPY, total);
     for (size_t i = 0; rc == 0 && i < maps->n; i++)
-        rc = copy_map(src, txn, dst, &maps->v[i]);
+        rc = copy_map(src, txn, dst, &maps->v[i], t);
     return rc;
 }
 
@@ -290,18 +333,22 @@ static int same_settings(const bonsai_db *src, const bonsai_options *o)
 
 /* ---- the steps ---------------------------------------------------------- */
 
-static int count_problems(bonsai_db *db)
+/* A full verify of db, told as step (the walk's first call tells it
+ * starts, with its total). */
+static int count_problems(bonsai_db *db, tell *t, bx_compact_step step)
 {
     uint64_t problems;
-    int rc = bonsai_verify(db, 0, NULL, NULL, NULL, &problems);
+    t->step = step;
+    int rc = bonsai_verify(db, 0, NULL, t->fn ? tell_verified : NULL, t,
+                           &problems);
     return rc ? rc : problems ? BONSAI_CORRUPT : 0;
 }
 
 /* Steps 3 and 4: the copy, written, closed and cut to size. */
 static int build(bonsai_db *src, bonsai_txn *txn, bonsai_db *dst,
-                 const char *tmp, cmaps *maps)
+                 const char *tmp, cmaps *maps, tell *t)
 {
-    int rc = copy_all(src, txn, dst, maps);
+    int rc = copy_all(src, txn, dst, maps, t);
     if (rc == 0)
         rc = bonsai_sync(dst);
     uint64_t bytes = dst->al.end * dst->page_size;
@@ -327,7 +374,7 @@ static void drop_lock_file(const char *tmp)
 
 /* Step 5: the copy verifies and holds the source's maps. */
 static int check_copy(const char *tmp, const bonsai_options *o,
-                      const cmaps *maps)
+                      const cmaps *maps, tell *t)
 {
     bonsai_options ro = *o;
     ro.read_only = 1;
@@ -337,7 +384,7 @@ static int check_copy(const char *tmp, const bonsai_options *o,
     if (rc)
         return rc;
     cmaps got = {0};
-    rc = count_problems(db);
+    rc = count_problems(db, t, BX_COMPACT_VERIFY_COPY);
     if (rc == 0)
         rc = bonsai_map_list(db, NULL, add_map, &got);
     if (rc == 0 && !same_maps(maps, &got))
@@ -350,7 +397,7 @@ static int check_copy(const char *tmp, const bonsai_options *o,
 
 /* Steps 1 to 6 into tmp, which exists (empty). */
 static int make_copy(bonsai_db *src, const char *tmp,
-                     const bonsai_options *o)
+                     const bonsai_options *o, tell *t)
 {
     bonsai_db *dst;
     int rc = bonsai_open(tmp, o, &dst); /* first: bad options fail fast */
@@ -359,17 +406,17 @@ static int make_copy(bonsai_db *src, const char *tmp,
     bonsai_txn *txn = NULL;
     if (!src->cow)
         rc = bonsai_sync(src);
-    else if ((rc = count_problems(src)) == 0)
+    else if ((rc = count_problems(src, t, BX_COMPACT_VERIFY_SOURCE)) == 0)
         rc = bonsai_txn_begin(src, BONSAI_TXN_RDONLY, &txn);
     if (rc) {
         bonsai_close(dst);
         return rc;
     }
     cmaps maps = {0};
-    rc = build(src, txn, dst, tmp, &maps);
+    rc = build(src, txn, dst, tmp, &maps, t);
     bonsai_txn_abort(txn);
     if (rc == 0)
-        rc = check_copy(tmp, o, &maps);
+        rc = check_copy(tmp, o, &maps, t);
     free_maps(&maps);
     if (rc == 0 && same_settings(src, o) &&
         file_bytes(tmp) > source_bytes(src))
@@ -379,6 +426,13 @@ static int make_copy(bonsai_db *src, const char *tmp,
 
 int bonsai_compact(bonsai_db *src, const char *dst_path,
                    const bonsai_options *opts)
+{
+    return bx_compact(src, dst_path, opts, NULL, NULL);
+}
+
+int bx_compact(bonsai_db *src, const char *dst_path,
+               const bonsai_options *opts, bx_compact_progress_fn fn,
+               void *ctx)
 {
     if (!src || !dst_path || !*dst_path)
         return BONSAI_INVALID;
@@ -391,7 +445,8 @@ int bonsai_compact(bonsai_db *src, const char *dst_path,
     char *tmp;
     if ((rc = temp_create(dst_path, o.file_mode, &tmp)))
         return rc;
-    rc = make_copy(src, tmp, &o);
+    tell t = {.fn = fn, .ctx = ctx};
+    rc = make_copy(src, tmp, &o, &t);
     if (rc == 0 && rename(tmp, dst_path) != 0)
         rc = io_error(errno);
     if (rc)

@@ -346,9 +346,8 @@ Test(tools, caps_out_of_range_are_named_invalid)
         tr_result r = TR_RUN("bonsai-fill", "--cap", caps[i], "--count", "10",
                        "--quiet");
         expect(&r, 2);
-        expect_in(r.err, "--cap", r.cmd);
+        expect_in(r.err, "--cap: must be from 64K to 8 EiB", r.cmd);
         expect_in(r.err, caps[i], r.cmd);
-        expect_in(r.err, bonsai_strerror(BONSAI_INVALID), r.cmd);
         tr_result_free(&r);
         r = TR_RUN("bonsai-fill", "--file", st, "--cap", caps[i], "--count",
                 "10", "--quiet");
@@ -365,7 +364,7 @@ Test(tools, caps_out_of_range_are_named_invalid)
                        "10", "--quiet");
         expect(&r, 2);
         expect_in(r.err, opts[i][0], r.cmd);
-        expect_in(r.err, bonsai_strerror(BONSAI_INVALID), r.cmd);
+        expect_in(r.err, ": must be ", r.cmd);
         tr_result_free(&r);
     }
     /* mapsize= in a dump header: the line that says it, and no store */
@@ -882,7 +881,7 @@ Test(tools, verify_progress_only_on_a_terminal_or_asked)
     tr_result_free(&r);
     r = TR_RUN("bonsai-verify", "--progress", st);
     expect(&r, 0);
-    expect_in(r.err, "% (", r.cmd);
+    expect_in(r.err, " pages (", r.cmd);
     cr_assert_str_eq(r.out, summary, "progress changed stdout");
     tr_result_free(&r);
     r = TR_RUN("bonsai-verify", "--no-progress", st);

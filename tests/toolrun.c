@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,21 +126,21 @@ static int open_out(const char *name)
     return fd;
 }
 
-/* Runs argv (argv[0] a tool name) with stdin from in (NULL: /dev/null),
- * as uid unless uid is -1, and collects its output.  Death by a signal,
- * and so a hang (the alarm), fails the test.  Exit 125 means the child
- * could not become uid, 126 that uid may not run the program. */
-tr_result tr_run_v(int uid, const char *in, const char *const *argv)
+/* r->cmd: argv as one line, for messages. */
+static void command_line(tr_result *r, const char *const *argv)
 {
-    tr_result r = {0};
     size_t n = 0;
     for (int i = 0; argv[i]; i++)
-        n += (size_t)snprintf(r.cmd + n, n < sizeof r.cmd ? sizeof r.cmd - n
-                                                          : 0,
+        n += (size_t)snprintf(r->cmd + n, n < sizeof r->cmd
+                                              ? sizeof r->cmd - n : 0,
                               "%s%s", i ? " " : "", argv[i]);
-    int fin = open(in ? in : "/dev/null", O_RDONLY | O_CLOEXEC);
-    cr_assert(fin >= 0, "%s: %s", in, strerror(errno));
-    int fout = open_out("run.out"), ferr = open_out("run.err");
+}
+
+/* Starts argv (argv[0] a tool name) with its standard streams on fin,
+ * fout and ferr, as uid unless uid is -1. */
+static pid_t start(int uid, int fin, int fout, int ferr,
+                   const char *const *argv)
+{
     const char *path = tu_program(argv[0]);
     fflush(NULL);
     pid_t pid = fork();
@@ -155,6 +156,30 @@ tr_result tr_run_v(int uid, const char *in, const char *const *argv)
         execv(path, (char *const *)argv);
         _exit(errno == EACCES ? 126 : 127);
     }
+    return pid;
+}
+
+/* The exit status st into r; death by a signal fails the test. */
+static void exited(tr_result *r, int st)
+{
+    cr_assert(!WIFSIGNALED(st), "%s: killed by signal %d%s\nstderr: %s",
+              r->cmd, WTERMSIG(st),
+              WTERMSIG(st) == SIGALRM ? " (hung)" : "", r->err);
+    r->status = WEXITSTATUS(st);
+}
+
+/* Runs argv (argv[0] a tool name) with stdin from in (NULL: /dev/null),
+ * as uid unless uid is -1, and collects its output.  Death by a signal,
+ * and so a hang (the alarm), fails the test.  Exit 125 means the child
+ * could not become uid, 126 that uid may not run the program. */
+tr_result tr_run_v(int uid, const char *in, const char *const *argv)
+{
+    tr_result r = {0};
+    command_line(&r, argv);
+    int fin = open(in ? in : "/dev/null", O_RDONLY | O_CLOEXEC);
+    cr_assert(fin >= 0, "%s: %s", in, strerror(errno));
+    int fout = open_out("run.out"), ferr = open_out("run.err");
+    pid_t pid = start(uid, fin, fout, ferr, argv);
     close(fin);
     close(fout);
     close(ferr);
@@ -163,11 +188,71 @@ tr_result tr_run_v(int uid, const char *in, const char *const *argv)
         cr_assert(errno == EINTR, "waitpid: %s", strerror(errno));
     r.out = tr_slurp(tu_path("run.out"), NULL);
     r.err = tr_slurp(tu_path("run.err"), NULL);
-    cr_assert(!WIFSIGNALED(st), "%s: killed by signal %d%s\nstderr: %s",
-              r.cmd, WTERMSIG(st),
-              WTERMSIG(st) == SIGALRM ? " (hung)" : "", r.err);
-    r.status = WEXITSTATUS(st);
+    exited(&r, st);
     return r;
 }
 
+/* ---- on a terminal ------------------------------------------------------ */
 
+/* Written to the terminal once the tool has exited: all it wrote comes
+ * before it. */
+#define TTY_END "[tr_run_tty: end]"
+
+typedef struct tty_text {
+    char *p;
+    size_t n, cap;
+} tty_text;
+
+/* Reads what there is on the terminal's master side into t, waiting up
+ * to ms milliseconds for it. */
+static void tty_read(int master, tty_text *t, int ms)
+{
+    struct pollfd pfd = {.fd = master, .events = POLLIN};
+    if (poll(&pfd, 1, ms) <= 0)
+        return;
+    if (t->cap - t->n < 4096) {
+        t->cap = 2 * t->cap + 4096;
+        t->p = realloc(t->p, t->cap + 1);
+        cr_assert(t->p);
+    }
+    ssize_t got = read(master, t->p + t->n, t->cap - t->n);
+    cr_assert(got > 0 || errno == EAGAIN || errno == EINTR,
+              "read the terminal: %s", strerror(errno));
+    if (got > 0)
+        t->n += (size_t)got;
+    t->p[t->n] = 0;
+}
+
+tr_result tr_run_tty(const char *const *argv)
+{
+    tr_result r = {0};
+    command_line(&r, argv);
+    int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    cr_assert(master >= 0 && grantpt(master) == 0 && unlockpt(master) == 0,
+              "pseudo-terminal: %s", strerror(errno));
+    int tty = open(ptsname(master), O_RDWR | O_NOCTTY | O_CLOEXEC);
+    cr_assert(tty >= 0, "%s: %s", ptsname(master), strerror(errno));
+    int fin = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    cr_assert(fin >= 0, "/dev/null: %s", strerror(errno));
+    int fout = open_out("run.out");
+    pid_t pid = start(-1, fin, fout, tty, argv);
+    close(fin);
+    close(fout);
+    tty_text t = {0};
+    int st, ended = 0;
+    while (!t.p || !strstr(t.p, TTY_END)) {
+        tty_read(master, &t, 10);
+        if (!ended && waitpid(pid, &st, WNOHANG) == pid) {
+            ended = 1;
+            cr_assert(write(tty, TTY_END, strlen(TTY_END)) ==
+                      (ssize_t)strlen(TTY_END));
+        }
+    }
+    close(tty);
+    close(master);
+    *strstr(t.p, TTY_END) = 0;
+    r.err = t.p;
+    r.out = tr_slurp(tu_path("run.out"), NULL);
+    exited(&r, st);
+    return r;
+}

@@ -53,6 +53,11 @@ void tr_result_free(tr_result *r);
  * could not become uid, 126 that uid may not run the program. */
 tr_result tr_run_v(int uid, const char *in, const char *const *argv);
 
+/* Runs argv as tr_run_v does (stdin /dev/null, as this user), with
+ * standard error on a terminal: a pseudo-terminal, whose output is
+ * r.err (each "\n" as "\r\n", as a terminal is sent it). */
+tr_result tr_run_tty(const char *const *argv);
+
 #define TR_ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
 #define TR_RUN(...) tr_run_v(-1, NULL, TR_ARGS(__VA_ARGS__))
 

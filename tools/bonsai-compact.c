@@ -3,19 +3,24 @@
  * bonsai-compact - writes a compacted copy of a bonsai store: every node
  * full, no free space, optionally under other node settings.
  *
- * A thin wrapper over bonsai_compact (lib/compact.c, which says how):
+ * A thin wrapper over bonsai_compact (lib/compact.c, which says how; it
+ * calls bx_compact, the same with a progress callback, lib/compact.h):
  * it opens SRC read-only (never writes it), compacts into DST atomically
  * (a temporary file beside DST, synced, verified, renamed), and prints
  * the sizes before and after.  With the source's settings the copy is
  * never larger than the source: if it would be, DST is left as it was and
- * the exit status is 1.
+ * the exit status is 1.  The copy gets DST's permission bits if DST
+ * existed, else SRC's.  On a terminal each step shows its progress.
  *
  * Exit: 0 done, 1 an operation failed (the message says which and why),
  * 2 bad usage.
  */
 #include "bonsai.h"
+#include "common/progress.h"
 #include "common/tool.h"
+#include "compact.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -45,8 +50,8 @@ static void usage(FILE *out)
         "SYNOPSIS\n"
         "    bonsai-compact [--compress none|lz4|zlib[:LEVEL]] "
         "[--node-bytes N]\n"
-        "                   [--node-entries N] [--page-size N] [--quiet] "
-        "SRC DST\n"
+        "                   [--node-entries N] [--page-size N] [-q]\n"
+        "                   [--busy-timeout MS] SRC DST\n"
         "\n"
         "DESCRIPTION\n"
         "    Copies the last commit of the store SRC into a new store DST\n"
@@ -59,6 +64,11 @@ static void usage(FILE *out)
         "    new copy.  A DST that is a store another process has open to\n"
         "    write is waited for (--busy-timeout) and held while it is\n"
         "    replaced.  Prints the sizes before and after.\n"
+        "\n"
+        "    The copy gets the permission bits of DST if DST existed,\n"
+        "    else those of SRC (never more than those while it is\n"
+        "    written).  On a terminal, standard error shows how far each\n"
+        "    step is: verifying SRC, copying, verifying the copy.\n"
         "\n"
         "    With the source's settings the copy is never larger than the\n"
         "    source: if it would be, DST is left as it was and the exit\n"
@@ -73,10 +83,10 @@ static void usage(FILE *out)
         "    --page-size N     allocation granule, a power of two,\n"
         "                      64..65536\n"
         "                      (each default: the source's)\n"
-        "    --quiet           print nothing on success\n"
+        "    -q, --quiet       print nothing on success, no progress\n"
         TOOL_BUSY_TIMEOUT_HELP
-        "    -V                print the version and exit\n"
-        "    --help            this text\n"
+        "    -V, --version     print the version and exit\n"
+        "    -h, --help        this text\n"
         "\n"
         "EXIT STATUS\n"
         "    0 done, 1 an operation failed (SRC cannot be opened or fails\n"
@@ -98,39 +108,29 @@ static void usage(FILE *out)
 
 static int parse_option(int c, const char *arg, struct args *a)
 {
-    int64_t v;
     unsigned codec;
     switch (c) {
     case 'c':
         if (tool_parse_compress(arg, &codec, &a->level))
-            return -1;
+            return tool_bad_value("--compress", arg, TOOL_COMPRESS_RULE);
         a->compress = (int)codec;
         return 0;
-    case 'b':
-        if (tool_number(arg, 256, 1 << 20, &v))
-            return -1;
-        a->node_bytes = (uint32_t)v;
-        return 0;
+    case 'b': return tool_store_option("--node-bytes", arg, &a->node_bytes);
     case 'e':
-        if (tool_number(arg, 2, BONSAI_MAX_NODE_ENTRIES, &v))
-            return -1;
-        a->node_entries = (uint32_t)v;
-        return 0;
+        return tool_store_option("--node-entries", arg, &a->node_entries);
     default: /* 'p' */
-        if (tool_number(arg, 64, 65536, &v) || (v & (v - 1)))
-            return -1;
-        a->page_size = (uint32_t)v;
-        return 0;
+        return tool_store_option("--page-size", arg, &a->page_size);
     }
 }
 
 /* Fills *a from argv.  Returns 0, an exit status, or -1 when done. */
 static int parse_args(int argc, char **argv, struct args *a)
 {
-    enum { OPT_HELP = 256, OPT_QUIET, OPT_BUSY };
+    enum { OPT_HELP = 256, OPT_BUSY };
     static const struct option longopts[] = {
         {"help", no_argument, NULL, OPT_HELP},
-        {"quiet", no_argument, NULL, OPT_QUIET},
+        {"version", no_argument, NULL, 'V'},
+        {"quiet", no_argument, NULL, 'q'},
         {"busy-timeout", required_argument, NULL, OPT_BUSY},
         {"compress", required_argument, NULL, 'c'},
         {"node-bytes", required_argument, NULL, 'b'},
@@ -142,19 +142,20 @@ static int parse_args(int argc, char **argv, struct args *a)
                        .busy_timeout_ms = TOOL_BUSY_TIMEOUT_DEFAULT};
     int c;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":V", longopts, NULL)) != -1) {
+    int st;
+    while ((c = getopt_long(argc, argv, ":hqV", longopts, NULL)) != -1) {
         switch (c) {
         case 'c': case 'b': case 'e': case 'p':
-            if (parse_option(c, optarg, a))
-                return tool_usage_error("bad value '%s'", optarg);
+            if ((st = parse_option(c, optarg, a)))
+                return st;
             break;
-        case OPT_QUIET: a->quiet = 1; break;
+        case 'q': a->quiet = 1; break;
         case OPT_BUSY:
             if (tool_parse_busy_timeout(optarg, &a->busy_timeout_ms))
                 return TOOL_EXIT_USAGE;
             break;
         case 'V': tool_version(); return -1;
-        case OPT_HELP: usage(stdout); return -1;
+        case 'h': case OPT_HELP: usage(stdout); return -1;
         default: return tool_bad_option(c, argv);
         }
     }
@@ -165,6 +166,8 @@ static int parse_args(int argc, char **argv, struct args *a)
                                 argv[optind + 2]);
     a->src = argv[optind];
     a->dst = argv[optind + 1];
+    if (tool_new_path("DST", a->dst))
+        return TOOL_EXIT_USAGE;
     if (strcmp(a->src, a->dst) == 0 || tool_same_file(a->src, a->dst))
         return tool_usage_error("SRC and DST are the same file '%s'",
                                 a->src);
@@ -240,6 +243,56 @@ static void explain(const struct args *a, int rc)
         fail("compact into", a->dst, rc);
 }
 
+/* The permission bits the copy ends with: DST's if it exists, else
+ * SRC's. */
+static mode_t copy_mode(const struct args *a)
+{
+    struct stat st;
+    if (stat(a->dst, &st) == 0 || stat(a->src, &st) == 0)
+        return st.st_mode & 0777;
+    return 0644;
+}
+
+static void on_step(void *ctx, bx_compact_step step, uint64_t done,
+                    uint64_t total)
+{
+    static const char *const what[] = {
+        [BX_COMPACT_VERIFY_SOURCE] = "verifying the source",
+        [BX_COMPACT_COPY] = "copying",
+        [BX_COMPACT_VERIFY_COPY] = "verifying the copy",
+    };
+    progress *p = ctx;
+    if (p->what != what[step])
+        progress_phase(p, what[step],
+                       step == BX_COMPACT_COPY ? "entries" : "pages", total);
+    p->total = total;
+    progress_update(p, done);
+}
+
+/* The copy, with the progress line.  It is written with no more
+ * permission bits than it ends with (the umask takes the others from
+ * the library's 0644), and given exactly those once it is DST.  0 or an
+ * exit status (reported). */
+static int compact_into(const struct args *a, bonsai_db *db,
+                        const bonsai_options *o)
+{
+    mode_t mode = copy_mode(a);
+    progress p;
+    progress_init(&p, a->quiet ? 0 : -1);
+    mode_t old = umask(~mode & 0777);
+    int rc = bx_compact(db, a->dst, o, on_step, &p);
+    umask(old);
+    progress_clear(&p);
+    if (rc) {
+        explain(a, rc);
+        return TOOL_EXIT_FAIL;
+    }
+    if (chmod(a->dst, mode) != 0)
+        return tool_fail("%s: cannot give it mode %03o: %s", a->dst,
+                         (unsigned)mode, strerror(errno));
+    return 0;
+}
+
 static int compact(const struct args *a, bonsai_db *db)
 {
     bonsai_options opts;
@@ -250,10 +303,8 @@ static int compact(const struct args *a, bonsai_db *db)
     struct stat st;
     uint64_t before = stat(a->src, &st) == 0 ? (uint64_t)st.st_size : 0;
     double t0 = now();
-    if ((rc = bonsai_compact(db, a->dst, o))) {
-        explain(a, rc);
-        return TOOL_EXIT_FAIL;
-    }
+    if ((rc = compact_into(a, db, o)))
+        return rc;
     uint64_t after = stat(a->dst, &st) == 0 ? (uint64_t)st.st_size : 0;
     if (a->quiet)
         return 0;
@@ -267,12 +318,13 @@ static int compact(const struct args *a, bonsai_db *db)
 int main(int argc, char **argv)
 {
     tool_init(PROG, "[--compress none|lz4|zlib[:LEVEL]] [--node-bytes N]\n"
-                    " [--node-entries N] [--page-size N] [--quiet]\n"
+                    " [--node-entries N] [--page-size N] [-q]\n"
                     " [--busy-timeout MS] SRC DST");
     struct args a;
     int st = parse_args(argc, argv, &a);
     if (st)
         return st < 0 ? TOOL_EXIT_OK : st;
+    tool_set_quiet(a.quiet);
     bonsai_db *db, *held;
     if ((st = check_dst(a.dst)) ||
         (st = tool_hold_writer(a.dst, a.busy_timeout_ms, &held)))

@@ -45,6 +45,7 @@
  * be read), 2 bad usage.
  */
 #include "bonsai.h"
+#include "common/progress.h"
 #include "common/tool.h"
 #include "salvage.h"
 
@@ -67,8 +68,12 @@ struct args {
     int list;           /* -l */
     int salvage;        /* -r */
     const char *output; /* -f OUTPUT, NULL: stdout */
+    int quiet;          /* -q */
     const char *file;
 };
+
+/* The store, for messages. */
+static const char *store_file = "";
 
 /* ---- usage -------------------------------------------------------------- */
 
@@ -79,7 +84,7 @@ static void usage(FILE *out)
         "    bonsai-dump - write the maps of a bonsai store as text\n"
         "\n"
         "SYNOPSIS\n"
-        "    bonsai-dump [-a | -s MAP] [-p] [-r] [-f OUTPUT] FILE\n"
+        "    bonsai-dump [-a | -s MAP] [-p] [-r] [-q] [-f OUTPUT] FILE\n"
         "    bonsai-dump -l [-r] FILE\n"
         "\n"
         "DESCRIPTION\n"
@@ -87,7 +92,9 @@ static void usage(FILE *out)
         "    the text format of db_dump and mdb_dump, one block per map in\n"
         "    name order.  bonsai-load and mdb_load read the output as it is.\n"
         "    The store is opened read-only and read in one snapshot; memory\n"
-        "    use does not grow with its size.\n"
+        "    use does not grow with its size.  When standard error is a\n"
+        "    terminal and the output is not, a line there shows how far\n"
+        "    the two passes over the maps are (the first sizes mapsize=).\n"
         "\n"
         "OPTIONS\n"
         "    -a         all maps (the default; for mdb_dump users)\n"
@@ -101,9 +108,14 @@ static void usage(FILE *out)
         "               value that cannot is named on standard error with\n"
         "               the keys lost (the separators around it), and the\n"
         "               exit status is 1\n"
-        "    -f OUTPUT  write to OUTPUT instead of standard output\n"
-        "    -V         print the version and exit\n"
-        "    --help     this text\n"
+        "    -f OUTPUT  write to OUTPUT instead of standard output (- is\n"
+        "               standard output)\n"
+        "    -q, --quiet\n"
+        "               no progress line\n"
+        "    -V, --version\n"
+        "               print the version and exit\n"
+        "    -h, --help\n"
+        "               this text\n"
         "\n"
         "FORMAT\n"
         "    Each block: VERSION=3, format=bytevalue|print, database=MAP,\n"
@@ -139,19 +151,23 @@ static int parse_args(int argc, char **argv, struct args *a)
 {
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {"quiet", no_argument, NULL, 'q'},
         {NULL, 0, NULL, 0},
     };
     *a = (struct args){0};
     int c;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":as:plrf:V", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":as:plrf:qhV", longopts, NULL)) !=
+           -1) {
         switch (c) {
         case 'a': a->all = 1; break;
         case 's': a->map = optarg; break;
         case 'p': a->print = 1; break;
         case 'l': a->list = 1; break;
         case 'r': a->salvage = 1; break;
-        case 'f': a->output = optarg; break;
+        case 'f': a->output = strcmp(optarg, "-") ? optarg : NULL; break;
+        case 'q': a->quiet = 1; break;
         case 'V': tool_version(); return -1;
         case 'h': usage(stdout); return -1;
         default: return tool_bad_option(c, argv);
@@ -161,7 +177,8 @@ static int parse_args(int argc, char **argv, struct args *a)
         return tool_usage_error("-a and -s %s exclude each other", a->map);
     if (a->list && (a->map || a->print))
         return tool_usage_error("-l takes no -s or -p");
-    if (a->map && tool_check_map_name(a->map))
+    if ((a->map && tool_check_map_name(a->map)) ||
+        (a->output && tool_new_path("-f", a->output)))
         return TOOL_EXIT_USAGE;
     return tool_one_file(argc, argv, &a->file);
 }
@@ -282,8 +299,9 @@ static uint64_t lmdb_mapsize(uint64_t total)
 static int fail(const char *map, const char *what, int rc)
 {
     if (map)
-        return tool_fail("map %s: %s: %s", map, what, bonsai_strerror(rc));
-    return tool_fail("%s: %s", what, bonsai_strerror(rc));
+        return tool_fail("%s: map %s: %s: %s", store_file, map, what,
+                         bonsai_strerror(rc));
+    return tool_fail("%s: %s: %s", store_file, what, bonsai_strerror(rc));
 }
 
 /* A cursor on map m of txn (in *cur, its map's handle in *map), and its
@@ -315,7 +333,7 @@ static int close_cursor(bonsai_db *db, const tool_map *m, bonsai_map map,
 
 /* Adds the LMDB bytes of every entry of m to *total. */
 static int estimate_map(bonsai_db *db, bonsai_txn *txn, const tool_map *m,
-                        uint64_t page, uint64_t *total)
+                        uint64_t page, uint64_t *total, progress *pr)
 {
     bonsai_map map;
     bonsai_cursor *cur;
@@ -329,6 +347,7 @@ static int estimate_map(bonsai_db *db, bonsai_txn *txn, const tool_map *m,
         if ((rc = bonsai_cursor_get(cur, &k, &v)))
             break;
         sum = add_sat(sum, lmdb_entry_bytes(k.size, v.size, page));
+        progress_add(pr, 1);
     }
     int st = close_cursor(db, m, map, cur);
     if (rc != BONSAI_NOTFOUND)
@@ -364,7 +383,7 @@ static void write_header(out *o, const tool_map *m, uint64_t mapsize,
 }
 
 static int dump_map(bonsai_db *db, bonsai_txn *txn, const tool_map *m,
-                    uint64_t mapsize, int print, out *o)
+                    uint64_t mapsize, int print, out *o, progress *pr)
 {
     bonsai_map map;
     bonsai_cursor *cur;
@@ -391,6 +410,7 @@ static int dump_map(bonsai_db *db, bonsai_txn *txn, const tool_map *m,
         out_line(o, k.data, k.size, print);
         out_line(o, v.data, v.size, print);
         seen++;
+        progress_add(pr, 1);
     }
     int st = close_cursor(db, m, map, cur);
     if (o->err)
@@ -537,8 +557,8 @@ static int salvage_map(salvage *s, const sv_map *m, uint64_t mapsize,
     r->kind = m->t.kind;
     r->seen = r->map_lost = 0;
     if (r->o)
-        write_header(r->o, &(tool_map){m->name, m->t.kind}, mapsize,
-                     r->print);
+        write_header(r->o, &(tool_map){m->name, m->t.kind, m->t.count},
+                     mapsize, r->print);
     else
         r->total = add_sat(r->total, 4 * r->page); /* as estimate_map */
     int rc = sv_walk(s, m, on_entry, r);
@@ -602,7 +622,7 @@ static int run_salvage(const struct args *a, bonsai_txn *txn, out *o)
 /* ---- main --------------------------------------------------------------- */
 
 static int run(const struct args *a, bonsai_db *db, bonsai_txn *txn,
-               tool_maps *maps, out *o)
+               tool_maps *maps, out *o, progress *pr)
 {
     if (a->salvage)
         return run_salvage(a, txn, o);
@@ -615,23 +635,31 @@ static int run(const struct args *a, bonsai_db *db, bonsai_txn *txn,
         return 0;
     }
     uint64_t page = lmdb_page(), total = LMDB_BASE_BYTES;
+    uint64_t entries = 0;
     for (size_t i = 0; i < maps->n; i++)
-        if ((rc = estimate_map(db, txn, &maps->v[i], page, &total)))
+        entries += maps->v[i].entries;
+    progress_phase(pr, "measuring", "entries", entries);
+    for (size_t i = 0; i < maps->n; i++)
+        if ((rc = estimate_map(db, txn, &maps->v[i], page, &total, pr)))
             return rc;
     uint64_t mapsize = lmdb_mapsize(total);
+    progress_phase(pr, "dumping", "entries", entries);
     for (size_t i = 0; i < maps->n && !o->err; i++)
-        if ((rc = dump_map(db, txn, &maps->v[i], mapsize, a->print, o)))
+        if ((rc = dump_map(db, txn, &maps->v[i], mapsize, a->print, o, pr)))
             return rc;
     return 0;
 }
 
 int main(int argc, char **argv)
 {
-    tool_init(PROG, "[-a | -s MAP] [-p] [-r] [-f OUTPUT] FILE\n-l [-r] FILE");
+    tool_init(PROG,
+              "[-a | -s MAP] [-p] [-r] [-q] [-f OUTPUT] FILE\n-l [-r] FILE");
     struct args a;
     int st = parse_args(argc, argv, &a);
     if (st)
         return st < 0 ? TOOL_EXIT_OK : st;
+    tool_set_quiet(a.quiet);
+    store_file = a.file;
     if (a.output && tool_same_file(a.output, a.file))
         return tool_usage_error("-f %s would overwrite the store",
                                 a.output);
@@ -659,7 +687,11 @@ int main(int argc, char **argv)
         st = fail(NULL, "output buffer", BONSAI_NOMEM);
     } else {
         o->f = f;
-        st = run(&a, db, txn, &maps, o);
+        /* not over the dump itself on a terminal */
+        progress pr;
+        progress_init(&pr, a.quiet || isatty(fileno(f)) ? 0 : -1);
+        st = run(&a, db, txn, &maps, o, &pr);
+        progress_clear(&pr);
         out_flush(o);
         if (!o->err && fflush(f) != 0)
             o->err = errno ? errno : EIO;

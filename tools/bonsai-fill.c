@@ -16,18 +16,24 @@
  * --preset NAME stands for a set of flags: one rung of the original
  * experiment's ladder (see PRESETS below and --preset list).
  *
- * While it fills it shows progress: a live line on a terminal, the count
- * every 1,000,000 entries otherwise, nothing with --quiet; --csv FILE gets
- * a row per million.  Then a report (entries, bytes, RSS, rate, sampled
+ * While it fills it shows progress: a live line on standard error when
+ * that is a terminal, or with --counter the count every 1,000,000
+ * entries on standard output, nothing with --quiet; --csv FILE gets a
+ * row per million.  Then a report (entries, bytes, RSS, rate, sampled
  * insert latency, the tree's shape from bonsai_map_stat, why it stopped),
  * then a check of the map: bonsai_count, an ordered cursor walk and
  * lookups of up to SAMPLE_MAX keys kept while filling.  With --json the
  * last line of stdout is the report as one JSON object.
  *
+ * --file refuses to replace anything but an empty file or, with --force,
+ * a bonsai store.
+ *
  * Exit: 0 done and consistent, 1 an error, 2 bad usage, 3 inconsistent.
  * Uses only the public API (bonsai.h).
  */
 #include "bonsai.h"
+#include "common/progress.h"
+#include "common/tool.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -41,8 +47,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#define EXIT_ERROR 1
-#define EXIT_USAGE 2
+#define PROG "bonsai-fill"
+#define SYNOPSIS "[--preset NAME] [OPTION]...\n--preset list"
+
+#define EXIT_ERROR TOOL_EXIT_FAIL
+#define EXIT_USAGE TOOL_EXIT_USAGE
 #define EXIT_INCONSISTENT 3
 
 #define TXN_BATCH 100000u
@@ -52,7 +61,6 @@
 #define DEFAULT_FILE "/tmp/bonsai-fill.db"
 /* The original ran in "15 GB"; we read that as 15 GiB. */
 #define ORIG_BYTES (15.0 * 1024 * 1024 * 1024)
-#define TICK_SECONDS 0.25   /* live line refresh */
 #define TICK_INSERTS 4096u  /* inserts between looks at the clock */
 #define STAT_PROGRESS 0.02  /* bonsai_map_stat: at most every 2 % ... */
 #define STAT_SECONDS 1.0    /* ... and at most once a second */
@@ -161,6 +169,8 @@ struct args {
     int level;             /* zlib level, 0 default */
     int json;
     int quiet;
+    int counter;           /* the count every million on stdout */
+    int force;             /* --file may replace a store */
     int resume;            /* go on with the store in --file */
     uint64_t seconds;      /* stop after this long; 0 = no limit */
     uint32_t busy_timeout; /* ms to wait for another writer of --file */
@@ -186,7 +196,11 @@ static void usage(FILE *out)
 "                        override it wherever they stand.  'list' prints\n"
 "                        every preset, its flags and the original figure.\n"
 "    --file PATH         store in PATH, created anew (default: anonymous\n"
-"                        memory; file-* presets: " DEFAULT_FILE ")\n"
+"                        memory; file-* presets: " DEFAULT_FILE ").\n"
+"                        A store already there is replaced only with\n"
+"                        --force; any other file (but an empty one) is\n"
+"                        never replaced\n"
+"    --force             replace the store at --file\n"
 "    --cap SIZE          max_size, 64K to 8 EiB (2^63 bytes); K, M, G are\n"
 "                        powers of 1024 (default 1G)\n"
 "    --keys seq|random   0,1,2,... or seeded random keys (default seq)\n"
@@ -217,10 +231,13 @@ static void usage(FILE *out)
 "                        64..65536\n"
 "\n"
 "OUTPUT\n"
-"    On a terminal a live line (entries, rate, bytes per entry, %% of the\n"
-"    cap, elapsed), refreshed 4 times a second; otherwise the count every\n"
-"    1,000,000 entries, one number a line.\n"
-"    --quiet             neither\n"
+"    When standard error is a terminal, a live line there (entries, rate,\n"
+"    bytes per entry, %% of the cap; with --count the time left),\n"
+"    refreshed 4 times a second.\n"
+"    --counter           instead, the count every 1,000,000 entries on\n"
+"                        standard output, one number a line\n"
+"    -q, --quiet         neither, and no message while waiting for\n"
+"                        another writer\n"
 "    --csv FILE          a header, then a row per million entries and one\n"
 "                        at the end: seconds, entries, bytes used, bytes\n"
 "                        mapped, RSS, write cache bytes, depth, leaf and\n"
@@ -236,7 +253,8 @@ static void usage(FILE *out)
 "                        another process that has --file open to write,\n"
 "                        before replacing or resuming it (default:\n"
 "                        \"forever\", as long as it takes)\n"
-"    --help              this text\n"
+"    -V, --version       print the version and exit\n"
+"    -h, --help          this text\n"
 "\n"
 "    The report samples insert latency: one bonsai_put_u64 in 64 on\n"
 "    average, at random gaps (commits are not inserts), percentiles\n"
@@ -245,7 +263,7 @@ static void usage(FILE *out)
 "\n"
 "EXIT STATUS\n"
 "    0 stopped as asked (full, --count or --seconds) and consistent,\n"
-"    1 error,\n"
+"    1 error (also: --file names what it may not replace),\n"
 "    2 bad usage, 3 consistency check failed.\n",
         TXN_BATCH);
 }
@@ -329,37 +347,37 @@ static const char *compress_name(unsigned c)
                                        : "none";
 }
 
-static int bad_usage(void)
+/* What an option takes, for the usage error of a bad value. */
+static const char *rule_of(const char *opt)
 {
-    fprintf(stderr, "Try 'bonsai-fill --help'.\n");
-    return EXIT_USAGE;
-}
-
-/* What the library takes for an option whose range it checks (the
- * number may parse and still be refused: BONSAI_INVALID), or NULL. */
-static const char *range_of(const char *opt)
-{
-    static const char *const ranges[][2] = {
-        {"cap", "64K to 8 EiB, 2^63 bytes"},
-        {"page-size", "a power of two, 64 to 65536"},
-        {"node-bytes", "256 to 1048576"},
-        {"node-entries", "2 to 65535"},
+    static const char *const rules[][2] = {
+        {"cap", "must be from 64K to 8 EiB (2^63 bytes); K, M, G are "
+                "powers of 1024"},
+        {"keys", "must be seq or random"},
+        {"seed", "must be a whole number"},
+        {"count", "must be a whole number"},
+        {"seconds", "must be a whole number"},
+        {"write-cache", "must be a size in bytes; K, M, G are powers of "
+                        "1024"},
+        {"flush-delay", "must be milliseconds from 0 to 4294967295"},
+        {"compress", TOOL_COMPRESS_RULE},
+        {"busy-timeout", TOOL_BUSY_TIMEOUT_RULE},
     };
-    for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++)
-        if (strcmp(opt, ranges[i][0]) == 0)
-            return ranges[i][1];
-    return NULL;
+    char dashed[32];
+    snprintf(dashed, sizeof dashed, "--%s", opt);
+    if (tool_store_rule(dashed))
+        return tool_store_rule(dashed);
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++)
+        if (strcmp(opt, rules[i][0]) == 0)
+            return rules[i][1];
+    return "must be a value it takes (--help)";
 }
 
 static int bad_value(const char *opt, const char *val)
 {
-    const char *range = range_of(opt);
-    fprintf(stderr, "bonsai-fill: bad value for --%s: '%s'", opt, val);
-    if (range)
-        fprintf(stderr, ": %s (%s)", bonsai_strerror(BONSAI_INVALID),
-                range);
-    fprintf(stderr, "\n");
-    return bad_usage();
+    char dashed[32];
+    snprintf(dashed, sizeof dashed, "--%s", opt);
+    return tool_bad_value(dashed, val, rule_of(opt));
 }
 
 /* v in [lo, hi] into *out, else -1. */
@@ -403,6 +421,8 @@ static int parse_u32_in(const char *s, uint32_t lo, uint32_t hi, int pow2,
     return 0;
 }
 
+#define SHORTOPTS ":hqV"
+
 static const struct option LONGOPTS[] = {
     {"preset", required_argument, NULL, 'p'},
     {"file", required_argument, NULL, 'f'},
@@ -422,6 +442,9 @@ static const struct option LONGOPTS[] = {
     {"page-size", required_argument, NULL, 'P'},
     {"csv", required_argument, NULL, 'v'},
     {"quiet", no_argument, NULL, 'q'},
+    {"counter", no_argument, NULL, 'u'},
+    {"force", no_argument, NULL, 'F'},
+    {"version", no_argument, NULL, 'V'},
     {"json", no_argument, NULL, 'j'},
     {"busy-timeout", required_argument, NULL, 'b'},
     {"help", no_argument, NULL, 'h'},
@@ -454,6 +477,8 @@ static int apply_opt(int c, const char *v, struct args *a)
     case 'P': return parse_u32_in(v, 64, 65536, 1, &a->page_size);
     case 'v': a->csv = v; return 0;
     case 'q': a->quiet = 1; return 0;
+    case 'u': a->counter = 1; return 0;
+    case 'F': a->force = 1; return 0;
     case 'j': a->json = 1; return 0;
     case 'b': return parse_busy_timeout(v, &a->busy_timeout);
     case 'h': return 1;
@@ -467,10 +492,9 @@ static const char *find_preset(int argc, char **argv)
     const char *name = NULL;
     int c;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "h", LONGOPTS, NULL)) != -1)
+    while ((c = getopt_long(argc, argv, SHORTOPTS, LONGOPTS, NULL)) != -1)
         if (c == 'p')
             name = optarg;
-    opterr = 1;
     optind = 0; /* GNU: start afresh */
     return name;
 }
@@ -500,26 +524,28 @@ static char **with_preset(int argc, char **argv, const struct preset *p,
 static int parse_opts(int argc, char **argv, struct args *a)
 {
     int c, idx = 0;
-    while ((c = getopt_long(argc, argv, "h", LONGOPTS, &idx)) != -1) {
+    while ((c = getopt_long(argc, argv, SHORTOPTS, LONGOPTS, &idx)) != -1) {
+        if (c == 'V') {
+            tool_version();
+            return -1;
+        }
         int r = apply_opt(c, optarg, a);
         if (r == 1) {
             usage(stdout);
             return -1;
         }
         if (r == 2)
-            return bad_usage();
+            return tool_bad_option(c, argv);
         if (r)
             return bad_value(LONGOPTS[idx].name, optarg);
     }
-    if (optind < argc) {
-        fprintf(stderr, "bonsai-fill: unexpected argument '%s'\n",
-                argv[optind]);
-        return bad_usage();
-    }
-    if (a->resume && !a->file) {
-        fprintf(stderr, "bonsai-fill: --resume needs --file\n");
-        return bad_usage();
-    }
+    if (optind < argc)
+        return tool_usage_error("unexpected argument '%s'", argv[optind]);
+    if (a->resume && !a->file)
+        return tool_usage_error("--resume needs --file");
+    if ((a->file && tool_new_path("--file", a->file)) ||
+        (a->csv && tool_new_path("--csv", a->csv)))
+        return EXIT_USAGE;
     return 0;
 }
 
@@ -536,19 +562,15 @@ static int parse_args(int argc, char **argv, struct args *a)
         preset_list();
         return -1;
     }
-    if (name && !(a->preset = preset_find(name))) {
-        fprintf(stderr, "bonsai-fill: no preset '%s' (--preset list)\n",
-                name);
-        return bad_usage();
-    }
+    if (name && !(a->preset = preset_find(name)))
+        return tool_bad_value("--preset", name,
+                              "must be a preset's name (--preset list)");
     if (!a->preset)
         return parse_opts(argc, argv, a);
     /* Values point at the strings, not into the array: free it after. */
     char **v = with_preset(argc, argv, a->preset, &argc);
-    if (!v) {
-        fprintf(stderr, "bonsai-fill: out of memory\n");
-        return EXIT_ERROR;
-    }
+    if (!v)
+        return tool_fail("%s", bonsai_strerror(BONSAI_NOMEM));
     int rc = parse_opts(argc, v, a);
     free(v);
     return rc;
@@ -701,9 +723,7 @@ struct probe {
     uint64_t next_event;     /* inserts at which to look again */
     uint64_t next_row;       /* next million */
     uint64_t next_look;      /* next look at the clock (live line) */
-    double live_time;        /* last live line: when, at how many */
-    uint64_t live_entries;
-    double live_rate;
+    progress bar;            /* the live line */
     double row_time;         /* last CSV row: when, at how many */
     uint64_t row_entries;
     bonsai_map_info info;    /* the last bonsai_map_stat */
@@ -731,10 +751,12 @@ struct fill {
     struct probe pr;
 };
 
+/* The store, for messages: --file, or anonymous memory. */
+static const char *store_name = "anonymous memory";
+
 static int fail(const char *what, int rc)
 {
-    fprintf(stderr, "bonsai-fill: %s: %s\n", what, bonsai_strerror(rc));
-    return EXIT_ERROR;
+    return tool_fail("%s: %s: %s", store_name, what, bonsai_strerror(rc));
 }
 
 /* ---- the tree's shape --------------------------------------------------- */
@@ -827,35 +849,15 @@ static void csv_row(struct fill *f, const struct args *a, uint64_t entries)
     pr->row_stat_at = pr->info_entries;
 }
 
-/* 1234567 -> "1,234,567" */
-static const char *grouped(uint64_t v, char buf[32])
-{
-    char tmp[32];
-    int n = snprintf(tmp, sizeof tmp, "%" PRIu64, v), j = 0;
-    for (int i = 0; i < n; i++) {
-        if (i && (n - i) % 3 == 0)
-            buf[j++] = ',';
-        buf[j++] = tmp[i];
-    }
-    buf[j] = '\0';
-    return buf;
-}
-
+/* The live line, at n entries: this run's, and what they take. */
 static void live_line(struct fill *f, const struct args *a, uint64_t n)
 {
-    struct probe *pr = &f->pr;
-    double t = now_seconds();
-    if (t > pr->live_time)
-        pr->live_rate = (double)(n - pr->live_entries) / (t - pr->live_time);
-    pr->live_time = t;
-    pr->live_entries = n;
+    char note[64];
     bonsai_db_stat(f->db, &f->st);
-    char g[32];
-    printf("\r%s entries  %.2f M/s  %.3f B/entry  %.1f %% of cap  %.1f s"
-           "\033[K", grouped(n, g), pr->live_rate / 1e6,
-           n ? (double)f->st.bytes_used / (double)n : 0.0,
-           100.0 * (double)f->st.bytes_used / (double)a->cap, t - pr->t0);
-    fflush(stdout);
+    snprintf(note, sizeof note, "%.3f B/entry, %.1f %% of cap",
+             n ? (double)f->st.bytes_used / (double)n : 0.0,
+             100.0 * (double)f->st.bytes_used / (double)a->cap);
+    progress_draw(&f->pr.bar, n - f->resumed, note);
 }
 
 /* Every million entries now committed: a counter line, a CSV row. */
@@ -891,7 +893,7 @@ static void event(struct fill *f, const struct args *a, uint64_t n)
         committed(f, a);
     if (pr->show == SHOW_LIVE && n >= pr->next_look) {
         pr->next_look = n + TICK_INSERTS;
-        if (now_seconds() - pr->live_time >= TICK_SECONDS)
+        if (progress_due(&pr->bar))
             live_line(f, a, n);
     }
     set_next_event(pr, f->transactions);
@@ -906,18 +908,21 @@ static void after_insert(struct fill *f, const struct args *a, uint64_t n)
 static int probe_start(struct fill *f, const struct args *a)
 {
     struct probe *pr = &f->pr;
-    pr->show = a->quiet ? SHOW_NONE : isatty(1) ? SHOW_LIVE : SHOW_LINES;
+    pr->show = a->quiet ? SHOW_NONE : a->counter ? SHOW_LINES : SHOW_LIVE;
+    progress_init(&pr->bar, pr->show == SHOW_LIVE ? -1 : 0);
+    if (pr->show == SHOW_LIVE && !pr->bar.on)
+        pr->show = SHOW_NONE; /* standard error is no terminal */
+    progress_phase(&pr->bar, "filling", "entries",
+                   a->count != UINT64_MAX && a->count > f->resumed
+                       ? a->count - f->resumed : 0);
     if (a->csv) {
         pr->csv = fopen(a->csv, "w");
-        if (!pr->csv) {
-            fprintf(stderr, "bonsai-fill: %s: %s\n", a->csv,
-                    strerror(errno));
-            return EXIT_ERROR;
-        }
+        if (!pr->csv)
+            return tool_fail("%s: %s", a->csv, strerror(errno));
         csv_header(pr->csv);
     }
-    pr->t0 = pr->live_time = pr->row_time = now_seconds();
-    pr->live_entries = pr->row_entries = f->resumed;
+    pr->t0 = pr->row_time = now_seconds();
+    pr->row_entries = f->resumed;
     pr->next_row = (f->resumed / REPORT_EVERY + 1) * REPORT_EVERY;
     pr->next_look = f->resumed + TICK_INSERTS;
     set_next_event(pr, f->transactions);
@@ -932,15 +937,10 @@ static int probe_end(struct fill *f, const struct args *a)
     if (pr->csv && (pr->row_entries != f->entries ||
                     pr->row_stat_at != f->entries || !pr->have_info))
         csv_row(f, a, f->entries);
-    if (pr->csv && fclose(pr->csv) != 0) {
-        fprintf(stderr, "bonsai-fill: %s: %s\n", a->csv, strerror(errno));
-        return EXIT_ERROR;
-    }
+    if (pr->csv && fclose(pr->csv) != 0)
+        return tool_fail("%s: %s", a->csv, strerror(errno));
     pr->csv = NULL;
-    if (pr->show == SHOW_LIVE) {
-        live_line(f, a, f->entries);
-        printf("\n");
-    }
+    progress_clear(&pr->bar);
     if (rc == BONSAI_CORRUPT)
         return 0; /* the check will say so */
     return rc ? fail("bonsai_map_stat", rc) : 0;
@@ -1003,11 +1003,8 @@ static int open_resumed(const struct args *a, struct fill *f)
     int rc = bonsai_map_open(f->db, NULL, "test", &f->map, &kind);
     if (rc)
         return fail("bonsai_map_open \"test\"", rc);
-    if (kind != BONSAI_KEY_U64) {
-        fprintf(stderr, "bonsai-fill: %s: map \"test\" has no u64 keys\n",
-                a->file);
-        return EXIT_ERROR;
-    }
+    if (kind != BONSAI_KEY_U64)
+        return tool_fail("%s: map \"test\" has no u64 keys", a->file);
     if ((rc = bonsai_count(NULL, f->map, &f->resumed)))
         return fail("bonsai_count", rc);
     f->entries = f->resumed;
@@ -1017,11 +1014,9 @@ static int open_resumed(const struct args *a, struct fill *f)
     if (first < 0 || last < 0 || next < 0)
         return fail("bonsai_get_u64", first < 0 ? first
                                       : last < 0 ? last : next);
-    if (!first || !last || next) {
-        fprintf(stderr, "bonsai-fill: %s does not hold the first %" PRIu64
-                " keys of this --keys/--seed stream\n", a->file, f->resumed);
-        return EXIT_ERROR;
-    }
+    if (!first || !last || next)
+        return tool_fail("%s does not hold the first %" PRIu64 " keys of "
+                         "this --keys/--seed stream", a->file, f->resumed);
     return 0;
 }
 
@@ -1059,20 +1054,45 @@ static int wait_for_writer(const struct args *a, bonsai_db **old)
     o.busy_timeout_ms = 0;
     int rc = bonsai_open(a->file, &o, old);
     if (rc == BONSAI_BUSY && a->busy_timeout) {
-        if (!a->quiet)
-            fprintf(stderr, "bonsai-fill: %s: waiting for the process that "
-                    "has it open to write\n", a->file);
+        tool_info("%s: waiting for the process that has it open to write",
+                  a->file);
         o.busy_timeout_ms = a->busy_timeout;
         rc = bonsai_open(a->file, &o, old);
     }
-    if (rc == BONSAI_BUSY) {
-        fprintf(stderr, "bonsai-fill: cannot replace %s: %s (waited %u ms "
-                "for the process that has it open)\n", a->file,
-                bonsai_strerror(rc), (unsigned)a->busy_timeout);
-        return EXIT_ERROR;
-    }
+    if (rc == BONSAI_BUSY)
+        return tool_fail("cannot replace %s: %s (waited %u ms for the "
+                         "process that has it open)", a->file,
+                         bonsai_strerror(rc), (unsigned)a->busy_timeout);
     if (rc)
         *old = NULL;
+    return 0;
+}
+
+/* --file without --resume names where the new store goes: nothing, an
+ * empty file or, with --force, a bonsai store.  Anything else is left
+ * as it is (exit 1): a text file given by mistake, a device node. */
+static int may_replace(const struct args *a)
+{
+    struct stat st;
+    if (!a->file)
+        return 0;
+    if (stat(a->file, &st) != 0)
+        return errno == ENOENT ? 0 : tool_fail("%s: %s", a->file,
+                                               strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return tool_fail("%s: %s; not replaced", a->file,
+                         S_ISDIR(st.st_mode) ? "is a directory"
+                                             : "not a regular file");
+    if (st.st_size == 0)
+        return 0;
+    int store = tool_is_store(a->file);
+    if (store < 0)
+        return tool_fail("%s: %s", a->file, strerror(errno));
+    if (!store)
+        return tool_fail("%s: not a bonsai store; not replaced", a->file);
+    if (!a->force)
+        return tool_fail("%s: a bonsai store; not replaced without --force "
+                         "(--resume goes on with it)", a->file);
     return 0;
 }
 
@@ -1091,14 +1111,15 @@ static int open_store(const struct args *a, struct fill *f)
         return rc ? rc : open_resumed(a, f);
     }
     bonsai_db *old = NULL;
-    int rc = wait_for_writer(a, &old);
+    int rc = may_replace(a);
+    if (rc == 0)
+        rc = wait_for_writer(a, &old);
     if (rc)
         return rc;
     if (a->file && unlink(a->file) != 0 && errno != ENOENT) {
-        fprintf(stderr, "bonsai-fill: cannot replace %s: %s\n", a->file,
-                strerror(errno));
+        rc = tool_fail("cannot replace %s: %s", a->file, strerror(errno));
         bonsai_close(old);
-        return EXIT_ERROR;
+        return rc;
     }
     bonsai_close(old); /* the old store's lock, held while it went */
     rc = open_db(a, f, 0);
@@ -1499,10 +1520,14 @@ static void json_new(const struct fill *f, const struct args *a)
 
 int main(int argc, char **argv)
 {
+    tool_init(PROG, SYNOPSIS);
     struct args a;
     int rc = parse_args(argc, argv, &a);
     if (rc)
         return rc < 0 ? 0 : rc;
+    tool_set_quiet(a.quiet);
+    if (a.file)
+        store_name = a.file;
     static struct fill f;
     int consistent = 0;
     rc = open_store(&a, &f);

@@ -41,6 +41,7 @@
  * usage.  Uses only the public API (bonsai.h).
  */
 #include "bonsai.h"
+#include "common/progress.h"
 #include "common/tool.h"
 
 #include <errno.h>
@@ -69,6 +70,7 @@ struct args {
     int text;          /* -T */
     int nooverwrite;   /* -N */
     const char *input; /* -f INPUT, NULL: stdin */
+    int quiet;         /* -q */
     const char *file;
     uint32_t busy_timeout_ms;
 };
@@ -82,8 +84,10 @@ static void usage(FILE *out)
         "    bonsai-load - load db_dump/mdb_dump text into a bonsai store\n"
         "\n"
         "SYNOPSIS\n"
-        "    bonsai-load [-s MAP] [-N] [-f INPUT] [--busy-timeout MS] FILE\n"
-        "    bonsai-load -T -s MAP [-N] [-f INPUT] [--busy-timeout MS] FILE\n"
+        "    bonsai-load [-s MAP] [-N] [-q] [-f INPUT] [--busy-timeout MS] "
+        "FILE\n"
+        "    bonsai-load -T -s MAP [-N] [-q] [-f INPUT] [--busy-timeout MS]\n"
+        "                FILE\n"
         "\n"
         "DESCRIPTION\n"
         "    Reads text in the format bonsai-dump, db_dump and mdb_dump\n"
@@ -101,7 +105,9 @@ static void usage(FILE *out)
         "    it made: a new store file (also one a symbolic link names)\n"
         "    with its FILE-lock, or the growth of an existing one (whose\n"
         "    FILE-lock, which any open of it makes, stays).  INPUT may be a\n"
-        "    FIFO; FILE must be a regular file.\n"
+        "    FIFO; FILE must be a regular file.  On a terminal, standard\n"
+        "    error shows how much input is loaded (of how much, when INPUT\n"
+        "    is a regular file).\n"
         "\n"
         "OPTIONS\n"
         "    -s MAP     load every block into MAP (it wins over database=;\n"
@@ -114,10 +120,16 @@ static void usage(FILE *out)
         "    -N         do not overwrite: a key already in the map (or\n"
         "               earlier in the input) keeps its value, as\n"
         "               mdb_load -N\n"
-        "    -f INPUT   read INPUT instead of standard input\n"
+        "    -f INPUT   read INPUT instead of standard input (- is\n"
+        "               standard input)\n"
+        "    -q, --quiet\n"
+        "               no progress line, no message while waiting for\n"
+        "               another writer\n"
         TOOL_BUSY_TIMEOUT_HELP
-        "    -V         print the version and exit\n"
-        "    --help     this text\n"
+        "    -V, --version\n"
+        "               print the version and exit\n"
+        "    -h, --help\n"
+        "               this text\n"
         "\n"
         "FORMAT\n"
         "    See bonsai-dump --help.  Header keywords read: VERSION=3,\n"
@@ -147,18 +159,21 @@ static int parse_args(int argc, char **argv, struct args *a)
     static const struct option longopts[] = {
         {"help", no_argument, NULL, 'h'},
         {"busy-timeout", required_argument, NULL, 'B'},
+        {"version", no_argument, NULL, 'V'},
+        {"quiet", no_argument, NULL, 'q'},
         {NULL, 0, NULL, 0},
     };
     *a = (struct args){.busy_timeout_ms = TOOL_BUSY_TIMEOUT_DEFAULT};
     int c;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":s:TNf:V", longopts, NULL)) !=
+    while ((c = getopt_long(argc, argv, ":s:TNf:qhV", longopts, NULL)) !=
            -1) {
         switch (c) {
         case 's': a->map = optarg; break;
         case 'T': a->text = 1; break;
         case 'N': a->nooverwrite = 1; break;
-        case 'f': a->input = optarg; break;
+        case 'f': a->input = strcmp(optarg, "-") ? optarg : NULL; break;
+        case 'q': a->quiet = 1; break;
         case 'B':
             if (tool_parse_busy_timeout(optarg, &a->busy_timeout_ms))
                 return TOOL_EXIT_USAGE;
@@ -172,7 +187,9 @@ static int parse_args(int argc, char **argv, struct args *a)
         return TOOL_EXIT_USAGE;
     if (a->text && !a->map)
         return tool_usage_error("-T needs -s MAP");
-    if (tool_one_file(argc, argv, &a->file))
+    if (tool_one_file(argc, argv, &a->file) ||
+        tool_new_path("FILE", a->file) ||
+        (a->input && tool_new_path("-f", a->input)))
         return TOOL_EXIT_USAGE;
     if (a->input && tool_same_file(a->input, a->file))
         return tool_usage_error("-f %s is the store itself", a->input);
@@ -191,6 +208,7 @@ typedef struct input {
     FILE *f;
     const char *name;
     uint64_t lineno; /* of the last line read */
+    progress *pr;    /* counts the bytes read */
 } input;
 
 /* Makes room for n + 1 bytes in l; -1 (reported) past MAX_LINE. */
@@ -252,6 +270,7 @@ static int read_line(input *in, line *l)
     in->lineno++;
     l->p[n] = 0;
     l->len = n;
+    progress_add(in->pr, n + 1);
     return 1;
 }
 
@@ -768,19 +787,26 @@ static int load_all(loader *ld, header *h, int have)
 
 int main(int argc, char **argv)
 {
-    tool_init(PROG, "[-s MAP] [-N] [-f INPUT] FILE\n"
-                    "-T -s MAP [-N] [-f INPUT] FILE");
+    tool_init(PROG, "[-s MAP] [-N] [-q] [-f INPUT] FILE\n"
+                    "-T -s MAP [-N] [-q] [-f INPUT] FILE");
     struct args a;
     int st = parse_args(argc, argv, &a);
     if (st)
         return st < 0 ? TOOL_EXIT_OK : st;
 
-    loader ld = {.a = &a, .in = {.f = stdin, .name = "standard input"}};
-    if (a.input && strcmp(a.input, "-")) {
+    tool_set_quiet(a.quiet);
+    progress pr;
+    progress_init(&pr, a.quiet ? 0 : -1);
+    loader ld = {.a = &a,
+                 .in = {.f = stdin, .name = "standard input", .pr = &pr}};
+    if (a.input) {
         ld.in.name = a.input;
         if (!(ld.in.f = fopen(a.input, "r")))
             return tool_fail("%s: %s", a.input, strerror(errno));
     }
+    struct stat in_st;
+    int sized = fstat(fileno(ld.in.f), &in_st) == 0 && S_ISREG(in_st.st_mode);
+    progress_phase(&pr, "loading", NULL, sized ? (uint64_t)in_st.st_size : 0);
 
     /* The first header comes before the store opens: its mapsize may
      * raise the cap, and bad input leaves no trace. */
@@ -827,6 +853,7 @@ int main(int argc, char **argv)
 out_undo:
     undo_free(&u);
 out:
+    progress_clear(&pr);
     header_clear(&h);
     free(ld.key.p);
     free(ld.val.p);

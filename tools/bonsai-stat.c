@@ -66,8 +66,10 @@ static void usage(FILE *out)
         "    --json     one JSON object instead of text; map names are\n"
         "               escaped, bytes over 0x7f as \\u00XX\n"
         "    -s MAP     only the map MAP\n"
-        "    -V         print the version and exit\n"
-        "    --help     this text\n"
+        "    -V, --version\n"
+        "               print the version and exit\n"
+        "    -h, --help\n"
+        "               this text\n"
         "\n"
         "EXIT STATUS\n"
         "    0 done, 1 an operation failed or the walk met a problem (the\n"
@@ -86,17 +88,18 @@ static int parse_args(int argc, char **argv, struct args *a)
     static const struct option longopts[] = {
         {"help", no_argument, NULL, OPT_HELP},
         {"json", no_argument, NULL, OPT_JSON},
+        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     *a = (struct args){0};
     int c;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":s:V", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":s:hV", longopts, NULL)) != -1) {
         switch (c) {
         case 's': a->map = optarg; break;
         case OPT_JSON: a->json = 1; break;
         case 'V': tool_version(); return -1;
-        case OPT_HELP: usage(stdout); return -1;
+        case 'h': case OPT_HELP: usage(stdout); return -1;
         default: return tool_bad_option(c, argv);
         }
     }
@@ -115,6 +118,7 @@ typedef struct mapstat {
 
 typedef struct store {
     const char *file;
+    const char *only;      /* -s MAP */
     bonsai_stat st;
     bonsai_space sp;
     int space_err;
@@ -397,7 +401,11 @@ static int report_errors(const store *s)
                                : "problems met; run bonsai-verify");
         bad = 1;
     }
-    if (s->list_err) {
+    if (s->list_err && s->only) {
+        tool_warn("%s: map %s: %s", s->file, s->only,
+                  bonsai_strerror(s->list_err));
+        bad = 1;
+    } else if (s->list_err) {
         tool_warn("%s: listing maps: %s", s->file,
                   bonsai_strerror(s->list_err));
         bad = 1;
@@ -421,7 +429,7 @@ int main(int argc, char **argv)
     bonsai_db *db;
     if ((st = tool_open_read_only(a.file, &db)))
         return st;
-    store s = {.file = a.file};
+    store s = {.file = a.file, .only = a.map};
     gather(db, &a, &s);
     if (a.json) {
         json_store(&s);

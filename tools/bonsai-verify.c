@@ -10,19 +10,18 @@
  *
  * ("the file" instead of "map NAME" for the header, meta slots, catalog
  * and free space; no page part when there is none), then a summary line.
- * On a terminal, a long walk shows its progress on standard error.
+ * On a terminal, the walk shows its progress on standard error.
  *
  * Exit: 0 no problem, 1 a problem found or the store could not be opened
  * or read, 2 bad usage.
  */
 #include "bonsai.h"
+#include "common/progress.h"
 #include "common/tool.h"
 
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
-#include <time.h>
-#include <unistd.h>
 
 #define PROG "bonsai-verify"
 
@@ -42,8 +41,7 @@ static void usage(FILE *out)
         "    bonsai-verify - check a bonsai store\n"
         "\n"
         "SYNOPSIS\n"
-        "    bonsai-verify [--quick] [--quiet] [--progress | --no-progress] "
-        "FILE\n"
+        "    bonsai-verify [--quick] [-q] [--progress | --no-progress] FILE\n"
         "\n"
         "DESCRIPTION\n"
         "    Opens the store FILE read-only and checks its last commit: the\n"
@@ -63,16 +61,16 @@ static void usage(FILE *out)
         "    read is not descended into.  The last line sums up.\n"
         "\n"
         "OPTIONS\n"
-        "    -q, --quick    meta slots and structure only: skip the\n"
+        "    --quick        meta slots and structure only: skip the\n"
         "                   checksums and full decoding of leaves and the\n"
         "                   checksums of overflow values\n"
-        "    --quiet        print only the summary line\n"
-        "    --progress     show progress on standard error\n"
+        "    -q, --quiet    print only the summary line, no progress\n"
+        "    --progress     show progress on standard error (pages checked,\n"
+        "                   rate, time left), also with --quiet\n"
         "    --no-progress  never show progress (default: shown when\n"
-        "                   standard error is a terminal and the walk takes\n"
-        "                   more than a second)\n"
-        "    -V             print the version and exit\n"
-        "    --help         this text\n"
+        "                   standard error is a terminal, unless --quiet)\n"
+        "    -V, --version  print the version and exit\n"
+        "    -h, --help     this text\n"
         "\n"
         "EXIT STATUS\n"
         "    0 no problem found, 1 a problem found (or the store could not\n"
@@ -87,17 +85,18 @@ static void usage(FILE *out)
         "\n"
         "EXAMPLES\n"
         "    bonsai-verify store.bonsai\n"
-        "    bonsai-verify --quick --quiet store.bonsai && echo fine\n");
+        "    bonsai-verify --quick -q store.bonsai && echo fine\n");
 }
 
 /* Fills *a from argv.  Returns 0, an exit status, or -1 when done. */
 static int parse_args(int argc, char **argv, struct args *a)
 {
-    enum { OPT_HELP = 256, OPT_QUIET, OPT_PROGRESS, OPT_NO_PROGRESS };
+    enum { OPT_HELP = 256, OPT_QUICK, OPT_PROGRESS, OPT_NO_PROGRESS };
     static const struct option longopts[] = {
         {"help", no_argument, NULL, OPT_HELP},
-        {"quick", no_argument, NULL, 'q'},
-        {"quiet", no_argument, NULL, OPT_QUIET},
+        {"version", no_argument, NULL, 'V'},
+        {"quick", no_argument, NULL, OPT_QUICK},
+        {"quiet", no_argument, NULL, 'q'},
         {"progress", no_argument, NULL, OPT_PROGRESS},
         {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
         {NULL, 0, NULL, 0},
@@ -105,14 +104,14 @@ static int parse_args(int argc, char **argv, struct args *a)
     *a = (struct args){.progress = -1};
     int c;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "qV", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "qhV", longopts, NULL)) != -1) {
         switch (c) {
-        case 'q': a->flags |= BONSAI_VERIFY_QUICK; break;
-        case OPT_QUIET: a->quiet = 1; break;
+        case OPT_QUICK: a->flags |= BONSAI_VERIFY_QUICK; break;
+        case 'q': a->quiet = 1; break;
         case OPT_PROGRESS: a->progress = 1; break;
         case OPT_NO_PROGRESS: a->progress = 0; break;
         case 'V': tool_version(); return -1;
-        case OPT_HELP: usage(stdout); return -1;
+        case 'h': case OPT_HELP: usage(stdout); return -1;
         default: return tool_bad_option(c, argv);
         }
     }
@@ -125,24 +124,8 @@ typedef struct report {
     const char *file;
     uint32_t page_size;
     int quiet;
-    int show;            /* progress: -1 auto, 0 no, 1 yes */
-    int shown;           /* a progress line is on the terminal */
-    double start, last;  /* seconds */
+    progress pr;
 } report;
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void clear_progress(report *r)
-{
-    if (r->shown)
-        fprintf(stderr, "\r%*s\r", 60, "");
-    r->shown = 0;
-}
 
 static void on_problem(void *ctx, const char *map, uint64_t pgno,
                        const char *what)
@@ -150,7 +133,7 @@ static void on_problem(void *ctx, const char *map, uint64_t pgno,
     report *r = ctx;
     if (r->quiet)
         return;
-    clear_progress(r);
+    progress_clear(&r->pr);
     if (*map)
         printf("%s: map %s", r->file, map);
     else
@@ -164,15 +147,9 @@ static void on_problem(void *ctx, const char *map, uint64_t pgno,
 static void on_progress(void *ctx, uint64_t done, uint64_t total)
 {
     report *r = ctx;
-    double t = now();
-    if (r->show == 0 || (r->show < 0 && t - r->start < 1.0) ||
-        t - r->last < 0.2 || done >= total)
-        return;
-    r->last = t;
-    fflush(stdout);
-    fprintf(stderr, "\r" PROG ": %3.0f%% (%" PRIu64 " of %" PRIu64
-            " pages)", 100.0 * (double)done / (double)total, done, total);
-    r->shown = 1;
+    r->pr.total = total;
+    if (done < total)
+        progress_update(&r->pr, done);
 }
 
 /* ---- main --------------------------------------------------------------- */
@@ -185,13 +162,14 @@ static int verify(const struct args *a, bonsai_db *db)
     if (rc)
         return tool_fail("%s: %s", a->file, bonsai_strerror(rc));
     report r = {.file = a->file, .page_size = s.page_size,
-                .quiet = a->quiet, .show = a->progress, .start = now()};
-    if (r.show < 0 && !isatty(STDERR_FILENO))
-        r.show = 0;
+                .quiet = a->quiet};
+    progress_init(&r.pr, a->progress >= 0 ? a->progress
+                         : a->quiet   ? 0 : -1);
+    progress_phase(&r.pr, "verifying", "pages", 0);
     uint64_t problems = 0;
     rc = bonsai_verify(db, a->flags, on_problem, on_progress, &r,
                        &problems);
-    clear_progress(&r);
+    progress_clear(&r.pr);
     if (rc) {
         return tool_fail("%s: the walk stopped: %s", a->file,
                          bonsai_strerror(rc));
@@ -210,11 +188,12 @@ static int verify(const struct args *a, bonsai_db *db)
 
 int main(int argc, char **argv)
 {
-    tool_init(PROG, "[--quick] [--quiet] [--progress | --no-progress] FILE");
+    tool_init(PROG, "[--quick] [-q] [--progress | --no-progress] FILE");
     struct args a;
     int st = parse_args(argc, argv, &a);
     if (st)
         return st < 0 ? TOOL_EXIT_OK : st;
+    tool_set_quiet(a.quiet);
     bonsai_db *db;
     if ((st = tool_open_read_only(a.file, &db)))
         return st;

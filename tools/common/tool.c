@@ -7,17 +7,21 @@
  * state; a program may).
  */
 #include "tool.h"
+#include "progress.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static const char *prog = "bonsai";
 static const char *synopsis = "";
+static int quiet;
 
 void tool_init(const char *name, const char *syn)
 {
@@ -25,9 +29,20 @@ void tool_init(const char *name, const char *syn)
     synopsis = syn;
 }
 
+const char *tool_name(void)
+{
+    return prog;
+}
+
+void tool_set_quiet(int q)
+{
+    quiet = q;
+}
+
 static void vmessage(const char *fmt, va_list ap)
 {
     fflush(stdout); /* keep the order of what a terminal shows */
+    progress_hide();
     fprintf(stderr, "%s: ", prog);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
@@ -44,6 +59,16 @@ int tool_fail(const char *fmt, ...)
 
 void tool_warn(const char *fmt, ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
+    vmessage(fmt, ap);
+    va_end(ap);
+}
+
+void tool_info(const char *fmt, ...)
+{
+    if (quiet)
+        return;
     va_list ap;
     va_start(ap, fmt);
     vmessage(fmt, ap);
@@ -85,6 +110,64 @@ int tool_bad_option(int c, char **argv)
     return tool_usage_error("unknown option %s", arg);
 }
 
+int tool_bad_value(const char *option, const char *value, const char *rule)
+{
+    return tool_usage_error("%s: %s, not '%s'", option, rule, value);
+}
+
+/* The field of o that a store option sets, or NULL. */
+static uint32_t *store_field(bonsai_options *o, const char *option)
+{
+    if (strcmp(option, "--page-size") == 0)
+        return &o->page_size;
+    if (strcmp(option, "--node-bytes") == 0)
+        return &o->node_bytes;
+    if (strcmp(option, "--node-entries") == 0)
+        return &o->node_entries;
+    return NULL;
+}
+
+const char *tool_store_rule(const char *option)
+{
+    bonsai_options o;
+    bonsai_options_init(&o);
+    uint32_t *field = store_field(&o, option);
+    if (!field)
+        return NULL;
+    /* 0 is out of range for each of them: the library's sentence names
+     * the field, then says what it takes */
+    *field = 0;
+    const char *why = bonsai_options_check(&o);
+    const char *rest = why ? strchr(why, ' ') : NULL;
+    return rest ? rest + 1 : why;
+}
+
+int tool_store_option(const char *option, const char *value, uint32_t *out)
+{
+    bonsai_options o;
+    bonsai_options_init(&o);
+    uint32_t *field = store_field(&o, option);
+    int64_t v;
+    if (field && tool_number(value, 0, UINT32_MAX, &v) == 0) {
+        *field = (uint32_t)v;
+        if (!bonsai_options_check(&o)) {
+            *out = *field;
+            return 0;
+        }
+    }
+    return tool_bad_value(option, value, tool_store_rule(option));
+}
+
+int tool_new_path(const char *what, const char *path)
+{
+    if (!*path)
+        return tool_bad_value(what, path, "must be a file name");
+    if (strcmp(path, "-") != 0)
+        return 0;
+    return tool_usage_error("%s: '-' is not a file name here (./- names a "
+                            "file called -)", what);
+}
+
 int tool_one_file(int argc, char **argv, const char **file)
 {
     if (optind == argc)
@@ -98,10 +181,12 @@ int tool_one_file(int argc, char **argv, const char **file)
 
 int tool_check_map_name(const char *name)
 {
+    char rule[64];
     if (*name && strlen(name) <= BONSAI_MAX_NAME)
         return 0;
-    return tool_usage_error("bad map name '%s' (1 to %u bytes)", name,
-                            BONSAI_MAX_NAME);
+    snprintf(rule, sizeof rule, "must be a map name of 1 to %u bytes",
+             BONSAI_MAX_NAME);
+    return tool_bad_value("-s", name, rule);
 }
 
 void tool_version(void)
@@ -144,10 +229,10 @@ static int open_waiting(const char *path, const bonsai_options *opts,
     if (rc != BONSAI_BUSY || opts->busy_timeout_ms == 0)
         return rc;
     if (opts->busy_timeout_ms == BONSAI_WAIT_FOREVER)
-        tool_warn("%s: waiting for the process that has it open to write "
+        tool_info("%s: waiting for the process that has it open to write "
                   "(--busy-timeout MS to give up)", path);
     else
-        tool_warn("%s: waiting up to %u ms for the process that has it "
+        tool_info("%s: waiting up to %u ms for the process that has it "
                   "open to write", path, (unsigned)opts->busy_timeout_ms);
     return bonsai_open(path, opts, db);
 }
@@ -160,9 +245,7 @@ int tool_parse_busy_timeout(const char *s, uint32_t *ms)
         return 0;
     }
     if (tool_number(s, 0, (int64_t)BONSAI_WAIT_FOREVER - 1, &v) != 0)
-        return tool_usage_error("--busy-timeout %s: milliseconds, 0 to "
-                                "%u, or \"forever\"", s,
-                                (unsigned)BONSAI_WAIT_FOREVER - 1);
+        return tool_bad_value("--busy-timeout", s, TOOL_BUSY_TIMEOUT_RULE);
     *ms = (uint32_t)v;
     return 0;
 }
@@ -221,6 +304,23 @@ int tool_open_read_only(const char *path, bonsai_db **db)
     return tool_open(path, &opts, db);
 }
 
+int tool_is_store(const char *path)
+{
+    static const char magic[8] = "bonsai\x1a\n";
+    char head[sizeof magic];
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = pread(fd, head, sizeof head, 0);
+    int e = errno;
+    close(fd);
+    errno = e;
+    if (n < 0)
+        return -1;
+    return n == (ssize_t)sizeof head &&
+           memcmp(head, magic, sizeof head) == 0;
+}
+
 int tool_same_file(const char *path, const char *other)
 {
     struct stat a, b;
@@ -275,7 +375,6 @@ const char *tool_codec_name(unsigned codec)
 static int maps_add(void *ctx, const char *name, unsigned kind,
                     uint64_t entries)
 {
-    (void)entries;
     tool_maps *l = ctx;
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 16;
@@ -288,7 +387,8 @@ static int maps_add(void *ctx, const char *name, unsigned kind,
     char *copy = strdup(name);
     if (!copy)
         return BONSAI_NOMEM;
-    l->v[l->n++] = (tool_map){.name = copy, .kind = kind};
+    l->v[l->n++] =
+        (tool_map){.name = copy, .kind = kind, .entries = entries};
     return 0;
 }
 
@@ -299,10 +399,15 @@ int tool_maps_list(bonsai_db *db, bonsai_txn *txn, const char *only,
         return bonsai_map_list(db, txn, maps_add, maps);
     bonsai_map m;
     unsigned kind;
+    uint64_t entries = 0;
     int rc = bonsai_map_open(db, txn, only, &m, &kind);
-    if (rc == 0)
-        rc = bonsai_map_close(db, m);
-    return rc ? rc : maps_add(maps, only, kind, 0);
+    if (rc == 0) {
+        rc = bonsai_count(txn, m, &entries);
+        int rc2 = bonsai_map_close(db, m);
+        if (rc == 0)
+            rc = rc2;
+    }
+    return rc ? rc : maps_add(maps, only, kind, entries);
 }
 
 void tool_maps_free(tool_maps *maps)
