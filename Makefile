@@ -153,7 +153,8 @@ $(BUILD)/libbonsai.so: $(BUILD)/$(SONAME)
 # linked with the library's own objects: with LTO the program and the
 # library are optimised as one (a sequential fill runs 25-35 % fewer
 # instructions a put than through libbonsai.a or the .so, whose calls
-# cannot be inlined into the caller).  They use bonsai.h alone.
+# cannot be inlined into the caller).  They use bonsai.h alone, but for
+# bonsai-verify's problems in parts (lib/verify.h).
 $(TOOLS): $(BUILD)/%: $(BUILD)/obj/tools/%.o $(TCOM_OBJS) $(INTERNAL)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
