@@ -6,7 +6,7 @@
  * A thin wrapper over bonsai_compact (lib/compact.c, which says how):
  * it opens SRC read-only (never writes it), compacts into DST atomically
  * (a temporary file beside DST, synced, verified, renamed), and prints
- * the sizes before and after.  With the source's settings the copy is
+ * the sizes before and after (with --json, as one JSON object).  With the source's settings the copy is
  * never larger than the source: if it would be, DST is left as it was and
  * the exit status is 1.
  *
@@ -14,6 +14,7 @@
  * 2 bad usage.
  */
 #include "bonsai.h"
+#include "common/json.h"
 #include "common/tool.h"
 
 #include <getopt.h>
@@ -30,6 +31,7 @@ struct args {
     int level;           /* zlib level, 0 = default */
     uint32_t node_bytes, node_entries, page_size; /* 0: the source's */
     int quiet;
+    int json;            /* the sizes as one JSON object */
     uint32_t busy_timeout_ms;
     const char *src, *dst;
 };
@@ -46,7 +48,8 @@ static void usage(FILE *out)
         "    bonsai-compact [--compress none|lz4|zlib[:LEVEL]] "
         "[--node-bytes N]\n"
         "                   [--node-entries N] [--page-size N] [--quiet] "
-        "SRC DST\n"
+        "[--json]\n"
+        "                   SRC DST\n"
         "\n"
         "DESCRIPTION\n"
         "    Copies the last commit of the store SRC into a new store DST\n"
@@ -74,6 +77,13 @@ static void usage(FILE *out)
         "                      64..65536\n"
         "                      (each default: the source's)\n"
         "    --quiet           print nothing on success\n"
+        "    --json            print the sizes as one JSON object, also\n"
+        "                      with --quiet: one line,\n"
+        "                        {\"src\":S,\"dst\":S,\"src_bytes\":N,\n"
+        "                         \"dst_bytes\":N,\"ratio\":F,\"seconds\":F}\n"
+        "                      (S a string, N an integer, F a number):\n"
+        "                      the files' sizes, ratio dst_bytes /\n"
+        "                      src_bytes, and the seconds the copy took\n"
         TOOL_BUSY_TIMEOUT_HELP
         "    -V                print the version and exit\n"
         "    --help            this text\n"
@@ -127,7 +137,7 @@ static int parse_option(int c, const char *arg, struct args *a)
 /* Fills *a from argv.  Returns 0, an exit status, or -1 when done. */
 static int parse_args(int argc, char **argv, struct args *a)
 {
-    enum { OPT_HELP = 256, OPT_QUIET, OPT_BUSY };
+    enum { OPT_HELP = 256, OPT_QUIET, OPT_BUSY, OPT_JSON };
     static const struct option longopts[] = {
         {"help", no_argument, NULL, OPT_HELP},
         {"quiet", no_argument, NULL, OPT_QUIET},
@@ -136,6 +146,7 @@ static int parse_args(int argc, char **argv, struct args *a)
         {"node-bytes", required_argument, NULL, 'b'},
         {"node-entries", required_argument, NULL, 'e'},
         {"page-size", required_argument, NULL, 'p'},
+        {"json", no_argument, NULL, OPT_JSON},
         {NULL, 0, NULL, 0},
     };
     *a = (struct args){.compress = -1,
@@ -149,6 +160,7 @@ static int parse_args(int argc, char **argv, struct args *a)
                 return tool_usage_error("bad value '%s'", optarg);
             break;
         case OPT_QUIET: a->quiet = 1; break;
+        case OPT_JSON: a->json = 1; break;
         case OPT_BUSY:
             if (tool_parse_busy_timeout(optarg, &a->busy_timeout_ms))
                 return TOOL_EXIT_USAGE;
@@ -240,6 +252,27 @@ static void explain(const struct args *a, int rc)
         fail("compact into", a->dst, rc);
 }
 
+static double ratio(uint64_t after, uint64_t before)
+{
+    return before ? (double)after / (double)before : 0.0;
+}
+
+static int print_json(const struct args *a, uint64_t before, uint64_t after,
+                      double seconds)
+{
+    json_writer j;
+    json_init(&j, stdout);
+    json_begin_object(&j, NULL);
+    json_string(&j, "src", a->src);
+    json_string(&j, "dst", a->dst);
+    json_uint(&j, "src_bytes", before);
+    json_uint(&j, "dst_bytes", after);
+    json_double(&j, "ratio", ratio(after, before), 4);
+    json_double(&j, "seconds", seconds, 3);
+    json_end_object(&j);
+    return tool_flush_stdout();
+}
+
 static int compact(const struct args *a, bonsai_db *db)
 {
     bonsai_options opts;
@@ -255,12 +288,14 @@ static int compact(const struct args *a, bonsai_db *db)
         return TOOL_EXIT_FAIL;
     }
     uint64_t after = stat(a->dst, &st) == 0 ? (uint64_t)st.st_size : 0;
+    double seconds = now() - t0;
+    if (a->json)
+        return print_json(a, before, after, seconds);
     if (a->quiet)
         return 0;
     printf("%s: %" PRIu64 " bytes\n", a->src, before);
     printf("%s: %" PRIu64 " bytes, %.1f %% of the source (%.2f s)\n",
-           a->dst, after, before ? 100.0 * (double)after / (double)before
-                                 : 0.0, now() - t0);
+           a->dst, after, 100.0 * ratio(after, before), seconds);
     return tool_flush_stdout();
 }
 
@@ -268,7 +303,7 @@ int main(int argc, char **argv)
 {
     tool_init(PROG, "[--compress none|lz4|zlib[:LEVEL]] [--node-bytes N]\n"
                     " [--node-entries N] [--page-size N] [--quiet]\n"
-                    " [--busy-timeout MS] SRC DST");
+                    " [--json] [--busy-timeout MS] SRC DST");
     struct args a;
     int st = parse_args(argc, argv, &a);
     if (st)
