@@ -137,7 +137,7 @@ static int parse_option(int c, const char *arg, struct args *a)
 /* Fills *a from argv.  Returns 0, an exit status, or -1 when done. */
 static int parse_args(int argc, char **argv, struct args *a)
 {
-    enum { OPT_HELP = 256, OPT_QUIET, OPT_BUSY, OPT_JSON };
+    enum { OPT_HELP = 256, OPT_QUIET, OPT_BUSY };
     static const struct option longopts[] = {
         {"help", no_argument, NULL, OPT_HELP},
         {"quiet", no_argument, NULL, OPT_QUIET},
@@ -146,7 +146,7 @@ static int parse_args(int argc, char **argv, struct args *a)
         {"node-bytes", required_argument, NULL, 'b'},
         {"node-entries", required_argument, NULL, 'e'},
         {"page-size", required_argument, NULL, 'p'},
-        {"json", no_argument, NULL, OPT_JSON},
+        {"json", no_argument, NULL, 'J'}, /* long only: not a short option */
         {NULL, 0, NULL, 0},
     };
     *a = (struct args){.compress = -1,
@@ -160,7 +160,7 @@ static int parse_args(int argc, char **argv, struct args *a)
                 return tool_usage_error("bad value '%s'", optarg);
             break;
         case OPT_QUIET: a->quiet = 1; break;
-        case OPT_JSON: a->json = 1; break;
+        case 'J': a->json = 1; break;
         case OPT_BUSY:
             if (tool_parse_busy_timeout(optarg, &a->busy_timeout_ms))
                 return TOOL_EXIT_USAGE;

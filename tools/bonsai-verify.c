@@ -123,15 +123,14 @@ static void usage(FILE *out)
 /* Fills *a from argv.  Returns 0, an exit status, or -1 when done. */
 static int parse_args(int argc, char **argv, struct args *a)
 {
-    enum { OPT_HELP = 256, OPT_QUIET, OPT_PROGRESS, OPT_NO_PROGRESS,
-           OPT_JSON };
+    enum { OPT_HELP = 256, OPT_QUIET, OPT_PROGRESS, OPT_NO_PROGRESS };
     static const struct option longopts[] = {
         {"help", no_argument, NULL, OPT_HELP},
         {"quick", no_argument, NULL, 'q'},
         {"quiet", no_argument, NULL, OPT_QUIET},
         {"progress", no_argument, NULL, OPT_PROGRESS},
         {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
-        {"json", no_argument, NULL, OPT_JSON},
+        {"json", no_argument, NULL, 'J'}, /* long only: not a short option */
         {NULL, 0, NULL, 0},
     };
     *a = (struct args){.progress = -1};
@@ -143,7 +142,7 @@ static int parse_args(int argc, char **argv, struct args *a)
         case OPT_QUIET: a->quiet = 1; break;
         case OPT_PROGRESS: a->progress = 1; break;
         case OPT_NO_PROGRESS: a->progress = 0; break;
-        case OPT_JSON: a->json = 1; break;
+        case 'J': a->json = 1; break;
         case 'V': tool_version(); return -1;
         case OPT_HELP: usage(stdout); return -1;
         default: return tool_bad_option(c, argv);
