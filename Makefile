@@ -154,7 +154,8 @@ $(BUILD)/libbonsai.so: $(BUILD)/$(SONAME)
 # library are optimised as one (a sequential fill runs 25-35 % fewer
 # instructions a put than through libbonsai.a or the .so, whose calls
 # cannot be inlined into the caller).  They use bonsai.h alone, but for
-# bonsai-compact's progress (lib/compact.h).
+# bonsai-compact's progress (lib/compact.h), bonsai-verify's problems in
+# parts (lib/verify.h) and bonsai-dump's salvage (lib/salvage.h).
 $(TOOLS): $(BUILD)/%: $(BUILD)/obj/tools/%.o $(TCOM_OBJS) $(INTERNAL)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 

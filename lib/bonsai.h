@@ -305,7 +305,12 @@ BONSAI_API int bonsai_db_stat(bonsai_db *db, bonsai_stat *st);
 
 /* Called once per problem verify finds: the map ("" for the file, the
  * catalog or free space), the page the problem is at (0 if none) and a
- * sentence saying what was expected. */
+ * sentence, "SUBJECT: found FOUND (expected EXPECTED)": what it is about
+ * (a node, a meta slot, ...), what was found there and what was expected
+ * instead, e.g. "leaf: found checksum 0x1c2d3e4f stored (expected
+ * 0x5a6b7c8d, the checksum of the image)".  A few problems are no value
+ * where another belonged (a part that cannot be read); theirs is
+ * "SUBJECT: NOTE". */
 typedef void (*bonsai_problem_fn)(void *ctx, const char *map, uint64_t pgno,
                                   const char *what);
 /* Called now and then during a long verify: pages checked of total. */

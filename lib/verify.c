@@ -40,7 +40,10 @@
  * is not descended into (its subtree's pages then count as free, and the
  * tree's entry count will differ).  Only running out of memory or failing
  * to read the file stops the walk.  Nothing here prints: each problem is
- * formatted into a buffer and handed to the caller's callback.
+ * formatted into a buffer and handed to the caller's callback, as one
+ * sentence (bonsai_problem_fn) or in parts (verify.h): what it is about
+ * (the subject), what was found and what was expected, or, for the few
+ * problems that are not a value where another belonged, a note.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -55,8 +58,10 @@
 #include "checksum.h"
 #include "ovf.h"
 #include "txn.h"
+#include "verify.h"
 
-#define MSG_MAX 512u
+#define PART_MAX 384u /* a subject, found or expected part */
+#define MSG_MAX (3 * PART_MAX + 32)
 #define KEY_SHOW 24u /* bytes of a byte key a message shows */
 
 
@@ -88,6 +93,7 @@ typedef struct vwalk {
     bonsai_db *db;
     unsigned flags;
     bonsai_problem_fn fn;
+    verify_problem_fn in_parts;
     bonsai_progress_fn progress;
     void *ctx;
     uint64_t problems;
@@ -114,23 +120,97 @@ typedef struct vwalk {
     uint64_t pages_done, next_tick, total;
     uint64_t node_pages, cat_pages, value_pages;
     uint64_t free_pages, free_runs, largest_run;
+    /* the parts of the problem being reported */
+    char subject[PART_MAX], found[PART_MAX], expected[PART_MAX];
 } vwalk;
 
 /* ---- reporting ---------------------------------------------------------- */
 
-static void problem(vwalk *w, uint64_t pgno, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void problem(vwalk *w, uint64_t pgno, const char *fmt, ...)
+/* Hands a problem to the caller: found and expected, or a note (found
+ * and expected NULL).  The sentence is made here only, in one form. */
+static void report(vwalk *w, uint64_t pgno, const char *subject,
+                   const char *found, const char *expected, const char *note)
 {
     char what[MSG_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
+    if (found)
+        snprintf(what, sizeof what, "%s: found %s (expected %s)", subject,
+                 found, expected);
+    else
+        snprintf(what, sizeof what, "%s: %s", subject, note);
     w->problems++;
     if (w->fn)
         w->fn(w->ctx, w->map, pgno, what);
+    if (w->in_parts)
+        w->in_parts(w->ctx, &(verify_problem){.map = w->map, .pgno = pgno,
+                                              .what = what, .found = found,
+                                              .expected = expected});
+}
+
+/* A problem at page pgno (0: none) of the tree walked: what it is about,
+ * what was found there and what was expected instead. */
+static void problem(vwalk *w, uint64_t pgno, const char *subject,
+                    const char *found, const char *expected)
+{
+    report(w, pgno, subject, found, expected, NULL);
+}
+
+/* A problem that is no value found where another was expected: the
+ * sentence is "SUBJECT: NOTE". */
+static void problem_note(vwalk *w, uint64_t pgno, const char *subject,
+                         const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void problem_note(vwalk *w, uint64_t pgno, const char *subject,
+                         const char *fmt, ...)
+{
+    char note[PART_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(note, sizeof note, fmt, ap);
+    va_end(ap);
+    report(w, pgno, subject, NULL, NULL, note);
+}
+
+/* The parts of a problem, printf-formatted into the walk's buffers: one
+ * of each may be in use at a time. */
+static const char *vpart(char *buf, const char *fmt, va_list ap)
+{
+    vsnprintf(buf, PART_MAX, fmt, ap);
+    return buf;
+}
+
+static const char *subject(vwalk *w, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static const char *found(vwalk *w, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static const char *expected(vwalk *w, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static const char *subject(vwalk *w, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vpart(w->subject, fmt, ap);
+    va_end(ap);
+    return w->subject;
+}
+
+static const char *found(vwalk *w, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vpart(w->found, fmt, ap);
+    va_end(ap);
+    return w->found;
+}
+
+static const char *expected(vwalk *w, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vpart(w->expected, fmt, ap);
+    va_end(ap);
+    return w->expected;
 }
 
 static void tick(vwalk *w)
@@ -205,22 +285,27 @@ static void check_range(vwalk *w, const vnode *v, bn_key first, bn_key last,
     char s1[80], s2[80];
     unsigned kind = w->t->kind;
     if (b.lo && key_cmp(kind, first, *b.lo) < 0)
-        problem(w, v->e.pgno, "%s: first key %s is below %s, the separator "
-                "its parent gives", node_name(v),
-                show_key(kind, first, s1, sizeof s1),
-                show_key(kind, *b.lo, s2, sizeof s2));
+        problem(w, v->e.pgno, node_name(v),
+                found(w, "first key %s", show_key(kind, first, s1,
+                                                  sizeof s1)),
+                expected(w, "a key of at least %s, the separator its "
+                         "parent gives", show_key(kind, *b.lo, s2,
+                                                  sizeof s2)));
     if (b.hi && key_cmp(kind, last, *b.hi) >= 0)
-        problem(w, v->e.pgno, "%s: last key %s is not below %s, the next "
-                "separator of its parent", node_name(v),
-                show_key(kind, last, s1, sizeof s1),
-                show_key(kind, *b.hi, s2, sizeof s2));
+        problem(w, v->e.pgno, node_name(v),
+                found(w, "last key %s", show_key(kind, last, s1,
+                                                 sizeof s1)),
+                expected(w, "a key below %s, the next separator of its "
+                         "parent", show_key(kind, *b.hi, s2, sizeof s2)));
     if (v->info.type != BN_TYPE_LEAF)
         return;
     bn_key prev = key_of(&w->prev);
     if (w->has_prev && key_cmp(kind, first, prev) <= 0)
-        problem(w, v->e.pgno, "leaf: first key %s does not follow %s, the "
-                "last key of the leaf before it", show_key(kind, first, s1,
-                sizeof s1), show_key(kind, prev, s2, sizeof s2));
+        problem(w, v->e.pgno, "leaf",
+                found(w, "first key %s", show_key(kind, first, s1,
+                                                  sizeof s1)),
+                expected(w, "a key after %s, the last key of the leaf "
+                         "before it", show_key(kind, prev, s2, sizeof s2)));
     key_copy(&w->prev, kind, last);
     w->has_prev = 1;
 }
@@ -233,16 +318,19 @@ static int claim(vwalk *w, bn_ext e, uint64_t from, const char *what)
 {
     uint64_t first = w->db->first_pgno, end = w->m.end;
     if (!ps_inside(&w->used, e)) {
-        problem(w, from, "%s at pages %" PRIu64 "+%" PRIu32 " lies outside "
-                "the store's pages [%" PRIu64 ", %" PRIu64 ")", what, e.pgno,
-                e.npages, first, end);
+        problem(w, from, what,
+                found(w, "pages %" PRIu64 "+%" PRIu32, e.pgno, e.npages),
+                expected(w, "pages within [%" PRIu64 ", %" PRIu64 "), the "
+                         "store's pages", first, end));
         return -1;
     }
     for (uint64_t p = e.pgno; p < e.pgno + e.npages; p++)
         if (ps_has(&w->used, p)) {
-            problem(w, from, "%s at pages %" PRIu64 "+%" PRIu32 ": page %"
-                    PRIu64 " is already referenced by another node or "
-                    "value", what, e.pgno, e.npages, p);
+            problem(w, from, what,
+                    found(w, "pages %" PRIu64 "+%" PRIu32 ", whose page %"
+                          PRIu64 " is already referenced by another node or "
+                          "value", e.pgno, e.npages, p),
+                    expected(w, "pages referenced once"));
             return -1;
         }
     for (uint64_t p = e.pgno; p < e.pgno + e.npages; p++)
@@ -276,25 +364,33 @@ static void packed_problem(vwalk *w, const vnode *v)
     uint32_t len = v->avail >= PK_HEADER ? get_le32(p + 4) : 0;
     uint32_t raw = v->avail >= PK_HEADER ? get_le32(p + 12) : 0;
     uint32_t max_raw = w->db->pk.max_raw;
+    const char *what = "packed image";
     if (len < PK_HEADER || len > v->avail || raw < BN_HEADER_SIZE)
-        problem(w, v->e.pgno, "packed image: length %" PRIu32 " or raw "
-                "length %" PRIu32 " out of range (run of %zu bytes)", len,
-                raw, v->avail);
+        problem(w, v->e.pgno, what,
+                found(w, "length %" PRIu32 ", raw length %" PRIu32, len,
+                      raw),
+                expected(w, "a length of %u to %zu bytes (its run) and a "
+                         "raw length of at least %u", PK_HEADER, v->avail,
+                         BN_HEADER_SIZE));
     else if (raw > max_raw)
-        problem(w, v->e.pgno, "packed image: raw length %" PRIu32 " exceeds "
-                "the %" PRIu32 " bytes a node may take in this store "
-                "(node_bytes %" PRIu32 ")", raw, max_raw,
-                w->db->opt.node_bytes);
+        problem(w, v->e.pgno, what, found(w, "raw length %" PRIu32, raw),
+                expected(w, "at most %" PRIu32 " bytes, what a node may "
+                         "take in this store (node_bytes %" PRIu32 ")",
+                         max_raw, w->db->opt.node_bytes));
     else if (p[16] != BONSAI_COMPRESS_LZ4 && p[16] != BONSAI_COMPRESS_ZLIB)
-        problem(w, v->e.pgno, "packed image: unknown codec %u", p[16]);
+        problem(w, v->e.pgno, what, found(w, "codec %u", p[16]),
+                expected(w, "codec %u (lz4) or %u (zlib)",
+                         BONSAI_COMPRESS_LZ4, BONSAI_COMPRESS_ZLIB));
     else if (p[16] != w->db->pk.codec)
-        problem(w, v->e.pgno, "packed image: codec %s in a store whose "
-                "header says %s", codec_name(p[16]),
-                codec_name(w->db->pk.codec));
+        problem(w, v->e.pgno, what, found(w, "codec %s", codec_name(p[16])),
+                expected(w, "%s, as the store's header says",
+                         codec_name(w->db->pk.codec)));
     else
-        problem(w, v->e.pgno, "packed image: checksum mismatch (stored "
-                "0x%08" PRIx32 ", computed 0x%08" PRIx32 ")",
-                get_le32(p + 8), image_crc(p, len));
+        problem(w, v->e.pgno, what,
+                found(w, "checksum 0x%08" PRIx32 " stored",
+                      get_le32(p + 8)),
+                expected(w, "0x%08" PRIx32 ", the checksum of its bytes",
+                         image_crc(p, len)));
 }
 
 /* The raw image of a stored one: itself, or unpacked.  *ok = 0 after a
@@ -315,8 +411,10 @@ static int unpack(vwalk *w, vnode *v, int *ok)
     int rc = pk_view(w->rd.uc, &w->db->pk, v->e.pgno, v->stored, v->avail,
                      &v->img, &v->img_avail);
     if (rc == BONSAI_CORRUPT) {
-        problem(w, v->e.pgno, "packed image: the body does not unpack to "
-                "the %" PRIu32 "-byte raw image its header describes", raw);
+        problem(w, v->e.pgno, "packed image",
+                found(w, "a body that does not unpack"),
+                expected(w, "the %" PRIu32 "-byte raw image its header "
+                         "describes", raw));
         *ok = 0;
         return 0;
     }
@@ -328,16 +426,20 @@ static void header_problem(vwalk *w, const vnode *v)
 {
     const uint8_t *p = v->img;
     if (v->img_avail < BN_HEADER_SIZE) {
-        problem(w, v->e.pgno, "node: run of %zu bytes, too short for a "
-                "header", v->img_avail);
+        problem(w, v->e.pgno, "node",
+                found(w, "a run of %zu bytes", v->img_avail),
+                expected(w, "at least %u bytes, a header's",
+                         BN_HEADER_SIZE));
         return;
     }
-    problem(w, v->e.pgno, "node header out of bounds or inconsistent: type "
-            "%u, flags 0x%02x, count %u, length %" PRIu32 ", keys_len %"
-            PRIu32 " in %zu bytes (expected type 1 or 2, flags of a %s "
-            "tree, lengths within the image)", p[0], p[1], get_le16(p + 2),
-            get_le32(p + 4), get_le32(p + 12), v->img_avail,
-            w->t->kind == BONSAI_KEY_U64 ? "u64" : "byte-key");
+    problem(w, v->e.pgno, "node header",
+            found(w, "type %u, flags 0x%02x, count %u, length %" PRIu32
+                  ", keys_len %" PRIu32 " in %zu bytes", p[0], p[1],
+                  get_le16(p + 2), get_le32(p + 4), get_le32(p + 12),
+                  v->img_avail),
+            expected(w, "type 1 or 2, flags of a %s tree, lengths within "
+                     "the image", w->t->kind == BONSAI_KEY_U64 ? "u64"
+                                                               : "byte-key"));
 }
 
 /* Reads the node at e: envelope, header, and that its type fits level. */
@@ -362,10 +464,12 @@ static int read_node(vwalk *w, bn_ext e, unsigned level, vnode *v, int *ok)
     if ((v->info.type == BN_TYPE_LEAF) != (level == 1)) {
         /* a branch where leaves must be: a depth too small, which free
          * space at open would trust (it refuses a read-write open) */
-        problem(w, e.pgno, "%s found at level %u (expected %s%s)",
-                node_name(v), level, level == 1 ? "a leaf" : "a branch",
-                level == 1 ? ": the depth recorded is below the tree's, "
-                "and a read-write open refuses the store" : "");
+        problem(w, e.pgno, subject(w, "level %u", level),
+                found(w, "a %s", node_name(v)),
+                expected(w, "%s", level == 1
+                         ? "a leaf: the depth recorded is below the "
+                           "tree's, and a read-write open refuses the store"
+                         : "a branch"));
         *ok = 0;
     }
     return 0;
@@ -395,19 +499,24 @@ static void decode_problem(vwalk *w, const vnode *v)
     uint32_t stored = get_le32(v->img + 8);
     uint32_t crc = image_crc(v->img, v->info.length);
     if (crc != stored) {
-        problem(w, v->e.pgno, "%s: checksum mismatch (stored 0x%08" PRIx32
-                ", computed 0x%08" PRIx32 ")", node_name(v), stored, crc);
+        problem(w, v->e.pgno, node_name(v),
+                found(w, "checksum 0x%08" PRIx32 " stored", stored),
+                expected(w, "0x%08" PRIx32 ", the checksum of the image",
+                         crc));
         return;
     }
     uint32_t i = order_break(w, v);
     if (i) {
-        problem(w, v->e.pgno, "%s: key %" PRIu32 " does not follow key %"
-                PRIu32 " (keys must strictly increase)", node_name(v), i,
-                i - 1);
+        problem(w, v->e.pgno, node_name(v),
+                found(w, "key %" PRIu32 " not above key %" PRIu32, i,
+                      i - 1),
+                expected(w, "keys that strictly increase"));
         return;
     }
-    problem(w, v->e.pgno, "%s: malformed key or value section (lengths, "
-            "varints, restart offsets or value form)", node_name(v));
+    problem(w, v->e.pgno, node_name(v),
+            found(w, "a malformed key or value section"),
+            expected(w, "lengths, varints, restart offsets and value forms "
+                     "within the image"));
 }
 
 /* Decodes v into n (bn_init'ed).  *ok = 0 after a problem. */
@@ -440,9 +549,10 @@ static void check_tail(vwalk *w, const vnode *v)
     size_t i = v->stored_len + first_nonzero(v->stored + v->stored_len,
                                              v->avail - v->stored_len);
     if (i < v->avail)
-        problem(w, v->e.pgno, "%s: byte %zu of its run, after the %" PRIu32
-                "-byte image, is 0x%02x (expected the zero fill)",
-                node_name(v), i, v->stored_len, v->stored[i]);
+        problem(w, v->e.pgno, node_name(v),
+                found(w, "0x%02x at byte %zu of its run, after the %"
+                      PRIu32 "-byte image", v->stored[i], i, v->stored_len),
+                expected(w, "zero bytes after the image"));
 }
 
 /* ---- overflow values ---------------------------------------------------- */
@@ -454,24 +564,35 @@ static void check_overflow_run(vwalk *w, bn_ext e, uint64_t vlen,
     uint64_t room = (uint64_t)e.npages * w->db->page_size - OVF_HEADER;
     uint64_t want = (OVF_HEADER + vlen + w->db->page_size - 1) /
                     w->db->page_size;
+    uint64_t max_value = BONSAI_MAX_VALUE;
     if (p[0] != OVF_TYPE || p[1] || p[2] || p[3])
-        problem(w, e.pgno, "%s: header bytes %02x %02x %02x %02x (expected "
-                "type 3 and three zero bytes)", what, p[0], p[1], p[2], p[3]);
+        problem(w, e.pgno, what,
+                found(w, "header bytes %02x %02x %02x %02x", p[0], p[1],
+                      p[2], p[3]),
+                expected(w, "type 3 and three zero bytes"));
     else if (get_le64(p + 8) != vlen)
-        problem(w, e.pgno, "%s: stored length %" PRIu64 ", the reference "
-                "says %" PRIu64, what, get_le64(p + 8), vlen);
+        problem(w, e.pgno, what,
+                found(w, "stored length %" PRIu64, get_le64(p + 8)),
+                expected(w, "%" PRIu64 ", the length the reference gives",
+                         vlen));
     else if (vlen > room || vlen > BONSAI_MAX_VALUE)
-        problem(w, e.pgno, "%s: %" PRIu64 " bytes do not fit its run of %"
-                PRIu32 " pages", what, vlen, e.npages);
+        problem(w, e.pgno, what,
+                found(w, "%" PRIu64 " bytes in a run of %" PRIu32 " pages",
+                      vlen, e.npages),
+                expected(w, "at most %" PRIu64 " bytes",
+                         room < max_value ? room : max_value));
     else if (e.npages != want)
-        problem(w, e.pgno, "%s: run of %" PRIu32 " pages, expected %" PRIu64
-                " for %" PRIu64 " bytes", what, e.npages, want, vlen);
+        problem(w, e.pgno, what,
+                found(w, "a run of %" PRIu32 " pages", e.npages),
+                expected(w, "%" PRIu64 " pages for %" PRIu64 " bytes", want,
+                         vlen));
     else if (!(w->flags & BONSAI_VERIFY_QUICK) &&
              bonsai_crc32c(0, p + OVF_HEADER, vlen) != get_le32(p + 4))
-        problem(w, e.pgno, "%s: checksum of the %" PRIu64 " value bytes "
-                "mismatches (stored 0x%08" PRIx32 ", computed 0x%08" PRIx32
-                ")", what, vlen, get_le32(p + 4),
-                bonsai_crc32c(0, p + OVF_HEADER, vlen));
+        problem(w, e.pgno, what,
+                found(w, "checksum of the %" PRIu64 " value bytes stored as "
+                      "0x%08" PRIx32, vlen, get_le32(p + 4)),
+                expected(w, "0x%08" PRIx32 ", the checksum of those bytes",
+                         bonsai_crc32c(0, p + OVF_HEADER, vlen)));
 }
 
 /* Entry idx of the leaf at pgno holds the overflow reference ref. */
@@ -482,8 +603,9 @@ static void check_overflow(vwalk *w, uint64_t pgno, uint32_t idx,
     snprintf(what, sizeof what, "overflow value of entry %" PRIu32
              " of the leaf at page %" PRIu64, idx, pgno);
     if (len != BT_OVF_REF) {
-        problem(w, pgno, "leaf: entry %" PRIu32 " is an overflow reference "
-                "of %" PRIu32 " bytes (expected 20)", idx, len);
+        problem(w, pgno, subject(w, "leaf entry %" PRIu32, idx),
+                found(w, "an overflow reference of %" PRIu32 " bytes", len),
+                expected(w, "%u bytes", BT_OVF_REF));
         return;
     }
     bn_ext e = {get_le64(ref), get_le32(ref + 8)};
@@ -499,15 +621,17 @@ static int overflow_allowed(vwalk *w, const vnode *v)
     if (!(v->info.flags & BN_F_OVERFLOW))
         return 1;
     if (w->catalog) {
-        problem(w, v->e.pgno, "catalog leaf holds overflow values (records "
-                "are always inline)");
+        problem(w, v->e.pgno, "catalog leaf", found(w, "overflow values"),
+                expected(w, "records inline, as they always are"));
         return 0;
     }
     if (!(w->t->flags & TREE_F_OVERFLOW))
-        problem(w, v->e.pgno, "leaf holds overflow values but the map's "
-                "record lacks the overflow flag 0x01 (free space at open "
-                "would take their pages: a read-write open refuses the "
-                "store)");
+        problem(w, v->e.pgno, "leaf",
+                found(w, "overflow values, but the map's record lacks the "
+                      "overflow flag 0x01"),
+                expected(w, "the flag in the record: free space at open "
+                         "would take their pages, and a read-write open "
+                         "refuses the store"));
     return 1;
 }
 
@@ -536,15 +660,23 @@ static int record_ok(vwalk *w, uint64_t pgno, const char *name,
     unsigned kind, flags, depth;
     bn_ext root;
     uint64_t count;
+    char shown[80];
+    bn_key k = {.b = (const uint8_t *)name, .len = (uint32_t)strlen(name)};
+    const char *of = subject(w, "catalog: the record of map %s",
+                             show_key(BONSAI_KEY_BYTES, k, shown,
+                                      sizeof shown));
     if (bx_record_decode(v, len, &kind, &flags, &depth, &root, &count)) {
-        problem(w, pgno, "catalog: the record of map '%s' is malformed (%"
-                PRIu32 " bytes; expected 24 with kind 1 or 2, depth <= 32 "
-                "and a root exactly when depth > 0)", name, len);
+        problem(w, pgno, of,
+                found(w, "a malformed record of %" PRIu32 " bytes", len),
+                expected(w, "24 bytes with kind 1 or 2, depth <= 32 and a "
+                         "root exactly when depth > 0"));
         return 0;
     }
     if ((flags & ~TREE_F_OVERFLOW) || v[3] || get_le32(v + 20))
-        problem(w, pgno, "catalog: the record of map '%s' has unknown flags "
-                "0x%02x or non-zero reserved bytes", name, flags);
+        problem(w, pgno, of,
+                found(w, "flags 0x%02x, reserved bytes %s", flags,
+                      v[3] || get_le32(v + 20) ? "not zero" : "zero"),
+                expected(w, "flags 0x00 or 0x01 and zero reserved bytes"));
     *t = (bt_tree){.kind = kind, .depth = (uint8_t)depth,
                    .flags = (uint8_t)flags, .count = count};
     t->root.ext = root;
@@ -562,9 +694,12 @@ static int catalog_entry(vwalk *w, uint64_t pgno, const bn_node *n,
     char name[BONSAI_MAX_NAME + 1], shown[80];
     bn_value_at(n, i, &v, &len, &vflag);
     if (k.len > BONSAI_MAX_NAME || memchr(k.b, 0, k.len)) {
-        problem(w, pgno, "catalog: map name %s is longer than 255 bytes or "
-                "holds a NUL", show_key(BONSAI_KEY_BYTES, k, shown,
-                sizeof shown));
+        problem(w, pgno, "catalog",
+                found(w, "map name %s of %" PRIu32 " bytes",
+                      show_key(BONSAI_KEY_BYTES, k, shown, sizeof shown),
+                      k.len),
+                expected(w, "a name of 1 to %u bytes, none of them NUL",
+                         BONSAI_MAX_NAME));
         return 0;
     }
     memcpy(name, k.b, k.len);
@@ -659,7 +794,7 @@ static int glance_leaf(vwalk *w, const vnode *v, bounds b)
     bn_key first, last;
     if (n && (bn_img_key(v->img, &v->info, kind, 0, w->kbuf[0], &first) ||
               bn_img_key(v->img, &v->info, kind, n - 1, w->kbuf[1], &last))) {
-        problem(w, v->e.pgno, "leaf: its key section cannot be read");
+        problem_note(w, v->e.pgno, "leaf", "its key section cannot be read");
         w->unread = 1;
         return 0;
     }
@@ -673,8 +808,8 @@ static int glance_leaf(vwalk *w, const vnode *v, bounds b)
         uint32_t len;
         unsigned vflag;
         if (bn_img_value(v->img, &v->info, i, &p, &len, &vflag)) {
-            problem(w, v->e.pgno, "leaf: value %" PRIu32 " cannot be read",
-                    i);
+            problem_note(w, v->e.pgno, "leaf", "value %" PRIu32 " cannot be "
+                         "read", i);
             return 0;
         }
         if (vflag & BN_VAL_OVERFLOW)
@@ -713,15 +848,18 @@ static int walk_tree(vwalk *w, const char *map, const bt_tree *t)
     w->entries = 0;
     w->unread = w->has_prev = 0;
     int rc = 0;
+    const char *holder = w->catalog ? "meta slot" : "map's record";
     if (t->depth > BT_MAX_DEPTH)
-        problem(w, 0, "depth %u exceeds 32", t->depth);
+        problem(w, 0, holder, found(w, "depth %u", t->depth),
+                expected(w, "a depth of at most %u", BT_MAX_DEPTH));
     else if (t->depth)
         rc = walk_node(w, t->root.ext, 0, t->depth, (bounds){NULL, NULL});
     if (rc == 0 && w->entries != t->count)
-        problem(w, t->root.ext.pgno, "the %s says %" PRIu64 " entries, the "
-                "leaves hold %" PRIu64 "%s", w->catalog ? "meta slot"
-                : "map's record", t->count, w->entries,
-                w->unread ? " (some nodes could not be read)" : "");
+        problem(w, t->root.ext.pgno, "entry count",
+                found(w, "%" PRIu64 " entries in the leaves%s", w->entries,
+                      w->unread ? ", some of which could not be read" : ""),
+                expected(w, "%" PRIu64 ", as the %s says", t->count,
+                         holder));
     w->map = "";
     return rc;
 }
@@ -750,18 +888,23 @@ static void check_header(vwalk *w, const uint8_t *head)
     const bonsai_db *db = w->db;
     int rc = bx_header_decode(head, &h);
     if (rc) {
-        problem(w, 0, "header: %s (bad magic, checksum, version or field)",
-                bonsai_strerror(rc));
+        problem_note(w, 0, "header", "%s (bad magic, checksum, version or "
+                     "field)", bonsai_strerror(rc));
         return;
     }
     uint32_t flags = db->opt.compression |
                      (uint32_t)db->opt.compression_level << 4;
     if (h.page_size != db->page_size || h.node_bytes != db->opt.node_bytes ||
         h.node_entries != db->opt.node_entries || h.flags != flags)
-        problem(w, 0, "header: page_size %" PRIu32 ", node_bytes %" PRIu32
-                ", node_entries %" PRIu32 ", flags 0x%" PRIx32 " differ from "
-                "the settings the store was opened with", h.page_size,
-                h.node_bytes, h.node_entries, h.flags);
+        problem(w, 0, "header",
+                found(w, "page_size %" PRIu32 ", node_bytes %" PRIu32
+                      ", node_entries %" PRIu32 ", flags 0x%" PRIx32,
+                      h.page_size, h.node_bytes, h.node_entries, h.flags),
+                expected(w, "page_size %" PRIu32 ", node_bytes %" PRIu32
+                         ", node_entries %" PRIu32 ", flags 0x%" PRIx32
+                         ", the settings the store was opened with",
+                         db->page_size, db->opt.node_bytes,
+                         db->opt.node_entries, flags));
 }
 
 /* Why a meta slot is not valid, or NULL. */
@@ -805,16 +948,20 @@ static void compare_slots(vwalk *w, const bx_meta *m, const char *fault[2])
     int o = !n;
     uint64_t want = m[n].txn_id - 1;
     if (m[n].txn_id < w->m.txn_id)
-        problem(w, 0, "meta slot %d holds txn %" PRIu64 ", the store's last "
-                "commit is %" PRIu64 " (a meta write did not reach the "
-                "file)", n, m[n].txn_id, w->m.txn_id);
+        problem(w, 0, subject(w, "meta slot %d", n),
+                found(w, "txn %" PRIu64, m[n].txn_id),
+                expected(w, "txn %" PRIu64 ", the store's last commit (a "
+                         "meta write did not reach the file)", w->m.txn_id));
     else if (m[n].txn_id == w->m.txn_id && !same_meta(&m[n], &w->m))
-        problem(w, 0, "meta slot %d (txn %" PRIu64 ") differs from the "
-                "state the store holds for that commit", n, m[n].txn_id);
+        problem(w, 0, subject(w, "meta slot %d", n),
+                found(w, "another state for txn %" PRIu64, m[n].txn_id),
+                expected(w, "the state the store holds for that commit"));
     if (fault[o] || m[n].txn_id == 0 || m[o].txn_id == want)
         return;
-    problem(w, 0, "meta slot %d holds txn %" PRIu64 ", expected %" PRIu64
-            " (the commit before slot %d's)", o, m[o].txn_id, want, n);
+    problem(w, 0, subject(w, "meta slot %d", o),
+            found(w, "txn %" PRIu64, m[o].txn_id),
+            expected(w, "txn %" PRIu64 ", the commit before slot %d's", want,
+                     n));
 }
 
 static void check_slots(vwalk *w, const uint8_t *head, uint64_t fsize)
@@ -824,8 +971,9 @@ static void check_slots(vwalk *w, const uint8_t *head, uint64_t fsize)
     for (int s = 0; s < 2; s++)
         fault[s] = slot_fault(w, head + BX_META_OFF(s), fsize, &m[s]);
     if (fault[0] && fault[1]) {
-        problem(w, 0, "no valid meta slot: slot 0: %s; slot 1: %s",
-                fault[0], fault[1]);
+        problem(w, 0, "meta slots",
+                found(w, "slot 0: %s; slot 1: %s", fault[0], fault[1]),
+                expected(w, "at least one valid slot"));
         return;
     }
     int n = !fault[1] && (fault[0] || m[1].txn_id > m[0].txn_id);
@@ -835,9 +983,10 @@ static void check_slots(vwalk *w, const uint8_t *head, uint64_t fsize)
      * read-write open zeroed because a crash had torn it */
     if (!fault[o] || all_zero(head + BX_META_OFF(o), BX_META_SIZE))
         return;
-    problem(w, 0, "meta slot %d (offset %u): %s; the store opened from slot "
-            "%d (txn %" PRIu64 ")", o, BX_META_OFF(o), fault[o], n,
-            m[n].txn_id);
+    problem(w, 0, subject(w, "meta slot %d (offset %u)", o, BX_META_OFF(o)),
+            found(w, "%s", fault[o]),
+            expected(w, "a valid or all-zero slot; the store opened from "
+                     "slot %d (txn %" PRIu64 ")", n, m[n].txn_id));
 }
 
 /* Outside the header and the slots, the head area is zero. */
@@ -852,8 +1001,10 @@ static void check_head_zero(vwalk *w, const uint8_t *head, size_t n)
         size_t from = parts[i][0], len = parts[i][1] - from;
         size_t at = from + first_nonzero(head + from, len);
         if (at < parts[i][1]) {
-            problem(w, 0, "head area: byte %zu is 0x%02x (expected zero "
-                    "outside the header and meta slots)", at, head[at]);
+            problem(w, 0, "head area",
+                    found(w, "0x%02x at byte %zu", head[at], at),
+                    expected(w, "zero bytes outside the header and meta "
+                             "slots"));
             return;
         }
     }
@@ -951,14 +1102,17 @@ static int alloc_free(const alloc *a, uint64_t p)
 
 static void mismatch(vwalk *w, uint64_t from, uint64_t to, int used)
 {
+    const char *pages = subject(w, "free space: pages %" PRIu64 "..%" PRIu64,
+                                from, to - 1);
     if (used)
-        problem(w, from, "free space: pages %" PRIu64 "..%" PRIu64 " are "
-                "referenced by a tree, but the allocator holds them free",
-                from, to - 1);
+        problem(w, from, pages,
+                found(w, "referenced by a tree and free in the allocator"),
+                expected(w, "pages a tree references not free"));
     else
-        problem(w, from, "free space: pages %" PRIu64 "..%" PRIu64 " are "
-                "neither referenced nor free in the allocator (leaked)",
-                from, to - 1);
+        problem(w, from, pages,
+                found(w, "neither referenced nor free in the allocator "
+                      "(leaked)"),
+                expected(w, "every page no tree references free"));
 }
 
 /* No-transaction mode, state written back: the allocator's free pages are
@@ -996,8 +1150,9 @@ static void written_state(vwalk *w)
     int rc = db->failed ? BONSAI_FAILED : txn_write_back(db);
     if (rc) {
         /* the trees last written may since have been changed in place */
-        problem(w, 0, "could not write cached changes back (%s): the trees "
-                "were not checked", bonsai_strerror(rc));
+        problem_note(w, 0, "write-back", "could not write cached changes "
+                     "back (%s): the trees were not checked",
+                     bonsai_strerror(rc));
         w->stale = 1;
         return;
     }
@@ -1068,8 +1223,10 @@ static vwalk *walk_new(bonsai_db *db, unsigned flags)
 
 /* ---- public calls ------------------------------------------------------- */
 
-int bonsai_verify(bonsai_db *db, unsigned flags, bonsai_problem_fn fn,
-                  bonsai_progress_fn progress, void *ctx, uint64_t *problems)
+/* bonsai_verify with problems as one sentence (fn) or in parts. */
+static int verify(bonsai_db *db, unsigned flags, bonsai_problem_fn fn,
+                  verify_problem_fn in_parts, bonsai_progress_fn progress,
+                  void *ctx, uint64_t *problems)
 {
     if (problems)
         *problems = 0;
@@ -1079,6 +1236,7 @@ int bonsai_verify(bonsai_db *db, unsigned flags, bonsai_problem_fn fn,
     if (!w)
         return BONSAI_NOMEM;
     w->fn = fn;
+    w->in_parts = in_parts;
     w->progress = progress;
     w->ctx = ctx;
     int rc = run_checks(w);
@@ -1086,6 +1244,19 @@ int bonsai_verify(bonsai_db *db, unsigned flags, bonsai_problem_fn fn,
         *problems = w->problems;
     walk_free(w);
     return rc;
+}
+
+int bonsai_verify(bonsai_db *db, unsigned flags, bonsai_problem_fn fn,
+                  bonsai_progress_fn progress, void *ctx, uint64_t *problems)
+{
+    return verify(db, flags, fn, NULL, progress, ctx, problems);
+}
+
+int verify_in_parts(bonsai_db *db, unsigned flags, verify_problem_fn fn,
+                    bonsai_progress_fn progress, void *ctx,
+                    uint64_t *problems)
+{
+    return verify(db, flags, NULL, fn, progress, ctx, problems);
 }
 
 static void fill_space(const vwalk *w, bonsai_space *sp)

@@ -401,13 +401,15 @@ Test(forged, packed_image_of_another_codec_is_corrupt)
         const char *says;
     } cases[] = {
         {BONSAI_COMPRESS_NONE, BONSAI_COMPRESS_LZ4,
-         "codec lz4 in a store whose header says no compression"},
+         "found codec lz4 (expected no compression, as the store's header "
+         "says)"},
         {BONSAI_COMPRESS_NONE, BONSAI_COMPRESS_ZLIB,
-         "codec zlib in a store whose header says no compression"},
+         "found codec zlib (expected no compression, as the store's header "
+         "says)"},
         {BONSAI_COMPRESS_ZLIB, BONSAI_COMPRESS_LZ4,
-         "codec lz4 in a store whose header says zlib"},
+         "found codec lz4 (expected zlib, as the store's header says)"},
         {BONSAI_COMPRESS_LZ4, BONSAI_COMPRESS_ZLIB,
-         "codec zlib in a store whose header says lz4"},
+         "found codec zlib (expected lz4, as the store's header says)"},
     };
     for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char name[32];
@@ -483,9 +485,9 @@ Test(forged, open_refuses_record_depth_below_tree)
     assert_clean(db, "a record of the tree's depth");
     TU_OK(bonsai_close(db));
     deep_store(path, 1, 1);
-    assert_write_refused(path, "branch found at level 1");
+    assert_write_refused(path, "level 1: found a branch");
     deep_store(path, 2, 2);
-    assert_write_refused(path, "branch found at level 1");
+    assert_write_refused(path, "level 1: found a branch");
 }
 
 /* A map "m" of one leaf whose entry 1 is an overflow value, under a

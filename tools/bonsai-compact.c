@@ -7,15 +7,16 @@
  * calls bx_compact, the same with a progress callback, lib/compact.h):
  * it opens SRC read-only (never writes it), compacts into DST atomically
  * (a temporary file beside DST, synced, verified, renamed), and prints
- * the sizes before and after.  With the source's settings the copy is
- * never larger than the source: if it would be, DST is left as it was and
- * the exit status is 1.  The copy gets DST's permission bits if DST
+ * the sizes before and after (with --json, as one JSON object).  With
+ * the source's settings the copy is never larger than the source: if it
+ * would be, DST is left as it was and the exit status is 1.  The copy gets DST's permission bits if DST
  * existed, else SRC's.  On a terminal each step shows its progress.
  *
  * Exit: 0 done, 1 an operation failed (the message says which and why),
  * 2 bad usage.
  */
 #include "bonsai.h"
+#include "common/json.h"
 #include "common/progress.h"
 #include "common/tool.h"
 #include "compact.h"
@@ -35,6 +36,7 @@ struct args {
     int level;           /* zlib level, 0 = default */
     uint32_t node_bytes, node_entries, page_size; /* 0: the source's */
     int quiet;
+    int json;            /* the sizes as one JSON object */
     uint32_t busy_timeout_ms;
     const char *src, *dst;
 };
@@ -50,7 +52,7 @@ static void usage(FILE *out)
         "SYNOPSIS\n"
         "    bonsai-compact [--compress none|lz4|zlib[:LEVEL]] "
         "[--node-bytes N]\n"
-        "                   [--node-entries N] [--page-size N] [-q]\n"
+        "                   [--node-entries N] [--page-size N] [-q] [--json]\n"
         "                   [--busy-timeout MS] SRC DST\n"
         "\n"
         "DESCRIPTION\n"
@@ -84,6 +86,13 @@ static void usage(FILE *out)
         "                      64..65536\n"
         "                      (each default: the source's)\n"
         "    -q, --quiet       print nothing on success, no progress\n"
+        "    --json            print the sizes as one JSON object, also\n"
+        "                      with --quiet: one line,\n"
+        "                        {\"src\":S,\"dst\":S,\"src_bytes\":N,\n"
+        "                         \"dst_bytes\":N,\"ratio\":F,\"seconds\":F}\n"
+        "                      (S a string, N an integer, F a number):\n"
+        "                      the files' sizes, ratio dst_bytes /\n"
+        "                      src_bytes, and the seconds the copy took\n"
         TOOL_BUSY_TIMEOUT_HELP
         "    -V, --version     print the version and exit\n"
         "    -h, --help        this text\n"
@@ -136,6 +145,7 @@ static int parse_args(int argc, char **argv, struct args *a)
         {"node-bytes", required_argument, NULL, 'b'},
         {"node-entries", required_argument, NULL, 'e'},
         {"page-size", required_argument, NULL, 'p'},
+        {"json", no_argument, NULL, 'J'}, /* long only: not a short option */
         {NULL, 0, NULL, 0},
     };
     *a = (struct args){.compress = -1,
@@ -150,6 +160,7 @@ static int parse_args(int argc, char **argv, struct args *a)
                 return st;
             break;
         case 'q': a->quiet = 1; break;
+        case 'J': a->json = 1; break;
         case OPT_BUSY:
             if (tool_parse_busy_timeout(optarg, &a->busy_timeout_ms))
                 return TOOL_EXIT_USAGE;
@@ -293,6 +304,27 @@ static int compact_into(const struct args *a, bonsai_db *db,
     return 0;
 }
 
+static double ratio(uint64_t after, uint64_t before)
+{
+    return before ? (double)after / (double)before : 0.0;
+}
+
+static int print_json(const struct args *a, uint64_t before, uint64_t after,
+                      double seconds)
+{
+    json_writer j;
+    json_init(&j, stdout);
+    json_begin_object(&j, NULL);
+    json_string(&j, "src", a->src);
+    json_string(&j, "dst", a->dst);
+    json_uint(&j, "src_bytes", before);
+    json_uint(&j, "dst_bytes", after);
+    json_double(&j, "ratio", ratio(after, before), 4);
+    json_double(&j, "seconds", seconds, 3);
+    json_end_object(&j);
+    return tool_flush_stdout();
+}
+
 static int compact(const struct args *a, bonsai_db *db)
 {
     bonsai_options opts;
@@ -306,19 +338,21 @@ static int compact(const struct args *a, bonsai_db *db)
     if ((rc = compact_into(a, db, o)))
         return rc;
     uint64_t after = stat(a->dst, &st) == 0 ? (uint64_t)st.st_size : 0;
+    double seconds = now() - t0;
+    if (a->json)
+        return print_json(a, before, after, seconds);
     if (a->quiet)
         return 0;
     printf("%s: %" PRIu64 " bytes\n", a->src, before);
     printf("%s: %" PRIu64 " bytes, %.1f %% of the source (%.2f s)\n",
-           a->dst, after, before ? 100.0 * (double)after / (double)before
-                                 : 0.0, now() - t0);
+           a->dst, after, 100.0 * ratio(after, before), seconds);
     return tool_flush_stdout();
 }
 
 int main(int argc, char **argv)
 {
     tool_init(PROG, "[--compress none|lz4|zlib[:LEVEL]] [--node-bytes N]\n"
-                    " [--node-entries N] [--page-size N] [-q]\n"
+                    " [--node-entries N] [--page-size N] [-q] [--json]\n"
                     " [--busy-timeout MS] SRC DST");
     struct args a;
     int st = parse_args(argc, argv, &a);

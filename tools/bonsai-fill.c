@@ -23,7 +23,8 @@
  * insert latency, the tree's shape from bonsai_map_stat, why it stopped),
  * then a check of the map: bonsai_count, an ordered cursor walk and
  * lookups of up to SAMPLE_MAX keys kept while filling.  With --json the
- * last line of stdout is the report as one JSON object.
+ * last line of stdout is the report as one JSON object; with --quiet it is
+ * the only one (a failed check is then said on stderr).
  *
  * --file refuses to replace anything but an empty file or, with --force,
  * a bonsai store.
@@ -32,6 +33,7 @@
  * Uses only the public API (bonsai.h).
  */
 #include "bonsai.h"
+#include "common/json.h"
 #include "common/progress.h"
 #include "common/tool.h"
 
@@ -236,8 +238,10 @@ static void usage(FILE *out)
 "    refreshed 4 times a second.\n"
 "    --counter           instead, the count every 1,000,000 entries on\n"
 "                        standard output, one number a line\n"
-"    -q, --quiet         neither, and no message while waiting for\n"
-"                        another writer\n"
+"    -q, --quiet         neither, no report, no verdict of the check (a\n"
+"                        failed check is said on standard error) and no\n"
+"                        message while waiting for another writer:\n"
+"                        nothing on standard output but the --json line\n"
 "    --csv FILE          a header, then a row per million entries and one\n"
 "                        at the end: seconds, entries, bytes used, bytes\n"
 "                        mapped, RSS, write cache bytes, depth, leaf and\n"
@@ -248,7 +252,22 @@ static void usage(FILE *out)
 "                        so it runs at most every 2 %% of the run (of the\n"
 "                        cap, or of --count) and once a second; rows in\n"
 "                        between repeat its last values.\n"
-"    --json              end with the report as one JSON line\n"
+"    --json              end with the report as one JSON line, an object\n"
+"                        of its figures and the settings:\n"
+"                        entries, bytes_used, rss_peak_bytes,\n"
+"                        bytes_per_entry, seconds, inserts_per_sec,\n"
+"                        stopped (\"full\", \"count\" or \"time\"), keys,\n"
+"                        seed, cap, mode (\"txn\" or \"no-txn\"),\n"
+"                        consistent (true or false), resumed_from, file\n"
+"                        (null in memory), page_size, node_bytes,\n"
+"                        node_entries, bytes_mapped, bytes_free,\n"
+"                        cache_bytes, preset (or null), compress,\n"
+"                        compression_level, write_cache, depth,\n"
+"                        leaf_nodes, branch_nodes, leaf_fill,\n"
+"                        compression_ratio, raw_bytes, stored_bytes,\n"
+"                        page_bytes, lat_p50_ns, lat_p99_ns, lat_p999_ns,\n"
+"                        lat_max_ns, lat_samples, stat_seconds,\n"
+"                        orig_entries, orig_scaled (0 without a preset)\n"
 "    --busy-timeout MS   wait at most MS milliseconds (0: not at all) for\n"
 "                        another process that has --file open to write,\n"
 "                        before replacing or resuming it (default:\n"
@@ -1259,15 +1278,20 @@ static int fill(struct fill *f, const struct args *a)
 
 /* ---- checking ----------------------------------------------------------- */
 
+/* Where the check's verdict goes: stdout, or stderr with --quiet. */
+static FILE *verdict = NULL;
+
 /* Says what failed; returns 0 so a check can "return inconsistent(...)". */
 __attribute__((format(printf, 1, 2)))
 static int inconsistent(const char *fmt, ...)
 {
+    FILE *out = verdict ? verdict : stdout;
     va_list ap;
     va_start(ap, fmt);
-    printf("consistency: FAILED: ");
-    vprintf(fmt, ap);
-    printf("\n");
+    fprintf(out, "%sconsistency: FAILED: ", out == stderr ? "bonsai-fill: "
+                                                          : "");
+    vfprintf(out, fmt, ap);
+    fprintf(out, "\n");
     va_end(ap);
     return 0;
 }
@@ -1353,6 +1377,7 @@ static int check(const struct fill *f, const struct args *a, int *consistent)
         return fail("bonsai_txn_begin", rc);
     uint64_t count = 0;
     *consistent = 0;
+    verdict = a->quiet ? stderr : stdout;
     if ((rc = bonsai_count(txn, f->map, &count)))
         goto out;
     if (count != f->entries) {
@@ -1363,8 +1388,9 @@ static int check(const struct fill *f, const struct args *a, int *consistent)
     if (check_shape(f) && check_walk(f, a, txn, &rc) &&
         check_samples(f, txn, &rc)) {
         *consistent = 1;
-        printf("consistency:     ok (count, tree walk, ordered walk of %"
-               PRIu64 " keys, %u lookups)\n", f->entries, f->sample.n);
+        if (!a->quiet)
+            printf("consistency:     ok (count, tree walk, ordered walk of %"
+                   PRIu64 " keys, %u lookups)\n", f->entries, f->sample.n);
     }
 out:
     bonsai_txn_abort(txn);
@@ -1451,69 +1477,69 @@ static void report_text(const struct fill *f, const struct args *a)
     printf("stopped:         %s\n", f->stopped);
 }
 
-/* Prints s as a JSON string, or null. */
-static void json_string(const char *s)
+static void json_fill(json_writer *j, const struct fill *f,
+                      const struct args *a, int consistent)
 {
-    if (!s) {
-        printf("null");
-        return;
-    }
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            printf("\\%c", c);
-        else if (c < 0x20)
-            printf("\\u%04x", c);
-        else
-            putchar(c);
-    }
-    putchar('"');
+    json_uint(j, "entries", f->entries);
+    json_uint(j, "bytes_used", f->st.bytes_used);
+    json_uint(j, "rss_peak_bytes", f->rss_peak);
+    json_double(j, "bytes_per_entry", per_entry(f), 4);
+    json_double(j, "seconds", f->seconds, 3);
+    json_double(j, "inserts_per_sec", rate(f), 0);
+    json_string(j, "stopped", f->stopped);
+    json_string(j, "keys", a->random ? "random" : "seq");
+    json_uint(j, "seed", a->seed);
+    json_uint(j, "cap", a->cap);
+    json_string(j, "mode", f->transactions ? "txn" : "no-txn");
+    json_bool(j, "consistent", consistent);
+    json_uint(j, "resumed_from", f->resumed);
+    json_string(j, "file", a->file);
+    json_uint(j, "page_size", f->st.page_size);
+    json_uint(j, "node_bytes", f->st.node_bytes);
+    json_uint(j, "node_entries", f->st.node_entries);
+    json_uint(j, "bytes_mapped", f->st.bytes_mapped);
+    json_uint(j, "bytes_free", f->st.bytes_free);
+    json_uint(j, "cache_bytes", f->st.cache_bytes);
 }
 
-static void json_fill(const struct fill *f, const struct args *a,
-                      int consistent)
-{
-    printf("{\"entries\":%" PRIu64 ",\"bytes_used\":%" PRIu64
-           ",\"rss_peak_bytes\":%" PRIu64 ",\"bytes_per_entry\":%.4f"
-           ",\"seconds\":%.3f,\"inserts_per_sec\":%.0f,\"stopped\":\"%s\"",
-           f->entries, f->st.bytes_used, f->rss_peak, per_entry(f),
-           f->seconds, rate(f), f->stopped);
-    printf(",\"keys\":\"%s\",\"seed\":%" PRIu64 ",\"cap\":%" PRIu64
-           ",\"mode\":\"%s\",\"consistent\":%s,\"resumed_from\":%" PRIu64
-           ",\"file\":",
-           a->random ? "random" : "seq", a->seed, a->cap,
-           f->transactions ? "txn" : "no-txn",
-           consistent ? "true" : "false", f->resumed);
-    json_string(a->file);
-    printf(",\"page_size\":%" PRIu32 ",\"node_bytes\":%" PRIu32
-           ",\"node_entries\":%" PRIu32 ",\"bytes_mapped\":%" PRIu64
-           ",\"bytes_free\":%" PRIu64 ",\"cache_bytes\":%" PRIu64,
-           f->st.page_size, f->st.node_bytes, f->st.node_entries,
-           f->st.bytes_mapped, f->st.bytes_free, f->st.cache_bytes);
-}
-
-static void json_new(const struct fill *f, const struct args *a)
+static void json_new(json_writer *j, const struct fill *f,
+                     const struct args *a)
 {
     const bonsai_map_info *m = &f->pr.info;
     const struct latency *l = &f->lat;
-    printf(",\"preset\":");
-    json_string(a->preset ? a->preset->name : NULL);
-    printf(",\"compress\":\"%s\",\"compression_level\":%d,\"write_cache\":%"
-           PRIu64 ",\"depth\":%" PRIu32 ",\"leaf_nodes\":%" PRIu64
-           ",\"branch_nodes\":%" PRIu64 ",\"leaf_fill\":%.4f"
-           ",\"compression_ratio\":%.4f,\"raw_bytes\":%" PRIu64
-           ",\"stored_bytes\":%" PRIu64 ",\"page_bytes\":%" PRIu64,
-           compress_name(a->compress), a->level, write_cache_bytes(a),
-           m->depth, m->leaf_nodes, m->branch_nodes, m->leaf_fill, ratio(m),
-           m->raw_bytes, m->stored_bytes, m->page_bytes);
-    printf(",\"lat_p50_ns\":%" PRIu64 ",\"lat_p99_ns\":%" PRIu64
-           ",\"lat_p999_ns\":%" PRIu64 ",\"lat_max_ns\":%" PRIu64
-           ",\"lat_samples\":%" PRIu64 ",\"stat_seconds\":%.3f"
-           ",\"orig_entries\":%.0f,\"orig_scaled\":%.0f}\n",
-           lat_quantile(l, 0.5), lat_quantile(l, 0.99),
-           lat_quantile(l, 0.999), l->max_ns, l->n, f->stat_seconds,
-           a->preset ? a->preset->orig_m * 1e6 : 0.0, orig_scaled(a));
+    json_string(j, "preset", a->preset ? a->preset->name : NULL);
+    json_string(j, "compress", compress_name(a->compress));
+    json_int(j, "compression_level", a->level);
+    json_uint(j, "write_cache", write_cache_bytes(a));
+    json_uint(j, "depth", m->depth);
+    json_uint(j, "leaf_nodes", m->leaf_nodes);
+    json_uint(j, "branch_nodes", m->branch_nodes);
+    json_double(j, "leaf_fill", m->leaf_fill, 4);
+    json_double(j, "compression_ratio", ratio(m), 4);
+    json_uint(j, "raw_bytes", m->raw_bytes);
+    json_uint(j, "stored_bytes", m->stored_bytes);
+    json_uint(j, "page_bytes", m->page_bytes);
+    json_uint(j, "lat_p50_ns", lat_quantile(l, 0.5));
+    json_uint(j, "lat_p99_ns", lat_quantile(l, 0.99));
+    json_uint(j, "lat_p999_ns", lat_quantile(l, 0.999));
+    json_uint(j, "lat_max_ns", l->max_ns);
+    json_uint(j, "lat_samples", l->n);
+    json_double(j, "stat_seconds", f->stat_seconds, 3);
+    json_double(j, "orig_entries", a->preset ? a->preset->orig_m * 1e6 : 0.0,
+                0);
+    json_double(j, "orig_scaled", orig_scaled(a), 0);
+}
+
+/* The report as one JSON line. */
+static void report_json(const struct fill *f, const struct args *a,
+                        int consistent)
+{
+    json_writer j;
+    json_init(&j, stdout);
+    json_begin_object(&j, NULL);
+    json_fill(&j, f, a, consistent);
+    json_new(&j, f, a);
+    json_end_object(&j);
 }
 
 /* ---- main --------------------------------------------------------------- */
@@ -1534,13 +1560,12 @@ int main(int argc, char **argv)
     if (!rc)
         rc = fill(&f, &a);
     if (!rc) {
-        report_text(&f, &a);
+        if (!a.quiet)
+            report_text(&f, &a);
         rc = check(&f, &a, &consistent);
     }
-    if (!rc && a.json) {
-        json_fill(&f, &a, consistent);
-        json_new(&f, &a);
-    }
+    if (!rc && a.json)
+        report_json(&f, &a, consistent);
     int crc = f.db ? bonsai_close(f.db) : 0;
     if (crc && !rc)
         rc = fail("bonsai_close", crc);

@@ -37,10 +37,14 @@
  * reader may have begun to use it meanwhile.  Memory: the longest key
  * line and value line, nothing more.
  *
+ * With --json, a load that succeeded prints one JSON object: the key/value
+ * pairs read for each map and in all, and the seconds it took.
+ *
  * Exit: 0 loaded, 1 an operation failed or the input is malformed, 2 bad
  * usage.  Uses only the public API (bonsai.h).
  */
 #include "bonsai.h"
+#include "common/json.h"
 #include "common/progress.h"
 #include "common/tool.h"
 
@@ -54,6 +58,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PROG "bonsai-load"
@@ -73,6 +78,7 @@ struct args {
     int quiet;         /* -q */
     const char *file;
     uint32_t busy_timeout_ms;
+    int json;          /* --json: what was loaded, as one JSON object */
 };
 
 /* ---- usage -------------------------------------------------------------- */
@@ -84,10 +90,10 @@ static void usage(FILE *out)
         "    bonsai-load - load db_dump/mdb_dump text into a bonsai store\n"
         "\n"
         "SYNOPSIS\n"
-        "    bonsai-load [-s MAP] [-N] [-q] [-f INPUT] [--busy-timeout MS] "
-        "FILE\n"
-        "    bonsai-load -T -s MAP [-N] [-q] [-f INPUT] [--busy-timeout MS]\n"
-        "                FILE\n"
+        "    bonsai-load [-s MAP] [-N] [-q] [-f INPUT] [--json]\n"
+        "                [--busy-timeout MS] FILE\n"
+        "    bonsai-load -T -s MAP [-N] [-q] [-f INPUT] [--json]\n"
+        "                [--busy-timeout MS] FILE\n"
         "\n"
         "DESCRIPTION\n"
         "    Reads text in the format bonsai-dump, db_dump and mdb_dump\n"
@@ -125,6 +131,15 @@ static void usage(FILE *out)
         "    -q, --quiet\n"
         "               no progress line, no message while waiting for\n"
         "               another writer\n"
+        "    --json     once loaded, print one JSON object on one line:\n"
+        "                 {\"file\":S,\"maps\":[{\"name\":S,\"entries\":N},\n"
+        "                  ...],\"entries\":N,\"seconds\":F}\n"
+        "               (S a string, N an integer, F a number): each map\n"
+        "               the input loaded into, in the order first met, with\n"
+        "               the key/value pairs read for it (-N skips and\n"
+        "               overwritten keys count), their sum, and the\n"
+        "               seconds the load took.  Nothing is printed when\n"
+        "               the load fails.\n"
         TOOL_BUSY_TIMEOUT_HELP
         "    -V, --version\n"
         "               print the version and exit\n"
@@ -161,6 +176,7 @@ static int parse_args(int argc, char **argv, struct args *a)
         {"busy-timeout", required_argument, NULL, 'B'},
         {"version", no_argument, NULL, 'V'},
         {"quiet", no_argument, NULL, 'q'},
+        {"json", no_argument, NULL, 'J'},
         {NULL, 0, NULL, 0},
     };
     *a = (struct args){.busy_timeout_ms = TOOL_BUSY_TIMEOUT_DEFAULT};
@@ -174,6 +190,7 @@ static int parse_args(int argc, char **argv, struct args *a)
         case 'N': a->nooverwrite = 1; break;
         case 'f': a->input = strcmp(optarg, "-") ? optarg : NULL; break;
         case 'q': a->quiet = 1; break;
+        case 'J': a->json = 1; break;
         case 'B':
             if (tool_parse_busy_timeout(optarg, &a->busy_timeout_ms))
                 return TOOL_EXIT_USAGE;
@@ -467,12 +484,21 @@ static int read_header(input *in, line *l, header *h)
 
 /* ---- loading ------------------------------------------------------------ */
 
+/* The pairs read for one map (--json). */
+typedef struct loaded {
+    char *name;
+    uint64_t entries;
+} loaded;
+
 typedef struct loader {
     const struct args *a;
     input in;
     line key, val;
     bonsai_db *db;
     bonsai_txn *txn;
+    uint64_t pairs;    /* read in the block being loaded */
+    loaded *maps;      /* --json: in the order first met */
+    size_t nmaps, cap_maps;
 } loader;
 
 static const char *kind_name(unsigned kind)
@@ -581,7 +607,59 @@ static int load_entries(loader *ld, const header *h, const char *name,
             return rc;
         if ((rc = put(ld, map, h->kind, name, klen, vlen, kline)))
             return rc;
+        ld->pairs++;
     }
+}
+
+/* Adds n pairs read for the map name to what --json reports. */
+static int count_loaded(loader *ld, const char *name, uint64_t n)
+{
+    for (size_t i = 0; i < ld->nmaps; i++)
+        if (strcmp(ld->maps[i].name, name) == 0) {
+            ld->maps[i].entries += n;
+            return 0;
+        }
+    if (ld->nmaps == ld->cap_maps) {
+        size_t cap = ld->cap_maps ? 2 * ld->cap_maps : 8;
+        loaded *v = realloc(ld->maps, cap * sizeof *v);
+        if (!v)
+            return tool_fail("%s", bonsai_strerror(BONSAI_NOMEM));
+        ld->maps = v;
+        ld->cap_maps = cap;
+    }
+    char *copy = strdup(name);
+    if (!copy)
+        return tool_fail("%s", bonsai_strerror(BONSAI_NOMEM));
+    ld->maps[ld->nmaps++] = (loaded){copy, n};
+    return 0;
+}
+
+static void print_loaded(const loader *ld, double seconds)
+{
+    json_writer j;
+    uint64_t sum = 0;
+    json_init(&j, stdout);
+    json_begin_object(&j, NULL);
+    json_string(&j, "file", ld->a->file);
+    json_begin_array(&j, "maps");
+    for (size_t i = 0; i < ld->nmaps; i++) {
+        json_begin_object(&j, NULL);
+        json_string(&j, "name", ld->maps[i].name);
+        json_uint(&j, "entries", ld->maps[i].entries);
+        json_end_object(&j);
+        sum += ld->maps[i].entries;
+    }
+    json_end_array(&j);
+    json_uint(&j, "entries", sum);
+    json_double(&j, "seconds", seconds, 3);
+    json_end_object(&j);
+}
+
+static void loaded_free(loader *ld)
+{
+    for (size_t i = 0; i < ld->nmaps; i++)
+        free(ld->maps[i].name);
+    free(ld->maps);
 }
 
 /* One block into its map, whose handle is closed after it: the input
@@ -596,7 +674,10 @@ static int load_block(loader *ld, const header *h)
     int st = get_map(ld, name, h->kind, h->end, &map);
     if (st)
         return st;
+    ld->pairs = 0;
     st = load_entries(ld, h, name, map);
+    if (!st && ld->a->json)
+        st = count_loaded(ld, name, ld->pairs);
     int rc = bonsai_map_close(ld->db, map);
     if (rc && !st)
         st = tool_fail("line %" PRIu64 ": map %s: %s", ld->in.lineno, name,
@@ -785,14 +866,22 @@ static int load_all(loader *ld, header *h, int have)
     return have < 0 ? TOOL_EXIT_FAIL : 0;
 }
 
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 int main(int argc, char **argv)
 {
-    tool_init(PROG, "[-s MAP] [-N] [-q] [-f INPUT] FILE\n"
-                    "-T -s MAP [-N] [-q] [-f INPUT] FILE");
+    tool_init(PROG, "[-s MAP] [-N] [-q] [-f INPUT] [--json] FILE\n"
+                    "-T -s MAP [-N] [-q] [-f INPUT] [--json] FILE");
     struct args a;
     int st = parse_args(argc, argv, &a);
     if (st)
         return st < 0 ? TOOL_EXIT_OK : st;
+    double t0 = now();
 
     tool_set_quiet(a.quiet);
     progress pr;
@@ -850,11 +939,16 @@ int main(int argc, char **argv)
         tool_warn("nothing loaded; %s is as it was", a.file);
     if ((rc = bonsai_close(ld.db)) && !st)
         st = tool_fail("%s: close: %s", a.file, bonsai_strerror(rc));
+    if (!st && a.json) {
+        print_loaded(&ld, now() - t0);
+        st = tool_flush_stdout();
+    }
 out_undo:
     undo_free(&u);
 out:
     progress_clear(&pr);
     header_clear(&h);
+    loaded_free(&ld);
     free(ld.key.p);
     free(ld.val.p);
     if (ld.in.f != stdin)

@@ -16,6 +16,7 @@
  * usage.
  */
 #include "bonsai.h"
+#include "common/json.h"
 #include "common/tool.h"
 
 #include <getopt.h>
@@ -286,107 +287,96 @@ static void text_map(const mapstat *ms)
 
 /* ---- JSON --------------------------------------------------------------- */
 
-static void json_string(const char *s)
-{
-    putchar('"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            printf("\\%c", *p);
-        else if (*p < 0x20 || *p > 0x7e)
-            printf("\\u%04x", *p);
-        else
-            putchar(*p);
-    }
-    putchar('"');
-}
-
 /* "key":"the bonsai_strerror text" */
-static void json_error(const char *key, int rc)
+static void json_error(json_writer *j, const char *key, int rc)
 {
-    printf("\"%s\":", key);
-    json_string(bonsai_strerror(rc));
+    json_string(j, key, bonsai_strerror(rc));
 }
 
-static void json_space(const store *s)
+static void json_space(json_writer *j, const store *s)
 {
     const bonsai_space *sp = &s->sp;
     if (s->space_err) {
-        json_error("space_error", s->space_err);
-        printf(",");
+        json_error(j, "space_error", s->space_err);
         return;
     }
-    printf("\"used_bytes\":%" PRIu64 ",\"head_bytes\":%" PRIu64
-           ",\"map_node_bytes\":%" PRIu64 ",\"catalog_bytes\":%" PRIu64
-           ",\"overflow_bytes\":%" PRIu64 ",\"free_bytes\":%" PRIu64
-           ",\"free_extents\":%" PRIu64 ",\"largest_free_bytes\":%" PRIu64
-           ",\"end_bytes\":%" PRIu64 ",\"readers\":%" PRIu64
-           ",\"readers_scope\":\"%s\",\"oldest_reader_lag\":",
-           used_bytes(sp), sp->head_bytes, sp->node_bytes, sp->catalog_bytes,
-           sp->overflow_bytes, sp->free_bytes, sp->free_extents,
-           sp->largest_free, sp->end_bytes,
-           sp->shared_readers ? sp->all_readers : sp->readers,
-           sp->shared_readers ? "all processes" : "this handle");
+    json_uint(j, "used_bytes", used_bytes(sp));
+    json_uint(j, "head_bytes", sp->head_bytes);
+    json_uint(j, "map_node_bytes", sp->node_bytes);
+    json_uint(j, "catalog_bytes", sp->catalog_bytes);
+    json_uint(j, "overflow_bytes", sp->overflow_bytes);
+    json_uint(j, "free_bytes", sp->free_bytes);
+    json_uint(j, "free_extents", sp->free_extents);
+    json_uint(j, "largest_free_bytes", sp->largest_free);
+    json_uint(j, "end_bytes", sp->end_bytes);
     uint64_t n = sp->shared_readers ? sp->all_readers : sp->readers;
     uint64_t oldest = sp->shared_readers ? sp->oldest_any : sp->oldest_reader;
+    json_uint(j, "readers", n);
+    json_string(j, "readers_scope",
+                sp->shared_readers ? "all processes" : "this handle");
     if (n)
-        printf("%" PRIu64, sp->txn_id - oldest);
+        json_uint(j, "oldest_reader_lag", sp->txn_id - oldest);
     else
-        printf("null");
-    printf(",\"compression\":\"%s\",\"compression_level\":%d,"
-           "\"problems\":%" PRIu64 ",", tool_codec_name(sp->compression),
-           sp->compression_level, sp->problems);
+        json_null(j, "oldest_reader_lag");
+    json_string(j, "compression", tool_codec_name(sp->compression));
+    json_int(j, "compression_level", sp->compression_level);
+    json_uint(j, "problems", sp->problems);
 }
 
-static void json_map(const mapstat *ms)
+static void json_map(json_writer *j, const mapstat *ms)
 {
     const bonsai_map_info *m = &ms->info;
-    printf("{\"name\":");
-    json_string(ms->map->name);
-    printf(",\"kind\":\"%s\"",
-           ms->map->kind == BONSAI_KEY_U64 ? "u64" : "bytes");
+    json_begin_object(j, NULL);
+    json_string(j, "name", ms->map->name);
+    json_string(j, "kind", ms->map->kind == BONSAI_KEY_U64 ? "u64" : "bytes");
     if (ms->err) {
-        printf(",");
-        json_error("error", ms->err);
-        printf("}");
+        json_error(j, "error", ms->err);
+        json_end_object(j);
         return;
     }
-    printf(",\"entries\":%" PRIu64 ",\"depth\":%" PRIu32
-           ",\"branch_nodes\":%" PRIu64 ",\"leaf_nodes\":%" PRIu64
-           ",\"raw_bytes\":%" PRIu64 ",\"stored_bytes\":%" PRIu64
-           ",\"page_bytes\":%" PRIu64 ",\"leaf_fill\":%.4f"
-           ",\"bytes_per_entry\":%.4f,\"compression_ratio\":%.4f"
-           ",\"rounding_waste\":%" PRIu64 ",\"overflow_values\":%" PRIu64
-           ",\"overflow_bytes\":%" PRIu64 ",\"error\":null}", m->entries,
-           m->depth, m->branch_nodes, m->leaf_nodes, m->raw_bytes,
-           m->stored_bytes, m->page_bytes, m->leaf_fill,
-           ratio(map_bytes(m), m->entries),
-           ratio(m->raw_bytes, m->stored_bytes),
-           m->page_bytes - m->stored_bytes, m->overflow_values,
-           m->overflow_bytes);
+    json_uint(j, "entries", m->entries);
+    json_uint(j, "depth", m->depth);
+    json_uint(j, "branch_nodes", m->branch_nodes);
+    json_uint(j, "leaf_nodes", m->leaf_nodes);
+    json_uint(j, "raw_bytes", m->raw_bytes);
+    json_uint(j, "stored_bytes", m->stored_bytes);
+    json_uint(j, "page_bytes", m->page_bytes);
+    json_double(j, "leaf_fill", m->leaf_fill, 4);
+    json_double(j, "bytes_per_entry", ratio(map_bytes(m), m->entries), 4);
+    json_double(j, "compression_ratio",
+                ratio(m->raw_bytes, m->stored_bytes), 4);
+    json_uint(j, "rounding_waste", m->page_bytes - m->stored_bytes);
+    json_uint(j, "overflow_values", m->overflow_values);
+    json_uint(j, "overflow_bytes", m->overflow_bytes);
+    json_null(j, "error");
+    json_end_object(j);
 }
 
 static void json_store(const store *s)
 {
     const bonsai_stat *st = &s->st;
-    printf("{\"file\":");
-    json_string(s->file);
-    printf(",\"format_version\":%" PRIu32 ",\"file_bytes\":%" PRIu64
-           ",\"cap\":%" PRIu64 ",\"txn_id\":%" PRIu64 ",\"page_size\":%"
-           PRIu32 ",\"node_bytes\":%" PRIu32 ",\"node_entries\":%" PRIu32
-           ",", st->format_version, s->sp.file_bytes, st->max_size,
-           st->txn_id, st->page_size, st->node_bytes, st->node_entries);
-    json_space(s);
-    printf("\"rounding_waste\":%" PRIu64 ",", rounding_waste(s));
+    json_writer j;
+    json_init(&j, stdout);
+    json_begin_object(&j, NULL);
+    json_string(&j, "file", s->file);
+    json_uint(&j, "format_version", st->format_version);
+    json_uint(&j, "file_bytes", s->sp.file_bytes);
+    json_uint(&j, "cap", st->max_size);
+    json_uint(&j, "txn_id", st->txn_id);
+    json_uint(&j, "page_size", st->page_size);
+    json_uint(&j, "node_bytes", st->node_bytes);
+    json_uint(&j, "node_entries", st->node_entries);
+    json_space(&j, s);
+    json_uint(&j, "rounding_waste", rounding_waste(s));
     if (s->list_err)
-        json_error("list_error", s->list_err);
+        json_error(&j, "list_error", s->list_err);
     else
-        printf("\"list_error\":null");
-    printf(",\"maps\":[");
-    for (size_t i = 0; i < s->n; i++) {
-        printf(i ? "," : "");
-        json_map(&s->maps[i]);
-    }
-    printf("]}\n");
+        json_null(&j, "list_error");
+    json_begin_array(&j, "maps");
+    for (size_t i = 0; i < s->n; i++)
+        json_map(&j, &s->maps[i]);
+    json_end_array(&j);
+    json_end_object(&j);
 }
 
 /* ---- main --------------------------------------------------------------- */
