@@ -16,6 +16,8 @@
 #                   FUZZ_SMOKE_SECONDS (60), as CI does
 #   make coverage   line and branch coverage of lib/ by the tests, with gcov
 #                   (tests/coverage.mk; not part of check)
+#   make check-man  the manual pages (man/) lint clean and agree with each
+#                   tool's --help and the bash completion (part of check)
 #   make install    PREFIX=/usr/local DESTDIR= ; make uninstall ; make clean
 #
 # Your CC, CPPFLAGS, CFLAGS, LDFLAGS and LDLIBS are honoured and come after
@@ -36,6 +38,8 @@ BINDIR     ?= $(PREFIX)/bin
 LIBDIR     ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 PCDIR      ?= $(LIBDIR)/pkgconfig
+MANDIR     ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 
 BUILD      ?= build
 SANITIZE   ?= 0
@@ -99,8 +103,11 @@ SONAME     := libbonsai.so.$(SOMAJOR)
 SOLINKS    := $(BUILD)/$(SONAME) $(BUILD)/libbonsai.so
 TOOLS      := $(TOOL_SRCS:tools/%.c=$(BUILD)/%)
 TESTS      := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
+MAN1       := $(sort $(wildcard man/*.1))
+MAN3       := $(sort $(wildcard man/*.3))
 
-.PHONY: all check check-tree check-abi check-examples install uninstall clean
+.PHONY: all check check-tree check-abi check-examples check-man install \
+        uninstall clean
 .DEFAULT_GOAL := all
 
 all: $(STATIC) $(SHARED) $(SOLINKS) $(TOOLS)
@@ -205,8 +212,16 @@ check-examples: all
 	    '$(ALL_CPPFLAGS) $(filter-out -MMD -MP,$(ALL_CFLAGS)) $(ALL_LDFLAGS)' \
 	    '$(LIBS)'
 
+# The manual pages lint clean (mandoc, and groff where it is installed),
+# each tool's page, its --help and the bash completion know the same
+# options, and the completion lists a store's maps for -s (both scripts
+# run, whatever the first says).
+check-man: all
+	@sh tests/man.sh '$(BUILD)'; m=$$?; \
+	bash tests/completion.sh '$(BUILD)' && [ $$m -eq 0 ]
+
 # The plain tree, then the sanitizer tree; a failure in either stops here.
-check: check-tree
+check: check-tree check-man
 	@ASAN_OPTIONS=detect_leaks=1 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	    $(MAKE) --no-print-directory BUILD='$(BUILD)/asan' SANITIZE=1 \
@@ -240,6 +255,14 @@ install: all
 	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
 	    bonsai.pc.in > '$(DESTDIR)$(PCDIR)/bonsai.pc'
 	$(if $(TOOLS),install -m 755 $(TOOLS) '$(DESTDIR)$(BINDIR)/')
+	install -d '$(DESTDIR)$(MANDIR)/man1' '$(DESTDIR)$(MANDIR)/man3' \
+	    '$(DESTDIR)$(BASHCOMPDIR)'
+	install -m 644 $(MAN1) '$(DESTDIR)$(MANDIR)/man1/'
+	install -m 644 $(MAN3) '$(DESTDIR)$(MANDIR)/man3/'
+	for t in $(notdir $(TOOLS)); do \
+	    install -m 644 completion/bonsai '$(DESTDIR)$(BASHCOMPDIR)'/$$t || \
+	        exit 1; \
+	done
 
 uninstall:
 	rm -f '$(DESTDIR)$(INCLUDEDIR)/bonsai.h' \
@@ -248,7 +271,10 @@ uninstall:
 	    '$(DESTDIR)$(LIBDIR)/$(SONAME)' \
 	    '$(DESTDIR)$(LIBDIR)/libbonsai.so' \
 	    '$(DESTDIR)$(PCDIR)/bonsai.pc' \
-	    $(foreach t,$(notdir $(TOOLS)),'$(DESTDIR)$(BINDIR)/$(t)')
+	    $(foreach t,$(notdir $(TOOLS)),'$(DESTDIR)$(BINDIR)/$(t)') \
+	    $(foreach p,$(notdir $(MAN1)),'$(DESTDIR)$(MANDIR)/man1/$(p)') \
+	    $(foreach p,$(notdir $(MAN3)),'$(DESTDIR)$(MANDIR)/man3/$(p)') \
+	    $(foreach t,$(notdir $(TOOLS)),'$(DESTDIR)$(BASHCOMPDIR)/$(t)')
 
 clean:
 	rm -rf '$(BUILD)'
