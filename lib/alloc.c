@@ -41,13 +41,13 @@ void alloc_free_all(alloc *a)
     extvec_free(&a->large);
     extvec_free(&a->txn_alloc);
     extvec_free(&a->txn_freed);
-    free(a->pending);
+    free(a->held);
     free(a->bits);
     free(a->fresh);
-    a->pending = NULL;
+    a->held = NULL;
     a->bits = NULL;
     a->fresh = NULL;
-    a->npending = a->cap_pending = 0;
+    a->nheld = a->cap_held = 0;
 }
 
 /* ---- the bitmap -------------------------------------------------------- */
@@ -340,24 +340,24 @@ void alloc_txn_begin(alloc *a)
     a->txn_freed.n = 0;
 }
 
-static int pending_room(alloc *a, size_t need)
+static int held_room(alloc *a, size_t need)
 {
-    if (need <= a->cap_pending)
+    if (need <= a->cap_held)
         return 0;
     size_t cap = need * 2;
-    pending_free *p = realloc(a->pending, cap * sizeof *p);
+    held_run *p = realloc(a->held, cap * sizeof *p);
     if (!p)
         return BONSAI_NOMEM;
-    a->pending = p;
-    a->cap_pending = cap;
+    a->held = p;
+    a->cap_held = cap;
     return 0;
 }
 
 int alloc_hold(alloc *a, uint64_t txn, bn_ext e)
 {
-    int rc = pending_room(a, a->npending + 1);
+    int rc = held_room(a, a->nheld + 1);
     if (rc == 0)
-        a->pending[a->npending++] = (pending_free){txn, e};
+        a->held[a->nheld++] = (held_run){txn, e};
     return rc;
 }
 
@@ -365,11 +365,11 @@ int alloc_txn_commit(alloc *a, uint64_t txn)
 {
     forget_fresh(a);
     a->tracking = 0;
-    int rc = pending_room(a, a->npending + a->txn_freed.n);
+    int rc = held_room(a, a->nheld + a->txn_freed.n);
     if (rc)
         return rc;
     for (size_t i = 0; i < a->txn_freed.n; i++)
-        a->pending[a->npending++] = (pending_free){txn, a->txn_freed.v[i]};
+        a->held[a->nheld++] = (held_run){txn, a->txn_freed.v[i]};
     a->txn_freed.n = 0;
     a->txn_alloc.n = 0;
     return 0;
@@ -429,13 +429,13 @@ void alloc_txn_abort(alloc *a)
 void alloc_reclaim(alloc *a, uint64_t oldest)
 {
     size_t i = 0;
-    while (i < a->npending && a->pending[i].txn <= oldest) {
-        if (alloc_put(a, a->pending[i].ext))
+    while (i < a->nheld && a->held[i].txn <= oldest) {
+        if (alloc_put(a, a->held[i].ext))
             break;
         i++;
     }
     if (i == 0)
         return;
-    memmove(a->pending, a->pending + i, (a->npending - i) * sizeof *a->pending);
-    a->npending -= i;
+    memmove(a->held, a->held + i, (a->nheld - i) * sizeof *a->held);
+    a->nheld -= i;
 }

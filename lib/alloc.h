@@ -26,7 +26,7 @@
  * In transaction mode a run released by the writer is not free at once
  * (unless the transaction itself wrote it: no snapshot ever saw that):
  * readers of older snapshots may still read it.  It waits in `txn_freed`
- * until commit, then in `pending` tagged with the committing txn id until
+ * until commit, then in `held` tagged with the committing txn id until
  * no reader's snapshot is older than that id.  At open, pages that only
  * an older snapshot of a reader in another process reaches wait there too
  * (alloc_hold, space.c).  Runs handed out during a transaction are
@@ -42,10 +42,10 @@
 
 #define ALLOC_CLASSES 64u
 
-typedef struct pending_free {
+typedef struct held_run {
     uint64_t txn; /* freed by this commit */
     bn_ext ext;
-} pending_free;
+} held_run;
 
 typedef struct alloc {
     region *rg;
@@ -67,8 +67,8 @@ typedef struct alloc {
     uint64_t txn_end0;               /* end when the transaction began */
     extvec txn_alloc;
     extvec txn_freed;
-    pending_free *pending;
-    size_t npending, cap_pending;
+    held_run *held;
+    size_t nheld, cap_held;
 } alloc;
 
 /* slot_pages: the pages a node image takes at most (at least 1). */
@@ -112,11 +112,11 @@ void alloc_txn_begin(alloc *a);
 int alloc_txn_commit(alloc *a, uint64_t txn);
 /* Takes back what the transaction handed out; forgets its releases. */
 void alloc_txn_abort(alloc *a);
-/* Adds a pending run, freed once no reader's snapshot is older than txn
+/* Adds a held run, freed once no reader's snapshot is older than txn
  * (open: pages an older snapshot of another process reaches).  Runs must
  * be added in ascending txn order, before any commit adds its own. */
 int alloc_hold(alloc *a, uint64_t txn, bn_ext e);
-/* Frees pending runs released by commits <= oldest (the oldest snapshot a
+/* Frees held runs released by commits <= oldest (the oldest snapshot a
  * reader holds, or the last commit when there are none). */
 void alloc_reclaim(alloc *a, uint64_t oldest);
 

@@ -9,7 +9,7 @@
 #include "btree.h"
 #include "cache.h"
 #include "maps.h"
-#include "pending.h"
+#include "put.h"
 #include "txn.h"
 
 /* A key as the map's kind reads it; BONSAI_KEYSIZE if it cannot be. */
@@ -56,7 +56,7 @@ static int put_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     int rc = maps_writer_tree(db, a->map, &t);
     if (rc)
         return rc;
-    return pending_put(db, a->map, t, a->key, a->val, a->vlen, a->flags);
+    return put_key(db, a->map, t, a->key, a->val, a->vlen, a->flags);
 }
 
 static int del_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
@@ -65,7 +65,7 @@ static int del_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     data_arg *a = argp;
     bt_tree *t;
     int rc = maps_writer_tree(db, a->map, &t);
-    return rc ? rc : pending_del(db, a->map, t, a->key);
+    return rc ? rc : put_del(db, a->map, t, a->key);
 }
 
 static int get_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
@@ -75,7 +75,7 @@ static int get_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     bt_rd rd;
     bonsai_val ignored, *out = a->out ? a->out : &ignored;
     if (!(txn && txn->rdonly) && a->map->db == db &&
-        pending_get(a->map, a->key, out) == 0)
+        put_waiting_get(a->map, a->key, out) == 0)
         return 0;
     int rc = txn_tree_as_is(db, txn, a->map, &t, &rd);
     if (rc)
@@ -113,9 +113,9 @@ int bonsai_put(bonsai_txn *txn, bonsai_map map, const bonsai_val *key,
         a.val = val->data;
         a.vlen = (uint32_t)val->size;
     }
-    if (!txn) {
+    if (!txn && txn_direct_ok(map->db)) {
         int done;
-        rc = pending_append_direct(map->db, map, a.key, a.val, a.vlen, &done);
+        rc = put_append_direct(map->db, map, a.key, a.val, a.vlen, &done);
         if (done)
             return rc;
     }

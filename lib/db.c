@@ -18,7 +18,7 @@
 
 #include "btree.h"
 #include "cache.h"
-#include "pending.h"
+#include "put.h"
 #include "internal.h"
 #include "maps.h"
 #include "metaslot.h"
@@ -502,7 +502,7 @@ int bonsai_sync(bonsai_db *db)
         return db->anonymous ? 0 : db->io.fsync(db->io.ctx, db->fd);
     if (!db->anonymous)
         return txn_write_back(db);
-    int rc = pending_apply_all(db);
+    int rc = put_apply_all(db);
     return rc ? rc : cache_flush(db);
 }
 

@@ -76,7 +76,7 @@ struct bonsai_map_s {
     int created;    /* created by the open write transaction */
     int dropped;    /* dropped by the open write transaction */
     bt_tree w;
-    putbuf pb;      /* puts waiting to be applied to w (pending.h) */
+    putbuf pb;      /* puts waiting to be applied to w (put.h) */
 };
 
 struct bonsai_db {

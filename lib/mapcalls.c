@@ -11,7 +11,7 @@
 
 #include "btree.h"
 #include "change.h"
-#include "pending.h"
+#include "put.h"
 #include "txn.h"
 
 typedef struct map_arg {
@@ -64,7 +64,7 @@ static int create_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     s->live = s->loaded = 1;
     s->dropped = 0; /* its record is overwritten, not deleted */
     s->created = db->cow;
-    if (!db->cow && (rc = pending_new_record(db, s))) {
+    if (!db->cow && (rc = put_new_record(db, s))) {
         s->live = s->loaded = 0;
         return rc;
     }
@@ -160,7 +160,7 @@ typedef struct list_arg {
 static int list_slot(list_arg *a, map_slot *s)
 {
     uint64_t adds;
-    int rc = pending_new_keys(a->db, s, &adds);
+    int rc = put_new_keys(a->db, s, &adds);
     return rc ? rc : a->fn(a->ctx, s->name, s->kind, s->w.count + adds);
 }
 
@@ -265,7 +265,7 @@ static int settle_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
 {
     (void)txn;
     map_slot *s = argp;
-    int rc = pending_apply(db, s);
+    int rc = put_apply_waiting(db, s);
     if (rc == 0)
         rc = bt_flush(db);
     if (rc == 0)

@@ -6,7 +6,7 @@
  * The writer keeps each map's tree in its handle slot and writes changed
  * records into the catalog only when it makes state durable (commit,
  * write-back), and without transactions a new map's record when the map
- * is created (pending_new_record).  A listing reads the writer's maps
+ * is created (put_new_record).  A listing reads the writer's maps
  * over the catalog, and writes nothing.  Readers look names up in the catalog of
  * their snapshot.
  */

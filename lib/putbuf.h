@@ -6,7 +6,7 @@
  * applying it at once costs a decode and, later, an encode of that whole
  * leaf for one entry.  The writer therefore keeps such puts here (the
  * newest value per key) and applies them in key order in batches
- * (pending.c), so each leaf is decoded and encoded once per batch.
+ * (put.c), so each leaf is decoded and encoded once per batch.
  *
  * PURE: no I/O, no global state; it allocates only its own arrays.
  */

@@ -11,7 +11,7 @@
  * A reader in another process may still read an older snapshot (its slot
  * in the lock file, readers.h, says which): the writer walks that
  * snapshot's trees too, from the copy of its meta in the slot, and keeps
- * the pages only it reaches out of the free space, as pending frees
+ * the pages only it reaches out of the free space, as held runs
  * tagged with the snapshot's txn id + 1 (alloc.h), so they are freed once
  * no reader holds a snapshot that old.  A slot's snapshot that does not
  * walk (bounds, checksums) is ignored: its owner was still checking
@@ -86,17 +86,17 @@ static int newest_first(const void *a, const void *b)
 }
 
 typedef struct hold_list {
-    pending_free *v;
+    held_run *v;
     size_t n, cap;
 } hold_list;
 
 static int hold(hold_list *l, uint64_t tag, uint64_t pgno, uint64_t npages)
 {
-    pending_free *v = vec_room(l->v, l->n, &l->cap, sizeof *v, 64);
+    held_run *v = vec_room(l->v, l->n, &l->cap, sizeof *v, 64);
     if (!v)
         return BONSAI_NOMEM;
     l->v = v;
-    l->v[l->n++] = (pending_free){tag, {pgno, (uint32_t)npages}};
+    l->v[l->n++] = (held_run){tag, {pgno, (uint32_t)npages}};
     return 0;
 }
 
@@ -139,7 +139,7 @@ static int hold_snapshot(bonsai_db *db, const bx_meta *s, pageset *u,
 
 static int oldest_tag_first(const void *a, const void *b)
 {
-    const pending_free *x = a, *y = b;
+    const held_run *x = a, *y = b;
     return x->txn < y->txn ? -1 : x->txn > y->txn;
 }
 

@@ -10,7 +10,7 @@
 /* Fills the allocator of a store opened for writing: every page below the
  * high-water mark that no tree of db->meta reaches is free, except pages
  * that an older snapshot held by a live reader in another process still
- * reaches: those wait in the allocator's pending frees until no reader
+ * reaches: those wait in the allocator's held runs until no reader
  * holds a snapshot that old.  Returns 0, BONSAI_CORRUPT (the last commit's
  * trees do not walk) or BONSAI_NOMEM. */
 int space_derive(bonsai_db *db);

@@ -21,7 +21,7 @@
 #include "change.h"
 #include "maps.h"
 #include "metaslot.h"
-#include "pending.h"
+#include "put.h"
 #include "wait.h"
 
 int txn_check(const bonsai_txn *txn)
@@ -189,7 +189,7 @@ static int begin_write(bonsai_db *db, bonsai_txn *txn)
         return BONSAI_TXNID_FULL;
     /* scanning the reader slots costs a lock query per slot in use: only
      * when pages wait that in-process readers would let go */
-    if (db->rt.fd >= 0 && db->al.npending && db->al.pending[0].txn <= oldest)
+    if (db->rt.fd >= 0 && db->al.nheld && db->al.held[0].txn <= oldest)
         oldest = rt_oldest(&db->rt, oldest);
     alloc_reclaim(&db->al, oldest);
     alloc_txn_begin(&db->al);
@@ -233,7 +233,7 @@ static int write_cached(bonsai_db *db)
 /* Steps 1 and 2: the puts waiting to be applied too. */
 static int write_changes(bonsai_db *db)
 {
-    int rc = pending_apply_all(db);
+    int rc = put_apply_all(db);
     return rc ? rc : write_cached(db);
 }
 
@@ -424,14 +424,31 @@ uint64_t bonsai_txn_id(const bonsai_txn *txn)
  * one leaf does not decode it every time. */
 #define DIRECT_LEAF_KEEP 256u
 
-static int change_directly(bonsai_db *db, txn_change_fn fn, void *arg)
+/* Why a change without transactions may not be made now: 0, or the
+ * error txn_change answers. */
+static int direct_refusal(const bonsai_db *db)
 {
+    if (db->opt.read_only)
+        return BONSAI_READONLY;
     if (db->failed)
         return BONSAI_FAILED;
     /* a change applies in place at once, but only a write-back with a
      * larger id than the last makes it the store's: refuse it first */
     if (!txn_next_id(db->meta.txn_id))
         return BONSAI_TXNID_FULL;
+    return 0;
+}
+
+int txn_direct_ok(const bonsai_db *db)
+{
+    return !db->cow && direct_refusal(db) == 0;
+}
+
+static int change_directly(bonsai_db *db, txn_change_fn fn, void *arg)
+{
+    int rc0 = direct_refusal(db);
+    if (rc0)
+        return rc0;
     uint64_t gen0 = db->write_gen;
     db->op_tree = NULL;
     int rc;
@@ -538,7 +555,7 @@ int txn_tree(bonsai_db *db, bonsai_txn *txn, bonsai_map map, bt_tree **t,
     if (rc || (txn && txn->rdonly))
         return rc;
     /* applying them may grow the store: the page limit comes after */
-    rc = pending_apply(db, map);
+    rc = put_apply_waiting(db, map);
     rd->end = db->al.end;
     return rc;
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * vec.h - growable arrays of page runs and of pending frees, the only
+ * vec.h - growable arrays of page runs and of held runs, the only
  * containers the allocator and the writer need.
  */
 #ifndef BONSAI_VEC_H

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * test_pending.c - puts that wait in the write cache before they reach the
- * tree (lib/pending.h): what a user sees must not change.  Random puts
+ * tree (lib/put.h): what a user sees must not change.  Random puts
  * into a tree too large for the decoded-leaf cache wait; reads, deletes,
  * overwrites, put-if-absent, counts, cursors, commit and abort must all
  * see them exactly as if they had gone to the tree at once.

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * pending.c - when a put waits, applying waiting puts, and the room puts
- * and deletes take on the write path (see pending.h).
+ * put.c - the write path of puts and deletes: which way each takes (the
+ * table in put.h), and applying the puts that wait.
  */
-#include "pending.h"
+#include "put.h"
 
 #include "btree.h"
 #include "cache.h"
@@ -123,14 +123,12 @@ static int append_now(bonsai_db *db, bt_tree *t, bn_key key,
     return bt_append(db, t, tail, key, val, vlen);
 }
 
-int pending_append_direct(bonsai_db *db, map_slot *s, bn_key key,
-                          const uint8_t *val, uint32_t vlen, int *done)
+int put_append_direct(bonsai_db *db, map_slot *s, bn_key key,
+                      const uint8_t *val, uint32_t vlen, int *done)
 {
     *done = 0;
-    if (db->cow || db->failed || db->opt.read_only ||
-        !db->opt.write_cache_bytes || db->waiting || !s->loaded ||
-        s->dropped || vlen > db->inline_max || db->wb_error ||
-        !txn_next_id(db->meta.txn_id)) /* txn_change refuses it */
+    if (!db->opt.write_cache_bytes || db->waiting || !s->loaded ||
+        s->dropped || vlen > db->inline_max || db->wb_error)
         return 0;
     bt_tree *t = &s->w;
     bn_node *tail = bt_tail_leaf_hinted(db, t, key);
@@ -216,8 +214,8 @@ static int wait_put(bonsai_db *db, map_slot *s, bn_key key,
     return 0;
 }
 
-int pending_put(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key,
-                const uint8_t *val, uint32_t vlen, unsigned flags)
+int put_key(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key,
+            const uint8_t *val, uint32_t vlen, unsigned flags)
 {
     int rc;
     if (pb_find(&s->pb, key) != UINT32_MAX) {
@@ -226,7 +224,7 @@ int pending_put(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key,
         if (vlen <= db->inline_max)
             return wait_put(db, s, key, val, vlen);
         /* its older value must land first */
-        if ((rc = pending_apply(db, s)))
+        if ((rc = put_apply_waiting(db, s)))
             return rc;
     }
     int done;
@@ -237,7 +235,7 @@ int pending_put(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key,
         return rc;
     int go = choose(db, t, key, vlen);
     if (go == GO_APPLY_FIRST) {
-        if ((rc = pending_apply_all(db)))
+        if ((rc = put_apply_all(db)))
             return rc;
         go = choose(db, t, key, vlen);
     }
@@ -246,32 +244,32 @@ int pending_put(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key,
     /* the room the waiting puts count on is not this put's to take */
     if (db->waiting &&
         !room_waiting(db, room_put_any(db, t), db->waiting) &&
-        (rc = pending_apply_all(db)))
+        (rc = put_apply_all(db)))
         return rc;
     return put_now(db, t, key, val, vlen, flags);
 }
 
-int pending_reserve(bonsai_db *db, uint32_t slots, uint32_t vlen)
+int put_reserve(bonsai_db *db, uint32_t slots, uint32_t vlen)
 {
     int rc;
     /* the room the waiting puts count on is not this change's to take */
     if (db->waiting && !room_waiting(db, slots, db->waiting) &&
-        (rc = pending_apply_all(db)))
+        (rc = put_apply_all(db)))
         return rc;
     return room_reserve(db, slots, vlen);
 }
 
-int pending_new_record(bonsai_db *db, map_slot *s)
+int put_new_record(bonsai_db *db, map_slot *s)
 {
     int rc = BONSAI_FULL;
     if (db->opt.write_cache_bytes)
-        rc = pending_reserve(db, room_put_any(db, &db->catalog), 0);
+        rc = put_reserve(db, room_put_any(db, &db->catalog), 0);
     if (rc == BONSAI_FULL && db->dirty.n == 0)
         return store_records_or_undo(db);
     return rc ? rc : maps_store_record(db, s);
 }
 
-int pending_del(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key)
+int put_del(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key)
 {
     int rc;
     /* a delete of an absent key changes nothing and needs no room: it is
@@ -279,7 +277,7 @@ int pending_del(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key)
     if (pb_find(&s->pb, key) == UINT32_MAX &&
         (rc = check_absent(db, t, key)) != BONSAI_EXISTS)
         return rc ? rc : BONSAI_NOTFOUND;
-    if ((rc = pending_apply(db, s)))
+    if ((rc = put_apply_waiting(db, s)))
         return rc;
     uint32_t slots = room_del_slots(db, t);
     change_note_tree(db, t);
@@ -291,7 +289,7 @@ int pending_del(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key)
         if ((rc = bt_del_in_place(db, t, key, &done)) || done)
             return rc;
     }
-    rc = pending_reserve(db, slots, ROOM_DELETE);
+    rc = put_reserve(db, slots, ROOM_DELETE);
     if (rc == BONSAI_FULL && !db->cow && db->dirty.n == 0)
         return change_through(db, t, key, NULL, ROOM_DELETE, 0);
     return rc ? rc : bt_del(db, t, key);
@@ -339,7 +337,7 @@ static int apply_run(bonsai_db *db, map_slot *s, uint32_t from, uint32_t *to)
     return 0;
 }
 
-int pending_apply(bonsai_db *db, map_slot *s)
+int put_apply_waiting(bonsai_db *db, map_slot *s)
 {
     putbuf *b = &s->pb;
     if (b->n == 0)
@@ -356,17 +354,17 @@ int pending_apply(bonsai_db *db, map_slot *s)
     return rc;
 }
 
-int pending_apply_all(bonsai_db *db)
+int put_apply_all(bonsai_db *db)
 {
     for (uint32_t i = 0; i < db->nmaps && db->waiting; i++) {
-        int rc = pending_apply(db, &db->maps[i]);
+        int rc = put_apply_waiting(db, &db->maps[i]);
         if (rc)
             return rc;
     }
     return 0;
 }
 
-int pending_new_keys(bonsai_db *db, const map_slot *s, uint64_t *n)
+int put_new_keys(bonsai_db *db, const map_slot *s, uint64_t *n)
 {
     *n = 0;
     for (uint32_t i = 0; i < s->pb.n; i++) {
@@ -379,7 +377,7 @@ int pending_new_keys(bonsai_db *db, const map_slot *s, uint64_t *n)
     return 0;
 }
 
-int pending_get(const map_slot *s, bn_key key, bonsai_val *out)
+int put_waiting_get(const map_slot *s, bn_key key, bonsai_val *out)
 {
     uint32_t i = pb_find(&s->pb, key);
     if (i == UINT32_MAX)
