@@ -505,6 +505,7 @@ Test(tools, load_refuses_bad_input)
         tr_result r = TR_RUN("bonsai-load", "-f", cut, targets[i]);
         expect(&r, 1);
         expect_in(r.err, "line 4", r.cmd);
+        expect_in(r.err, cut, r.cmd); /* the input is named */
         tr_result_free(&r);
         tr_snap_same(&s, "a load cut short");
     }
@@ -513,7 +514,7 @@ Test(tools, load_refuses_bad_input)
     tr_snap s = tr_snap_take(st);
     tr_result r = tr_run_v(-1, "/dev/zero", TR_ARGS("bonsai-load", st));
     expect(&r, 1);
-    expect_in(r.err, "line 1", r.cmd);
+    expect_in(r.err, "standard input: line 1", r.cmd);
     tr_result_free(&r);
     tr_snap_same(&s, "/dev/zero on stdin");
 

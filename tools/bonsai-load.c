@@ -107,7 +107,8 @@ static void usage(FILE *out)
         "    and the store stays as it was.  A malformed line (odd hex\n"
         "    digits, a bad escape, a missing value line, an unknown format,\n"
         "    a NUL byte, a CRLF line end, a line longer than 3 GiB) is\n"
-        "    reported with its line number.  A failed load takes back what\n"
+        "    reported with the input's name and its line number (\"INPUT:\n"
+        "    line N: ...\").  A failed load takes back what\n"
         "    it made: a new store file (also one a symbolic link names)\n"
         "    with its FILE-lock, or the growth of an existing one (whose\n"
         "    FILE-lock, which any open of it makes, stays).  INPUT may be a\n"
@@ -866,6 +867,15 @@ static int load_all(loader *ld, header *h, int have)
     return have < 0 ? TOOL_EXIT_FAIL : 0;
 }
 
+/* load_all, its messages naming the input ("line N" is of it). */
+static int load_input(loader *ld, header *h, int have)
+{
+    tool_set_context(ld->in.name);
+    int st = load_all(ld, h, have);
+    tool_set_context(NULL);
+    return st;
+}
+
 static double now(void)
 {
     struct timespec ts;
@@ -900,7 +910,9 @@ int main(int argc, char **argv)
     /* The first header comes before the store opens: its mapsize may
      * raise the cap, and bad input leaves no trace. */
     header h = {.kind = BONSAI_KEY_BYTES};
+    tool_set_context(ld.in.name); /* line errors name the input */
     int have = a.text ? 1 : read_header(&ld.in, &ld.key, &h);
+    tool_set_context(NULL);
     if (have < 0) {
         st = TOOL_EXIT_FAIL;
         goto out;
@@ -925,7 +937,7 @@ int main(int argc, char **argv)
     if (rc)
         st = tool_fail("%s: write transaction: %s", a.file,
                        bonsai_strerror(rc));
-    else if ((st = load_all(&ld, &h, have)))
+    else if ((st = load_input(&ld, &h, have)))
         bonsai_txn_abort(ld.txn);
     else if ((rc = bonsai_txn_commit(ld.txn)))
         st = tool_fail("%s: commit: %s", a.file, bonsai_strerror(rc));

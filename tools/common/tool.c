@@ -22,6 +22,7 @@
 static const char *prog = "bonsai";
 static const char *synopsis = "";
 static int quiet;
+static const char *context;
 
 void tool_init(const char *name, const char *syn)
 {
@@ -39,11 +40,18 @@ void tool_set_quiet(int q)
     quiet = q;
 }
 
+void tool_set_context(const char *what)
+{
+    context = what;
+}
+
 static void vmessage(const char *fmt, va_list ap)
 {
     fflush(stdout); /* keep the order of what a terminal shows */
     progress_hide();
     fprintf(stderr, "%s: ", prog);
+    if (context)
+        fprintf(stderr, "%s: ", context);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
 }

@@ -29,6 +29,11 @@ void tool_init(const char *name, const char *synopsis);
 /* The program's name, as tool_init set it ("bonsai-dump"). */
 const char *tool_name(void);
 
+/* Messages name what the work at hand reads (an input file, "standard
+ * input") after the program's name while it is set: "NAME: WHAT: ...";
+ * NULL for none. */
+void tool_set_context(const char *what);
+
 /* "NAME: message\n" on stderr; returns TOOL_EXIT_FAIL. */
 int tool_fail(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
