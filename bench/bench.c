@@ -1417,6 +1417,7 @@ struct args {
     unsigned timeout;           /* seconds per child, 0 = none */
     int workloads[N_WORKLOADS]; /* selected */
     int engines[N_ENGINES];
+    int peer_workloads[N_WORKLOADS]; /* where the in-memory peers run */
 };
 
 static void usage(FILE *out)
@@ -1432,6 +1433,8 @@ static void usage(FILE *out)
         "  --scale F        multiply every size by F (default 1)\n"
         "  --workload NAME  run only this workload (repeatable)\n"
         "  --engine NAME    run only this engine (repeatable)\n"
+        "  --peers-on NAME  run std-map, std-unordered and judy only on this\n"
+        "                   workload (repeatable; default all)\n"
         "  --csv PATH       write the CSV there (default bench/results.csv)\n"
         "  --dir DIR        where store files go (default /tmp)\n"
         "  --seed N         PRNG seed (default %" PRIu64 ")\n"
@@ -1523,6 +1526,7 @@ static int parse_args(int argc, char **argv, struct args *a)
         {"scale", required_argument, NULL, 's'},
         {"workload", required_argument, NULL, 'w'},
         {"engine", required_argument, NULL, 'e'},
+        {"peers-on", required_argument, NULL, 'p'},
         {"csv", required_argument, NULL, 'c'},
         {"dir", required_argument, NULL, 'd'},
         {"seed", required_argument, NULL, 'S'},
@@ -1542,6 +1546,7 @@ static int parse_args(int argc, char **argv, struct args *a)
         case 'w': bad = select_workload(optarg, a->workloads); break;
         case 'e': bad = select_name(optarg, ENGINE_NAMES, N_ENGINES,
                                     a->engines); break;
+        case 'p': bad = select_workload(optarg, a->peer_workloads); break;
         case 'c': a->csv = optarg; break;
         case 'd': a->dir = optarg; break;
         case 'S': bad = parse_seed(optarg, &a->seed); break;
@@ -1560,6 +1565,7 @@ static int parse_args(int argc, char **argv, struct args *a)
     }
     select_all_if_none(a->workloads, N_WORKLOADS);
     select_all_if_none(a->engines, N_ENGINES);
+    select_all_if_none(a->peer_workloads, N_WORKLOADS);
     return 0;
 }
 
@@ -1585,7 +1591,9 @@ static void print_intro(const struct args *a)
 /* Whether engine e runs on workload wi. */
 static int runs(const struct args *a, size_t wi, int e)
 {
-    return a->workloads[wi] && a->engines[e];
+    int peer = e >= ENG_STD_MAP;
+    return a->workloads[wi] && a->engines[e] &&
+           (!peer || a->peer_workloads[wi]);
 }
 
 /* One job per selected workload and engine, workload after workload;
