@@ -48,7 +48,7 @@ namespace {
 
 template <class Map> class basic_peer final : public peer {
     using key_type = typename Map::key_type;
-    using value_type = typename Map::mapped_type;
+    using mapped_type = typename Map::mapped_type;
 
     Map map_;
     // The key of the operation at hand: a string lookup reuses its buffer
@@ -59,7 +59,7 @@ public:
     void put(const peer_key *k, const void *v) override
     {
         set_key(probe_, k);
-        std::memcpy(&map_[probe_], v, value_type::size);
+        std::memcpy(&map_[probe_], v, mapped_type::size);
     }
 
     const void *get(const peer_key *k) override
@@ -75,7 +75,7 @@ public:
     {
         for (const auto &entry : map_) {
             peer_key k = view(entry.first);
-            visit(arg, &k, &entry.second, value_type::size);
+            visit(arg, &k, &entry.second, mapped_type::size);
         }
     }
 };
