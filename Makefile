@@ -10,8 +10,8 @@
 #                   (`make check-tree` runs one tree: build/, or $(BUILD))
 #   make demo       every bonsai-fill preset at 256 MiB, one table (tools/fill.mk)
 #   make plot       PNG charts of the demo (gnuplot)
-#   make bench      bonsai against LMDB, side by side (bench/bench.mk);
-#                   bench-quick, bench-plot
+#   make bench      bonsai against LMDB and in-memory collections, side by
+#                   side (bench/bench.mk); bench-quick, bench-plot
 #   make fuzz       libFuzzer harnesses (fuzz/fuzz.mk); fuzz-smoke: each for
 #                   FUZZ_SMOKE_SECONDS (60), as CI does
 #   make coverage   line and branch coverage of lib/ by the tests, with gcov
@@ -228,10 +228,12 @@ check: check-tree check-man
 	    check-tree
 	@echo "check: OK: $(words $(TESTS)) test binaries passed in" \
 	    "$(BUILD)/ and $(BUILD)/asan/ (ASan+UBSan)"
-	@if echo '#include <lmdb.h>' | $(CC) -E -x c - >/dev/null 2>&1; then \
+	@if printf '#include <lmdb.h>\n#include <Judy.h>\n' | \
+	    $(CC) -E -x c - >/dev/null 2>&1; then \
 	    $(MAKE) --no-print-directory bench-quick; \
 	else \
-	    echo "check: bench-quick not run: no lmdb.h (Debian: liblmdb-dev)"; \
+	    echo "check: bench-quick not run: no lmdb.h or Judy.h" \
+	        "(Debian: liblmdb-dev, libjudy-dev)"; \
 	fi
 
 # ---- the experiment's ladder, the benchmark, fuzzing ------------------------

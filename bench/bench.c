@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * bench.c - bonsai against LMDB on the same key streams, on this machine.
+ * bench.c - bonsai against LMDB and in-memory collections on the same key
+ * streams, on this machine.
  *
  * For every workload (a key stream fixed by the seed and the size) each
  * engine runs in a forked child process of its own, one after the other,
@@ -20,6 +21,15 @@
  *   bonsai-file  a file in --dir, transactions on, sync off, one write
  *                transaction per BATCH puts; reads in one read snapshot
  *   (both bonsai rows: max_size raised to 64 GiB, nothing else changed)
+ *   std-map      std::map (peers.cc), grown by inserts as a program would
+ *   std-unordered std::unordered_map (peers.cc), default hash, no reserve;
+ *                it has no order, so its scan is a walk in the table's
+ *                order: counted, but neither timed against the others nor
+ *                compared
+ *   judy         JudyL for u64 keys, JudySL for string keys (they hold no
+ *                NUL byte, and JudySL scans them in byte order); a value
+ *                of 16 bytes is a malloc'd copy the Judy word points to
+ *   (the three in-memory peers: store bytes are malloc's bytes in use)
  *
  * Keys: entry i of a stream has the id perm(i) (the identity for u64
  * workloads) and the key key_of(id).  Lookups of present keys pick ids
@@ -30,19 +40,23 @@
  * Figures: bytes per entry three ways (the store's bytes in use, the file's
  * allocated blocks, the child's peak RSS), inserts/s (the whole load,
  * commits and the final flush included), lookups/s present and absent,
- * scan entries/s (every key and value byte is read), and bonsai/LMDB
- * ratios.  Times include making keys, the same work for every engine.
+ * scan entries/s (every key and value byte is read), and the ratios of
+ * bonsai to LMDB and of bonsai-mem to each peer.  Times include making
+ * keys, the same work for every engine.
  *
  * Only bonsai's public API (bonsai.h) is used.
  */
 #include "bonsai.h"
+#include "peers.h"
 
+#include <Judy.h>
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <lmdb.h>
+#include <malloc.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -100,10 +114,14 @@ static const struct workload WORKLOADS[] = {
 
 /* ---- engines -------------------------------------------------------------- */
 
-enum engine_id { ENG_LMDB, ENG_BONSAI_MEM, ENG_BONSAI_FILE, N_ENGINES };
+enum engine_id {
+    ENG_LMDB, ENG_BONSAI_MEM, ENG_BONSAI_FILE,
+    ENG_STD_MAP, ENG_STD_UNORDERED, ENG_JUDY, /* the in-memory peers */
+    N_ENGINES
+};
 
 static const char *const ENGINE_NAMES[N_ENGINES] = {
-    "lmdb", "bonsai-mem", "bonsai-file"};
+    "lmdb", "bonsai-mem", "bonsai-file", "std-map", "std-unordered", "judy"};
 
 /* ---- the PRNG and hashing ------------------------------------------------- */
 
@@ -298,6 +316,7 @@ struct result {
     double load_s, hit_s, miss_s, scan_s;
     uint64_t hits, absent_found, bad_values, scanned;
     uint64_t lookup_digest, scan_digest;
+    int unordered_scan;      /* in no key order: not compared, no rate */
 };
 
 /* ---- one engine's state in a child ---------------------------------------- */
@@ -316,6 +335,12 @@ struct ctx {
     bonsai_txn *btxn;        /* NULL in no-transaction mode */
     bonsai_map map;
     int bonsai_txns;
+    /* the in-memory peers */
+    size_t heap0;            /* malloc's bytes in use before the load */
+    struct peer *peer;
+    Pvoid_t judy;
+    uint64_t judy_entries;
+    char judy_key[MAX_KEY + 1]; /* NUL-terminated, for JudySL */
 };
 
 static int fail(struct ctx *c, const char *what, const char *why)
@@ -607,6 +632,247 @@ static const struct engine_ops BONSAI_OPS = {
     bonsai_open_store, bonsai_put_key, bonsai_commit_batch, bonsai_end_load,
     bonsai_stat_store, bonsai_get_key, bonsai_scan, bonsai_close_store};
 
+/* ---- the in-memory peers -------------------------------------------------- */
+
+/* Bytes malloc holds, chunk headers and mmap'd blocks included: what a
+ * peer's load adds to it are its store bytes. */
+static size_t heap_in_use(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
+
+/* A peer has no commits and nothing to flush. */
+static int peer_nothing(struct ctx *c)
+{
+    (void)c;
+    return 0;
+}
+
+static void peer_heap_stat(const struct ctx *c, uint64_t *bytes_used,
+                           uint64_t *tree_bytes)
+{
+    *bytes_used = *tree_bytes = heap_in_use() - c->heap0;
+}
+
+/* std::map and std::unordered_map (peers.cc) */
+
+static int std_open(struct ctx *c, enum peer_kind kind)
+{
+    c->heap0 = heap_in_use();
+    c->peer = peer_create(kind, is_u64(c->st), c->st->w->value_len);
+    return c->peer ? 0 : fail(c, "peer_create", "out of memory");
+}
+
+static int std_map_open(struct ctx *c)
+{
+    return std_open(c, PEER_STD_MAP);
+}
+
+static int std_unordered_open(struct ctx *c)
+{
+    return std_open(c, PEER_STD_UNORDERED);
+}
+
+static struct peer_key peer_key_of(const struct ctx *c, const struct key *k)
+{
+    if (is_u64(c->st))
+        return (struct peer_key){.u = k->u};
+    return (struct peer_key){.s = k->s, .len = k->len};
+}
+
+static int std_put(struct ctx *c, const struct key *k, const void *v,
+                   size_t vlen)
+{
+    (void)vlen; /* the peer was made for the workload's value length */
+    struct peer_key pk = peer_key_of(c, k);
+    return peer_put(c->peer, &pk, v) ? fail(c, "peer_put", "out of memory")
+                                     : 0;
+}
+
+static int std_stat(struct ctx *c, uint64_t *entries, uint64_t *bytes_used,
+                    uint64_t *tree_bytes)
+{
+    *entries = peer_count(c->peer);
+    peer_heap_stat(c, bytes_used, tree_bytes);
+    return 0;
+}
+
+static int std_get(struct ctx *c, const struct key *k, const void **v,
+                   size_t *vlen)
+{
+    struct peer_key pk = peer_key_of(c, k);
+    int found = peer_get(c->peer, &pk, v);
+    if (found < 0)
+        return fail(c, "peer_get", "out of memory");
+    *vlen = found ? c->st->w->value_len : 0;
+    return found;
+}
+
+struct std_scan_state {
+    int u64;
+    uint64_t n, h;
+};
+
+static void std_scan_entry(void *arg, const struct peer_key *k, const void *v,
+                           size_t vlen)
+{
+    struct std_scan_state *s = arg;
+    s->h = s->u64 ? fold_bytes(s->h, &k->u, sizeof k->u)
+                  : fold_bytes(s->h, k->s, k->len);
+    s->h = fold_bytes(s->h, v, vlen);
+    s->n++;
+}
+
+static int std_scan(struct ctx *c, uint64_t *count, uint64_t *digest)
+{
+    struct std_scan_state s = {.u64 = is_u64(c->st)};
+    peer_scan(c->peer, std_scan_entry, &s);
+    *count = s.n;
+    *digest = s.h;
+    return 0;
+}
+
+static void std_close(struct ctx *c)
+{
+    if (c->peer)
+        peer_destroy(c->peer);
+}
+
+static const struct engine_ops STD_MAP_OPS = {
+    std_map_open, std_put, peer_nothing, peer_nothing,
+    std_stat, std_get, std_scan, std_close};
+
+static const struct engine_ops STD_UNORDERED_OPS = {
+    std_unordered_open, std_put, peer_nothing, peer_nothing,
+    std_stat, std_get, std_scan, std_close};
+
+/* Judy: JudyL for u64 keys, JudySL for string keys.  A Judy word holds one
+ * pointer: to a malloc'd copy of the value, or to JUDY_EMPTY when values
+ * are empty, so that a word still NULL after an insert is a new key. */
+
+_Static_assert(sizeof(Word_t) == sizeof(uint64_t), "JudyL keys are u64");
+
+static unsigned char JUDY_EMPTY[1];
+
+static int judy_fail(struct ctx *c, const char *what, const JError_t *err)
+{
+    char why[40];
+    snprintf(why, sizeof why, "Judy error %d", (int)JU_ERRNO(err));
+    return fail(c, what, why);
+}
+
+static int judy_open(struct ctx *c)
+{
+    c->heap0 = heap_in_use();
+    c->judy = NULL;
+    return 0;
+}
+
+/* JudySL takes a NUL-terminated key: the string keys hold no NUL byte. */
+static const uint8_t *judy_string(struct ctx *c, const struct key *k)
+{
+    memcpy(c->judy_key, k->s, k->len);
+    c->judy_key[k->len] = '\0';
+    return (const uint8_t *)c->judy_key;
+}
+
+static int judy_put(struct ctx *c, const struct key *k, const void *v,
+                    size_t vlen)
+{
+    JError_t err;
+    PPvoid_t word = is_u64(c->st)
+                        ? JudyLIns(&c->judy, (Word_t)k->u, &err)
+                        : JudySLIns(&c->judy, judy_string(c, k), &err);
+    if (word == PPJERR)
+        return judy_fail(c, is_u64(c->st) ? "JudyLIns" : "JudySLIns", &err);
+    if (!*word) {
+        *word = vlen ? malloc(vlen) : JUDY_EMPTY;
+        if (!*word)
+            return fail(c, "malloc", "out of memory");
+        c->judy_entries++;
+    }
+    memcpy(*word, v, vlen);
+    return 0;
+}
+
+static int judy_stat(struct ctx *c, uint64_t *entries, uint64_t *bytes_used,
+                     uint64_t *tree_bytes)
+{
+    *entries = c->judy_entries;
+    peer_heap_stat(c, bytes_used, tree_bytes);
+    return 0;
+}
+
+static int judy_get(struct ctx *c, const struct key *k, const void **v,
+                    size_t *vlen)
+{
+    JError_t err;
+    PPvoid_t word = is_u64(c->st)
+                        ? JudyLGet(c->judy, (Word_t)k->u, &err)
+                        : JudySLGet(c->judy, judy_string(c, k), &err);
+    if (word == PPJERR)
+        return judy_fail(c, is_u64(c->st) ? "JudyLGet" : "JudySLGet", &err);
+    if (!word)
+        return 0;
+    *v = *word;
+    *vlen = c->st->w->value_len;
+    return 1;
+}
+
+/* The word of the first entry (first) or of the one after the last found;
+ * its key in *u (u64 keys) or c->judy_key (strings).  NULL at the end. */
+static PPvoid_t judy_step(struct ctx *c, Word_t *u, int first, JError_t *err)
+{
+    uint8_t *s = (uint8_t *)c->judy_key;
+    if (first) {
+        *u = 0;
+        s[0] = '\0';
+    }
+    if (is_u64(c->st))
+        return first ? JudyLFirst(c->judy, u, err) : JudyLNext(c->judy, u, err);
+    return first ? JudySLFirst(c->judy, s, err) : JudySLNext(c->judy, s, err);
+}
+
+static int judy_scan(struct ctx *c, uint64_t *count, uint64_t *digest)
+{
+    JError_t err;
+    Word_t u;
+    uint64_t n = 0, h = 0;
+    size_t vlen = c->st->w->value_len;
+    PPvoid_t word = judy_step(c, &u, 1, &err);
+    for (; word && word != PPJERR; word = judy_step(c, &u, 0, &err)) {
+        h = is_u64(c->st) ? fold_bytes(h, &u, sizeof u)
+                          : fold_bytes(h, c->judy_key, strlen(c->judy_key));
+        h = fold_bytes(h, *word, vlen);
+        n++;
+    }
+    *count = n;
+    *digest = h;
+    if (word == PPJERR)
+        return judy_fail(c, is_u64(c->st) ? "JudyLNext" : "JudySLNext", &err);
+    return 0;
+}
+
+static void judy_close(struct ctx *c)
+{
+    JError_t err;
+    Word_t u;
+    if (c->st->w->value_len) {
+        PPvoid_t word = judy_step(c, &u, 1, &err);
+        for (; word && word != PPJERR; word = judy_step(c, &u, 0, &err))
+            free(*word);
+    }
+    if (is_u64(c->st))
+        JudyLFreeArray(&c->judy, &err);
+    else
+        JudySLFreeArray(&c->judy, &err);
+}
+
+static const struct engine_ops JUDY_OPS = {
+    judy_open, judy_put, peer_nothing, peer_nothing,
+    judy_stat, judy_get, judy_scan, judy_close};
+
 /* ---- the run in a child --------------------------------------------------- */
 
 static double now(void)
@@ -705,13 +971,29 @@ static int scan(const struct engine_ops *e, struct ctx *c, struct result *r)
     return 0;
 }
 
+/* How each engine runs: its operations, whether its store is a file in
+ * the job's directory, and whether its scan visits the keys in order. */
+static const struct engine_run {
+    const struct engine_ops *ops;
+    int in_file;
+    int ordered;
+} ENGINE_RUNS[N_ENGINES] = {
+    [ENG_LMDB] = {&LMDB_OPS, 1, 1},
+    [ENG_BONSAI_MEM] = {&BONSAI_OPS, 0, 1},
+    [ENG_BONSAI_FILE] = {&BONSAI_OPS, 1, 1},
+    [ENG_STD_MAP] = {&STD_MAP_OPS, 0, 1},
+    [ENG_STD_UNORDERED] = {&STD_UNORDERED_OPS, 0, 0},
+    [ENG_JUDY] = {&JUDY_OPS, 0, 1},
+};
+
 static void run_engine(enum engine_id id, const struct stream *st,
                        const char *dir, struct result *r)
 {
-    const struct engine_ops *e = id == ENG_LMDB ? &LMDB_OPS : &BONSAI_OPS;
+    const struct engine_ops *e = ENGINE_RUNS[id].ops;
     struct ctx c = {.st = st, .error = r->error};
     double t0 = now(), cpu0 = cpu_seconds();
-    if (id != ENG_BONSAI_MEM &&
+    r->unordered_scan = !ENGINE_RUNS[id].ordered;
+    if (ENGINE_RUNS[id].in_file &&
         snprintf(c.path, sizeof c.path, "%s/store", dir) >= (int)sizeof c.path)
         fail(&c, "store path", "too long");
     else if (e->open(&c) == 0 && load(e, &c, r) == 0 &&
@@ -915,13 +1197,16 @@ static int check_self(const struct stream *st, const char *name,
     return bad;
 }
 
-/* Two engines against each other: every lookup and the scan. */
+/* Two engines against each other: every lookup and the scan (its digest
+ * only when both scans are in key order). */
 static int check_pair(const char *a_name, const struct result *a,
                       const char *b_name, const struct result *b, char *buf,
                       size_t size)
 {
+    int ordered = !a->unordered_scan && !b->unordered_scan;
     if (a->entries != b->entries || a->lookup_digest != b->lookup_digest ||
-        a->scan_digest != b->scan_digest || a->scanned != b->scanned)
+        (ordered && a->scan_digest != b->scan_digest) ||
+        a->scanned != b->scanned)
         return complain(buf, size,
                         "  %s and %s DISAGREE: entries %" PRIu64 "/%" PRIu64
                         ", lookup digest %016" PRIx64 "/%016" PRIx64
@@ -972,22 +1257,25 @@ static double figure(const struct stream *st, const struct result *r,
         return NAN;
     double n = (double)r->entries;
     switch (f) {
-    case FIG_USED: return (double)r->bytes_used / n;
-    case FIG_TREE: return (double)r->tree_bytes / n;
+    /* 0 bytes: not measured (a peer under an allocator malloc can't see) */
+    case FIG_USED: return r->bytes_used ? (double)r->bytes_used / n : NAN;
+    case FIG_TREE: return r->tree_bytes ? (double)r->tree_bytes / n : NAN;
     case FIG_FILE: return r->file_bytes ? (double)r->file_bytes / n : NAN;
     case FIG_RSS: return (double)r->peak_rss / n;
     case FIG_INSERT: return (double)st->n / r->load_s;
     case FIG_HIT: return (double)st->present / r->hit_s;
     case FIG_MISS: return (double)st->absent / r->miss_s;
-    case FIG_SCAN: return (double)r->scanned / r->scan_s;
+    case FIG_SCAN:
+        return r->unordered_scan ? NAN : (double)r->scanned / r->scan_s;
     default: return NAN;
     }
 }
 
+/* Engine e's figure over engine base's. */
 static double ratio(const struct stream *st, const struct result *res,
-                    enum engine_id e, enum figure f)
+                    enum engine_id e, enum engine_id base, enum figure f)
 {
-    return figure(st, &res[e], f) / figure(st, &res[ENG_LMDB], f);
+    return figure(st, &res[e], f) / figure(st, &res[base], f);
 }
 
 /* ---- the table ----------------------------------------------------------- */
@@ -1012,7 +1300,7 @@ static void print_num(double v, const char *fmt)
 
 static void print_header(void)
 {
-    printf("%-13s %-12s %10s %8s %8s %8s %8s %8s %8s %4s %8s %8s %8s %8s\n",
+    printf("%-13s %-13s %9s %8s %8s %8s %8s %8s %8s %4s %8s %8s %8s %8s\n",
            "workload", "engine", "entries", "B/entry", "tree B/e", "file B/e",
            "RSS B/e",
            "RSS MiB", "load s", "cpu", "insert/s", "hit/s", "miss/s",
@@ -1022,47 +1310,59 @@ static void print_header(void)
 static void print_row(const char *wname, const struct stream *st,
                       enum engine_id e, const struct result *r)
 {
-    printf("%-13s %-12s", wname, ENGINE_NAMES[e]);
+    printf("%-13s %-13s", wname, ENGINE_NAMES[e]);
     if (r->error[0]) {
         printf(" FAILED: %s\n", r->error);
         return;
     }
-    printf(" %10" PRIu64, r->entries);
+    printf(" %9" PRIu64, r->entries);
     for (int f = FIG_USED; f <= FIG_RSS; f++)
         print_num(figure(st, r, f), " %8.3f");
     printf(" %8.1f %8.2f %3.0f%%", (double)r->peak_rss / 1048576.0, r->load_s,
            r->wall_s > 0 ? 100 * r->cpu_s / r->wall_s : 0.0);
-    for (int f = FIG_INSERT; f <= FIG_SCAN; f++)
+    for (int f = FIG_INSERT; f < FIG_SCAN; f++)
         print_rate(figure(st, r, f));
+    if (r->unordered_scan) /* a walk in hash order is no ordered scan */
+        printf(" %8s", "no order");
+    else
+        print_rate(figure(st, r, FIG_SCAN));
     printf("\n");
 }
 
 static void print_ratio_row(const struct stream *st, enum engine_id e,
-                            const struct result *res)
+                            enum engine_id base, const struct result *res)
 {
     char label[40];
-    snprintf(label, sizeof label, "%s/lmdb", ENGINE_NAMES[e]);
-    printf("%-13s %-23s", "  ratio", label);
+    snprintf(label, sizeof label, "%s/%s", ENGINE_NAMES[e], ENGINE_NAMES[base]);
+    printf("  ratio %-29s", label);
     for (int f = FIG_USED; f <= FIG_RSS; f++)
-        print_num(ratio(st, res, e, f), " %7.3fx");
+        print_num(ratio(st, res, e, base, f), " %7.3fx");
     printf(" %8s %8s %4s", "", "", "");
     for (int f = FIG_INSERT; f <= FIG_SCAN; f++)
-        print_num(ratio(st, res, e, f), " %7.2fx");
+        print_num(ratio(st, res, e, base, f), " %7.2fx");
     printf("\n");
 }
 
+/* The engines' rows, then each bonsai engine against LMDB and bonsai-mem
+ * against each in-memory peer. */
 static void print_workload(const struct stream *st, const int *selected,
                            const struct result *res)
 {
     for (int e = 0; e < N_ENGINES; e++)
         if (selected[e])
             print_row(st->w->name, st, e, &res[e]);
-    for (int e = ENG_BONSAI_MEM; e < N_ENGINES; e++)
+    for (int e = ENG_BONSAI_MEM; e <= ENG_BONSAI_FILE; e++)
         if (selected[e] && selected[ENG_LMDB])
-            print_ratio_row(st, e, res);
+            print_ratio_row(st, e, ENG_LMDB, res);
+    for (int peer = ENG_STD_MAP; peer < N_ENGINES; peer++)
+        if (selected[ENG_BONSAI_MEM] && selected[peer])
+            print_ratio_row(st, ENG_BONSAI_MEM, peer, res);
 }
 
 /* ---- the CSV ------------------------------------------------------------- */
+
+/* A row's ratio_ columns are its engine over LMDB; its mem_ratio_ columns
+ * bonsai-mem over its engine (bonsai-mem against each peer). */
 
 static void csv_num(FILE *f, double v)
 {
@@ -1082,6 +1382,8 @@ static void csv_header(FILE *f)
         fprintf(f, ",%s", FIGURE_NAMES[i]);
     for (int i = 0; i < N_FIGURES; i++)
         fprintf(f, ",ratio_%s", FIGURE_NAMES[i]);
+    for (int i = 0; i < N_FIGURES; i++)
+        fprintf(f, ",mem_ratio_%s", FIGURE_NAMES[i]);
     fputs("\n", f);
 }
 
@@ -1097,7 +1399,9 @@ static void csv_row(FILE *f, int wi, const struct stream *st,
     for (int i = 0; i < N_FIGURES; i++)
         csv_num(f, figure(st, r, i));
     for (int i = 0; i < N_FIGURES; i++)
-        csv_num(f, ratio(st, res, e, i));
+        csv_num(f, ratio(st, res, e, ENG_LMDB, i));
+    for (int i = 0; i < N_FIGURES; i++)
+        csv_num(f, ratio(st, res, ENG_BONSAI_MEM, e, i));
     fputs("\n", f);
 }
 
@@ -1113,20 +1417,24 @@ struct args {
     unsigned timeout;           /* seconds per child, 0 = none */
     int workloads[N_WORKLOADS]; /* selected */
     int engines[N_ENGINES];
+    int peer_workloads[N_WORKLOADS]; /* where the in-memory peers run */
 };
 
 static void usage(FILE *out)
 {
     fprintf(out,
         "usage: bonsai-bench [options]\n"
-        "Runs the same key streams through LMDB and bonsai, each engine\n"
-        "and workload in a forked child, and compares them.\n"
+        "Runs the same key streams through bonsai, LMDB and in-memory\n"
+        "collections, each engine and workload in a forked child, and\n"
+        "compares them.\n"
         "\n"
         "  --quick          a tenth of every size; checks only that every\n"
         "                   engine ran and that they agree (as every run)\n"
         "  --scale F        multiply every size by F (default 1)\n"
         "  --workload NAME  run only this workload (repeatable)\n"
         "  --engine NAME    run only this engine (repeatable)\n"
+        "  --peers-on NAME  run std-map, std-unordered and judy only on this\n"
+        "                   workload (repeatable; default all)\n"
         "  --csv PATH       write the CSV there (default bench/results.csv)\n"
         "  --dir DIR        where store files go (default /tmp)\n"
         "  --seed N         PRNG seed (default %" PRIu64 ")\n"
@@ -1140,7 +1448,9 @@ static void usage(FILE *out)
     for (size_t i = 0; i < N_WORKLOADS; i++)
         fprintf(out, "  %-13s %5.0f M  %s\n", WORKLOADS[i].name,
                 WORKLOADS[i].entries / 1e6, WORKLOADS[i].about);
-    fprintf(out, "Engines: lmdb, bonsai-mem, bonsai-file.\n"
+    fprintf(out, "Engines: lmdb, bonsai-mem, bonsai-file, and the in-memory "
+                 "peers std-map,\nstd-unordered (no order: its scan is not "
+                 "compared) and judy.\n"
                  "\nExit status: 0 all ran and agree, 1 a run failed or the "
                  "engines disagree, 2 bad usage.\n");
 }
@@ -1216,6 +1526,7 @@ static int parse_args(int argc, char **argv, struct args *a)
         {"scale", required_argument, NULL, 's'},
         {"workload", required_argument, NULL, 'w'},
         {"engine", required_argument, NULL, 'e'},
+        {"peers-on", required_argument, NULL, 'p'},
         {"csv", required_argument, NULL, 'c'},
         {"dir", required_argument, NULL, 'd'},
         {"seed", required_argument, NULL, 'S'},
@@ -1235,6 +1546,7 @@ static int parse_args(int argc, char **argv, struct args *a)
         case 'w': bad = select_workload(optarg, a->workloads); break;
         case 'e': bad = select_name(optarg, ENGINE_NAMES, N_ENGINES,
                                     a->engines); break;
+        case 'p': bad = select_workload(optarg, a->peer_workloads); break;
         case 'c': a->csv = optarg; break;
         case 'd': a->dir = optarg; break;
         case 'S': bad = parse_seed(optarg, &a->seed); break;
@@ -1253,6 +1565,7 @@ static int parse_args(int argc, char **argv, struct args *a)
     }
     select_all_if_none(a->workloads, N_WORKLOADS);
     select_all_if_none(a->engines, N_ENGINES);
+    select_all_if_none(a->peer_workloads, N_WORKLOADS);
     return 0;
 }
 
@@ -1265,13 +1578,22 @@ static void print_intro(const struct args *a)
            a->seed, a->scale, a->quick ? " (quick)" : "", a->dir,
            BONSAI_VERSION_MAJOR, BONSAI_VERSION_MINOR, BONSAI_VERSION_PATCH,
            MDB_VERSION_STRING);
-    printf("B/entry: store bytes in use (free pages included); tree B/e: "
-           "the map's tree alone;\nfile B/e: file blocks; RSS: the child's "
-           "peak; cpu: child cpu/wall;\nrates per second; "
-           "ratio = bonsai/lmdb%s\n\n",
+    printf("B/entry: store bytes in use (free pages included; for std-map, "
+           "std-unordered and judy\nmalloc's bytes in use); tree B/e: the "
+           "map's tree alone; file B/e: file blocks;\nRSS: the child's peak; "
+           "cpu: child cpu/wall; rates per second; ratio A/B: A's\nfigure "
+           "over B's; std-unordered's scan is a walk in no order%s\n\n",
            a->jobs > 1 ? "; children ran in parallel: times are not "
                          "comparable" : "");
     fflush(stdout);
+}
+
+/* Whether engine e runs on workload wi. */
+static int runs(const struct args *a, size_t wi, int e)
+{
+    int peer = e >= ENG_STD_MAP;
+    return a->workloads[wi] && a->engines[e] &&
+           (!peer || a->peer_workloads[wi]);
 }
 
 /* One job per selected workload and engine, workload after workload;
@@ -1282,9 +1604,9 @@ static size_t plan_jobs(const struct args *a, const char *dir,
 {
     size_t n = 0;
     for (size_t wi = 0; wi < N_WORKLOADS; wi++) {
-        for (int k = 0; a->workloads[wi] && k < N_ENGINES; k++) {
+        for (int k = 0; k < N_ENGINES; k++) {
             int e = (int)((wi + (size_t)k) % N_ENGINES);
-            if (!a->engines[e])
+            if (!runs(a, wi, e))
                 continue;
             struct job *j = &jobs[n++];
             *j = (struct job){.st = &streams[wi], .engine = e,
@@ -1305,14 +1627,21 @@ static int report(const struct args *a, const struct stream *streams,
     for (size_t wi = 0; wi < N_WORKLOADS; wi++) {
         if (!a->workloads[wi])
             continue;
-        char text[2048];
-        int bad = check_workload(&streams[wi], a->engines, res[wi], text,
-                                 sizeof text);
-        print_workload(&streams[wi], a->engines, res[wi]);
-        printf("%s", bad ? text : "  all engines agree on every lookup "
-                                  "and on the scan\n");
+        int ran[N_ENGINES];
         for (int e = 0; e < N_ENGINES; e++)
-            if (a->engines[e])
+            ran[e] = runs(a, wi, e);
+        char text[2048];
+        int bad = check_workload(&streams[wi], ran, res[wi], text,
+                                 sizeof text);
+        print_workload(&streams[wi], ran, res[wi]);
+        if (bad)
+            printf("%s", text);
+        else
+            printf("  all engines agree on every lookup and on the scan%s\n",
+                   ran[ENG_STD_UNORDERED] ? " (std-unordered's: its count)"
+                                          : "");
+        for (int e = 0; e < N_ENGINES; e++)
+            if (ran[e])
                 csv_row(csv, (int)wi, &streams[wi], e, res[wi], !bad);
         problems += bad;
     }
