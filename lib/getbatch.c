@@ -137,7 +137,7 @@ static void spread(batch *b, uint64_t differ, unsigned bits, size_t *c,
                    size_t *largest)
 {
     unsigned top = differ ? 64 - (unsigned)__builtin_clzll(differ) : 0;
-    unsigned shift = top > bits ? top - bits : 0;
+    unsigned shift = bits && top > bits ? top - bits : 0; /* < 64 */
     size_t nb = (size_t)1 << bits, mask = nb - 1;
     memset(c, 0, (nb + 1) * sizeof *c);
     for (size_t i = 0; i < b->n; i++)

@@ -2683,6 +2683,10 @@ Test(api, get_batch_u64_hits_misses_repeats)
             expect_batch_u64(NULL, m, &model, keys + j, sizes[j], 0);
         qsort(keys, N, sizeof *keys, cmp_u64);
         expect_batch_u64(NULL, m, &model, keys, N, 0);
+        /* the extremes alone: their numbers differ in every bit */
+        keys[0] = UINT64_MAX;
+        keys[1] = 0;
+        expect_batch_u64(NULL, m, &model, keys, 2, 0);
         /* one key, many times */
         for (size_t i = 0; i < 100; i++)
             keys[i] = 1230;
