@@ -444,6 +444,8 @@ static void check_get(dt *d, bonsai_txn *t, bonsai_map map, const tm_model *m,
            tu_fmt(BONSAI_KEY_BYTES, m->e[i].val, m->e[i].vlen));
 }
 
+#define BATCH_MAX 200
+
 /* Looks keys[0, n) up in one batch in txn t (the _u64 form when u64 is
  * set) and only then checks every answer against the model m: all the
  * values of a batch stay valid together. */
@@ -451,10 +453,9 @@ static void check_batch(dt *d, bonsai_txn *t, bonsai_map map,
                         const tm_model *m, const bonsai_val *keys, size_t n,
                         bool u64)
 {
-    bonsai_val *vals = malloc((n + 1) * sizeof *vals);
-    uint64_t *nums = malloc((n + 1) * sizeof *nums);
-    uint8_t *found = malloc(n + 1);
-    cr_assert(vals && nums && found);
+    static bonsai_val vals[BATCH_MAX];
+    static uint64_t nums[BATCH_MAX];
+    static uint8_t found[BATCH_MAX];
     for (size_t i = 0; i < n; i++)
         nums[i] = u64 ? tu_u64_of(keys[i].data) : 0;
     int rc = u64 ? bonsai_get_batch_u64(t, map, nums, n, vals, found)
@@ -479,9 +480,6 @@ static void check_batch(dt *d, bonsai_txn *t, bonsai_map map,
                tu_fmt(BONSAI_KEY_BYTES, vals[i].data, vals[i].size),
                tu_fmt(BONSAI_KEY_BYTES, e->val, e->vlen));
     }
-    free(vals);
-    free(nums);
-    free(found);
 }
 
 /* A random batch of n keys for the model m: present keys, absent ones and
@@ -510,17 +508,14 @@ static void gen_batch(dt *d, const tm_model *m, bonsai_val *keys, size_t n,
 /* A batch of gets in the txn (or store) at hand, against the model m. */
 static void batch_check(dt *d, bonsai_txn *t, const tm_model *m)
 {
+    static bonsai_val keys[BATCH_MAX];
+    static uint8_t buf[BATCH_MAX * BONSAI_MAX_KEY];
     unsigned r = (unsigned)tu_below(&d->rng, 100);
     size_t n = r < 3 ? 0 : r < 90 ? (size_t)tu_range(&d->rng, 1, 24)
-                                  : (size_t)tu_range(&d->rng, 25, 200);
-    bonsai_val *keys = malloc((n + 1) * sizeof *keys);
-    uint8_t *buf = malloc((n + 1) * BONSAI_MAX_KEY);
-    cr_assert(keys && buf);
+                                  : (size_t)tu_range(&d->rng, 25, BATCH_MAX);
     gen_batch(d, m, keys, n, buf);
     bool u64 = d->c->kind == BONSAI_KEY_U64 && tu_chance(&d->rng, 500);
     check_batch(d, t, d->map, m, keys, n, u64);
-    free(keys);
-    free(buf);
 }
 
 /* ---- operations --------------------------------------------------------- */
