@@ -202,24 +202,30 @@ static int same_leaf(bn_child a, bn_child b)
     return a.mem == b.mem && (a.mem || a.ext.pgno == b.ext.pgno);
 }
 
-/* What a group's key still needs once the leaves are found. */
+/* A group of the sorted keys, order[from, to), and what each still needs
+ * once the leaves of those to search are found. */
 enum { DONE, SAME_AS_BEFORE, SEARCH };
 
-/* A group's keys, order[from, to): first what needs no leaf (a repeated
- * key, a waiting put), then the others' leaves, then their searches. */
-static int lookup_group(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
-                        bt_finger *f, batch *b, size_t from, size_t to)
-{
+typedef struct group {
+    size_t from, to;
+    uint8_t step[BT_FINGER_KEYS];
+    unsigned n; /* keys to search: */
     bn_key keys[BT_FINGER_KEYS];
     bn_child leaves[BT_FINGER_KEYS];
-    uint8_t step[BT_FINGER_KEYS];
-    unsigned n = 0;
-    for (size_t j = from; j < to; j++) {
+} group;
+
+/* Answers what needs no leaf, a waiting put; marks a repeated key, and
+ * the keys to search. */
+static void triage(batch *b, group *g)
+{
+    g->n = 0;
+    for (size_t j = g->from; j < g->to; j++) {
         const bkey *e = &b->order[j];
         bonsai_val val;
-        step[j - from] = DONE;
+        uint8_t *step = &g->step[j - g->from];
+        *step = DONE;
         if (j > 0 && !bkey_less(b, &b->order[j - 1], e)) {
-            step[j - from] = SAME_AS_BEFORE;
+            *step = SAME_AS_BEFORE;
             continue;
         }
         bn_key key = key_of(b, e);
@@ -228,32 +234,33 @@ static int lookup_group(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
             answer(b, e->i, &val);
             continue;
         }
-        step[j - from] = SEARCH;
-        keys[n++] = key;
+        *step = SEARCH;
+        g->keys[g->n++] = key;
         /* the answers land all over the caller's arrays */
         __builtin_prefetch(&b->vals[e->i], 1);
         __builtin_prefetch(&b->found[e->i], 1);
     }
-    int rc = n ? bt_finger_leaves(db, rd, t, f, keys, n, leaves) : 0;
-    if (rc && rc != BONSAI_NOTFOUND)
-        return rc;
-    int empty = rc == BONSAI_NOTFOUND;
-    for (unsigned j = 0; !empty && j < n; j++)
-        if (j == 0 || !same_leaf(leaves[j], leaves[j - 1]))
-            bt_prefetch_keys(db, rd, leaves[j]);
-    n = 0;
-    for (size_t j = from; j < to; j++) {
+}
+
+/* Answers the group's keys in order, searching the leaves found (none:
+ * an empty tree). */
+static int search(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
+                  batch *b, const group *g, int empty)
+{
+    unsigned n = 0;
+    for (size_t j = g->from; j < g->to; j++) {
         const bkey *e = &b->order[j];
         bonsai_val val;
-        if (step[j - from] == SAME_AS_BEFORE) {
+        if (g->step[j - g->from] == SAME_AS_BEFORE) {
             size_t before = b->order[j - 1].i;
             answer(b, e->i, b->found[before] ? &b->vals[before] : NULL);
             continue;
         }
-        if (step[j - from] != SEARCH)
+        if (g->step[j - g->from] != SEARCH)
             continue;
-        rc = empty ? BONSAI_NOTFOUND
-                   : bt_leaf_get(db, rd, t, leaves[n], keys[n], &val);
+        int rc = empty ? BONSAI_NOTFOUND
+                       : bt_leaf_get(db, rd, t, g->leaves[n], g->keys[n],
+                                     &val);
         n++;
         if (rc == 0)
             rc = keep(rd->uc, &val);
@@ -262,6 +269,23 @@ static int lookup_group(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
         answer(b, e->i, rc ? NULL : &val);
     }
     return 0;
+}
+
+/* A group: what needs no leaf, then the leaves of the others (their keys
+ * prefetched), then their searches. */
+static int lookup_group(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
+                        bt_finger *f, batch *b, group *g)
+{
+    triage(b, g);
+    int rc = g->n ? bt_finger_leaves(db, rd, t, f, g->keys, g->n, g->leaves)
+                  : 0;
+    if (rc && rc != BONSAI_NOTFOUND)
+        return rc;
+    int empty = rc == BONSAI_NOTFOUND;
+    for (unsigned j = 0; !empty && j < g->n; j++)
+        if (j == 0 || !same_leaf(g->leaves[j], g->leaves[j - 1]))
+            bt_prefetch_keys(db, rd, g->leaves[j]);
+    return search(db, rd, t, b, g, empty);
 }
 
 static int batch_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
@@ -276,10 +300,12 @@ static int batch_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     /* this batch's values replace the last one's */
     pk_keep_reset(rd.uc);
     b->waiting = !(txn && txn->rdonly);
-    for (size_t at = 0; at < b->n && rc == 0; at += BT_FINGER_KEYS)
-        rc = lookup_group(db, &rd, t, f, b, at,
-                          b->n - at < BT_FINGER_KEYS ? b->n
-                                                     : at + BT_FINGER_KEYS);
+    group g;
+    for (g.from = 0; g.from < b->n && rc == 0; g.from = g.to) {
+        g.to = b->n - g.from < BT_FINGER_KEYS ? b->n
+                                              : g.from + BT_FINGER_KEYS;
+        rc = lookup_group(db, &rd, t, f, b, &g);
+    }
     bt_finger_free(f);
     return rc;
 }
