@@ -9,10 +9,10 @@
  * search where the key before it went (bt_finger).  They go in groups of
  * BT_FINGER_KEYS: the group descends level by level, the nodes of each
  * level prefetched before they are searched, then its leaves' keys are
- * prefetched, then searched, so that the cache misses of its keys
- * overlap.  A value of an unpacked (compressed) leaf is copied aside
- * (pk_keep): the unpack cache may reuse the leaf's buffer before the
- * batch ends.
+ * prefetched, and it is searched once the next group has come so far, so
+ * that the cache misses of many keys overlap.  A value of an unpacked
+ * (compressed) leaf is copied aside (pk_keep): the unpack cache may reuse
+ * the leaf's buffer before the batch ends.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -212,6 +212,7 @@ typedef struct group {
     unsigned n; /* keys to search: */
     bn_key keys[BT_FINGER_KEYS];
     bn_child leaves[BT_FINGER_KEYS];
+    int empty;  /* no leaves: the tree is empty */
 } group;
 
 /* Answers what needs no leaf, a waiting put; marks a repeated key, and
@@ -242,10 +243,9 @@ static void triage(batch *b, group *g)
     }
 }
 
-/* Answers the group's keys in order, searching the leaves found (none:
- * an empty tree). */
+/* Answers the group's keys in order, searching the leaves found. */
 static int search(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
-                  batch *b, const group *g, int empty)
+                  batch *b, const group *g)
 {
     unsigned n = 0;
     for (size_t j = g->from; j < g->to; j++) {
@@ -258,7 +258,7 @@ static int search(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
         }
         if (g->step[j - g->from] != SEARCH)
             continue;
-        int rc = empty ? BONSAI_NOTFOUND
+        int rc = g->empty ? BONSAI_NOTFOUND
                        : bt_leaf_get(db, rd, t, g->leaves[n], g->keys[n],
                                      &val);
         n++;
@@ -271,21 +271,23 @@ static int search(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
     return 0;
 }
 
-/* A group: what needs no leaf, then the leaves of the others (their keys
- * prefetched), then their searches. */
-static int lookup_group(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
-                        bt_finger *f, batch *b, group *g)
+/* The group of keys from `from` on: what needs no leaf is answered, the
+ * leaves of the others are found, and their keys asked for. */
+static int find_group(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
+                      bt_finger *f, batch *b, group *g, size_t from)
 {
+    g->from = from;
+    g->to = b->n - from < BT_FINGER_KEYS ? b->n : from + BT_FINGER_KEYS;
     triage(b, g);
     int rc = g->n ? bt_finger_leaves(db, rd, t, f, g->keys, g->n, g->leaves)
                   : 0;
-    if (rc && rc != BONSAI_NOTFOUND)
+    g->empty = rc == BONSAI_NOTFOUND;
+    if (rc && !g->empty)
         return rc;
-    int empty = rc == BONSAI_NOTFOUND;
-    for (unsigned j = 0; !empty && j < g->n; j++)
+    for (unsigned j = 0; !g->empty && j < g->n; j++)
         if (j == 0 || !same_leaf(g->leaves[j], g->leaves[j - 1]))
             bt_prefetch_keys(db, rd, g->leaves[j]);
-    return search(db, rd, t, b, g, empty);
+    return 0;
 }
 
 static int batch_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
@@ -300,11 +302,18 @@ static int batch_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     /* this batch's values replace the last one's */
     pk_keep_reset(rd.uc);
     b->waiting = !(txn && txn->rdonly);
-    group g;
-    for (g.from = 0; g.from < b->n && rc == 0; g.from = g.to) {
-        g.to = b->n - g.from < BT_FINGER_KEYS ? b->n
-                                              : g.from + BT_FINGER_KEYS;
-        rc = lookup_group(db, &rd, t, f, b, &g);
+    /* a group is searched once the next one's leaves are found and
+     * asked for: their cache misses overlap the search */
+    group g[2];
+    rc = find_group(db, &rd, t, f, b, &g[0], 0);
+    for (unsigned cur = 0; rc == 0; cur ^= 1) {
+        const group *now = &g[cur];
+        if (now->to < b->n)
+            rc = find_group(db, &rd, t, f, b, &g[cur ^ 1], now->to);
+        if (rc == 0)
+            rc = search(db, &rd, t, b, now);
+        if (now->to == b->n)
+            break;
     }
     bt_finger_free(f);
     return rc;
