@@ -690,8 +690,51 @@ static void op_del(fo *s, int which, unsigned var)
     fo_after_write(s, which);
 }
 
+#define FO_MAX_BATCH 40u
+
+/* A batch of up to FO_MAX_BATCH gets, each key picked as a get picks it
+ * (so repeats come too); the answers are checked only after the call,
+ * since all the values of a batch stay valid together. */
+static void op_get_batch(fo *s, int which, unsigned var)
+{
+    s->opname = "get batch";
+    const fo_model *m = &s->m[which];
+    static uint8_t kbuf[FO_MAX_BATCH][BONSAI_MAX_KEY];
+    bonsai_val keys[FO_MAX_BATCH], vals[FO_MAX_BATCH];
+    uint64_t nums[FO_MAX_BATCH];
+    uint8_t found[FO_MAX_BATCH];
+    size_t n = fz_u8(&s->in) % (FO_MAX_BATCH + 1);
+    for (size_t i = 0; i < n; i++) {
+        fo_pick_key(s, m);
+        memcpy(kbuf[i], s->key, s->kl);
+        keys[i] = (bonsai_val){s->kl, kbuf[i]};
+        if (m->kind == BONSAI_KEY_U64)
+            memcpy(&nums[i], s->key, 8);
+    }
+    int u64 = m->kind == BONSAI_KEY_U64 && (var & 2);
+    int rc = u64 ? bonsai_get_batch_u64(fo_txn(s), s->map[which], nums, n,
+                                        vals, found)
+                 : bonsai_get_batch(fo_txn(s), s->map[which], keys, n, vals,
+                                    found);
+    FO_CHECK(s, rc == 0, "get_batch of %zu keys -> %s", n, fz_err(rc));
+    for (size_t i = 0; i < n; i++) {
+        int eq;
+        size_t at = fo_lower(m, keys[i].data, keys[i].size, &eq);
+        FO_CHECK(s, found[i] == eq, "get_batch: key %zu (%s) found %u, "
+                 "model %d", i, fo_fmt(m->kind, keys[i].data, keys[i].size),
+                 found[i], eq);
+        if (eq)
+            fo_check_val(s, &vals[i], &m->e[at], "get_batch");
+    }
+}
+
+/* var & 8: a batch of gets. */
 static void op_get(fo *s, int which, unsigned var)
 {
+    if (var & 8) {
+        op_get_batch(s, which, var);
+        return;
+    }
     s->opname = "get";
     fo_model *m = &s->m[which];
     fo_pick_key(s, m);

@@ -597,6 +597,38 @@ static void prog_txns(prog *p, unsigned cfg)
     emit_op(p, OP_CHECK, 0);
 }
 
+/* Batches of gets: present keys, absent ones, repeats; without and in a
+ * write transaction, the u64 form too (var 10). */
+static void prog_batch(prog *p, unsigned cfg)
+{
+    emit(p, cfg);
+    for (unsigned i = 0; i < 30; i++) {
+        emit_op(p, OP_PUT, 0);
+        emit_genkey(p, i * 7, 64 + i);
+        emit(p, i * 9);
+    }
+    emit_op(p, OP_GET, 8);
+    emit(p, 12);
+    for (unsigned i = 0; i < 12; i++) {
+        if (i % 3)
+            emit_present(p, i * 5 % 7);
+        else
+            emit_genkey(p, 200 + i, 0);
+    }
+    emit_op(p, OP_BEGIN, 0);
+    emit_op(p, OP_DEL, 0);
+    emit_present(p, 3);
+    emit_op(p, OP_PUT, 0);
+    emit_genkey(p, 99, 70);
+    emit(p, 230);
+    emit_op(p, OP_GET, 10);
+    emit(p, 6);
+    for (unsigned i = 0; i < 6; i++)
+        emit_present(p, i);
+    emit_op(p, OP_COMMIT, 0);
+    emit_op(p, OP_CHECK, 0);
+}
+
 static void make_ops(void)
 {
     /* a spread of configurations: both kinds, every mode, codec, cache
@@ -615,6 +647,15 @@ static void make_ops(void)
         p.n = 0;
         prog_txns(&p, cfgs[i]);
         snprintf(name, sizeof name, "txns-cfg%02x", cfgs[i]);
+        seed("ops", name, p.b, p.n);
+    }
+    static const unsigned batch_cfgs[] = {0x02, 0x10, 0x63, 0xd2};
+    for (size_t i = 0; i < sizeof batch_cfgs / sizeof batch_cfgs[0]; i++) {
+        prog p;
+        char name[64];
+        p.n = 0;
+        prog_batch(&p, batch_cfgs[i]);
+        snprintf(name, sizeof name, "batch-cfg%02x", batch_cfgs[i]);
         seed("ops", name, p.b, p.n);
     }
     /* a few random programs */

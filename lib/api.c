@@ -6,14 +6,14 @@
  */
 #include <string.h>
 
+#include "api.h"
 #include "btree.h"
 #include "cache.h"
 #include "maps.h"
 #include "put.h"
 #include "txn.h"
 
-/* A key as the map's kind reads it; BONSAI_KEYSIZE if it cannot be. */
-static int make_key(unsigned kind, const bonsai_val *key, bn_key *out)
+int api_key(unsigned kind, const bonsai_val *key, bn_key *out)
 {
     if (!key || (key->size && !key->data))
         return BONSAI_INVALID;
@@ -31,7 +31,7 @@ static int make_key(unsigned kind, const bonsai_val *key, bn_key *out)
     return 0;
 }
 
-static int map_ok(bonsai_txn *txn, bonsai_map map)
+int api_map_ok(const bonsai_txn *txn, bonsai_map map)
 {
     if (!map || !map->db || (txn && txn->db != map->db))
         return BONSAI_INVALID;
@@ -97,11 +97,11 @@ static int count_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
 int bonsai_put(bonsai_txn *txn, bonsai_map map, const bonsai_val *key,
                const bonsai_val *val, unsigned flags)
 {
-    int rc = map_ok(txn, map);
+    int rc = api_map_ok(txn, map);
     if (rc)
         return rc;
     data_arg a = {.map = map, .flags = flags};
-    if ((rc = make_key(map->kind, key, &a.key)))
+    if ((rc = api_key(map->kind, key, &a.key)))
         return rc;
     if (flags & ~BONSAI_NOOVERWRITE)
         return BONSAI_INVALID;
@@ -125,29 +125,29 @@ int bonsai_put(bonsai_txn *txn, bonsai_map map, const bonsai_val *key,
 int bonsai_get(bonsai_txn *txn, bonsai_map map, const bonsai_val *key,
                bonsai_val *val)
 {
-    int rc = map_ok(txn, map);
+    int rc = api_map_ok(txn, map);
     if (rc)
         return rc;
     data_arg a = {.map = map, .out = val};
-    if ((rc = make_key(map->kind, key, &a.key)))
+    if ((rc = api_key(map->kind, key, &a.key)))
         return rc;
     return txn_read(map->db, txn, get_fn, &a);
 }
 
 int bonsai_del(bonsai_txn *txn, bonsai_map map, const bonsai_val *key)
 {
-    int rc = map_ok(txn, map);
+    int rc = api_map_ok(txn, map);
     if (rc)
         return rc;
     data_arg a = {.map = map};
-    if ((rc = make_key(map->kind, key, &a.key)))
+    if ((rc = api_key(map->kind, key, &a.key)))
         return rc;
     return txn_change(map->db, txn, del_fn, &a);
 }
 
 int bonsai_count(bonsai_txn *txn, bonsai_map map, uint64_t *count)
 {
-    int rc = map_ok(txn, map);
+    int rc = api_map_ok(txn, map);
     if (rc)
         return rc;
     if (!count)
@@ -156,7 +156,7 @@ int bonsai_count(bonsai_txn *txn, bonsai_map map, uint64_t *count)
     return txn_read(map->db, txn, count_fn, &a);
 }
 
-static int u64_ok(bonsai_map map)
+int api_u64_ok(bonsai_map map)
 {
     if (!map)
         return BONSAI_INVALID;
@@ -166,7 +166,7 @@ static int u64_ok(bonsai_map map)
 int bonsai_put_u64(bonsai_txn *txn, bonsai_map map, uint64_t key,
                    const bonsai_val *val, unsigned flags)
 {
-    int rc = u64_ok(map);
+    int rc = api_u64_ok(map);
     bonsai_val k = {sizeof key, &key};
     return rc ? rc : bonsai_put(txn, map, &k, val, flags);
 }
@@ -174,14 +174,14 @@ int bonsai_put_u64(bonsai_txn *txn, bonsai_map map, uint64_t key,
 int bonsai_get_u64(bonsai_txn *txn, bonsai_map map, uint64_t key,
                    bonsai_val *val)
 {
-    int rc = u64_ok(map);
+    int rc = api_u64_ok(map);
     bonsai_val k = {sizeof key, &key};
     return rc ? rc : bonsai_get(txn, map, &k, val);
 }
 
 int bonsai_del_u64(bonsai_txn *txn, bonsai_map map, uint64_t key)
 {
-    int rc = u64_ok(map);
+    int rc = api_u64_ok(map);
     bonsai_val k = {sizeof key, &key};
     return rc ? rc : bonsai_del(txn, map, &k);
 }

@@ -511,6 +511,32 @@ BONSAI_API int bonsai_get_u64(bonsai_txn *txn, bonsai_map map, uint64_t key,
                    bonsai_val *val);
 BONSAI_API int bonsai_del_u64(bonsai_txn *txn, bonsai_map map, uint64_t key);
 
+/* Looks up n keys of one map at once: for each i, found[i] = 1 and
+ * vals[i] the value of keys[i], or found[i] = 0 and vals[i] = {0, NULL}
+ * when the key is absent.  The answers are those of n calls of bonsai_get
+ * in the same transaction (puts still waiting in the write cache
+ * included), found faster: the keys are looked up in key order, so that
+ * each leaf is searched for all its keys in a row and the cache misses of
+ * several keys overlap.  Keys may come in any order and repeat; n = 0
+ * returns 0 (keys, vals and found may then be NULL).  The call takes O(n)
+ * memory while it runs.  Values stay valid as those of bonsai_get do (see
+ * "Memory" above), all those of a batch together: in a store with node
+ * compression, until the next call on the same transaction (NULL txn: the
+ * next such call on the store), for which the values of compressed nodes
+ * are copied into memory of the transaction (or store), reused by the
+ * next batch.  Errors: BONSAI_INVALID (a NULL array, a key of size > 0
+ * with NULL data, a map or txn as for bonsai_get), BONSAI_KEYSIZE (a key
+ * empty, longer than BONSAI_MAX_KEY, or not 8 bytes in a u64 map),
+ * BONSAI_MAPKIND (the _u64 form on a byte-key map), BONSAI_NOTFOUND (the
+ * map was dropped), BONSAI_BADTXN, BONSAI_NOMEM, BONSAI_CORRUPT; after
+ * an error the contents of vals and found are unspecified. */
+BONSAI_API int bonsai_get_batch(bonsai_txn *txn, bonsai_map map,
+                                const bonsai_val *keys, size_t n,
+                                bonsai_val *vals, uint8_t *found);
+BONSAI_API int bonsai_get_batch_u64(bonsai_txn *txn, bonsai_map map,
+                                    const uint64_t *keys, size_t n,
+                                    bonsai_val *vals, uint8_t *found);
+
 /* ---- cursors ----------------------------------------------------------- */
 /* A cursor walks one map in key order.  Close it before its transaction
  * ends (in no-transaction mode: before the store closes); a cursor whose

@@ -168,4 +168,34 @@ int bt_walk(bonsai_db *db, const bt_rd *rd, const bt_tree *t, pageset *seen,
 /* Releases every extent of t and forgets its decoded nodes: t is empty. */
 int bt_drop(bonsai_db *db, bt_tree *t);
 
+/* Lookups in increasing key order (a sorted batch of gets), a group of
+ * up to BT_FINGER_KEYS keys at a time.  A finger holds the descent of the
+ * last key with the separators each node's range ends below: a key in the
+ * same node as the key before it, and still below the separator of that
+ * key's child, goes to the same child without a search.  t must not
+ * change while a finger is used. */
+#define BT_FINGER_KEYS 16u
+typedef struct bt_finger bt_finger;
+int bt_finger_new(const bt_tree *t, bt_finger **f);
+void bt_finger_free(bt_finger *f);
+
+/* The leaves whose ranges hold keys[0, n), 1 <= n <= BT_FINGER_KEYS, in
+ * increasing order and none below the last key of the call before.  The
+ * keys go down level by level together: the nodes of a level are found
+ * for all of them and asked of the CPU's caches before any is searched,
+ * so that the cache misses of the keys overlap.  The leaves' first bytes
+ * are asked for too (bt_prefetch_keys asks for the rest).
+ * BONSAI_NOTFOUND for an empty tree. */
+int bt_finger_leaves(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
+                     bt_finger *f, const bn_key *keys, unsigned n,
+                     bn_child *leaves);
+
+/* Asks the CPU for all the keys of a node (a leaf bt_finger_leaves gave)
+ * before its search. */
+void bt_prefetch_keys(const bonsai_db *db, const bt_rd *rd, bn_child ref);
+
+/* bt_get's last step: key's value in the leaf bt_finger_leaves gave. */
+int bt_leaf_get(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
+                bn_child leaf, bn_key key, bonsai_val *val);
+
 #endif

@@ -141,9 +141,91 @@ int pk_view(pk_cache *c, const pk_rules *r, uint64_t pgno,
     return 0;
 }
 
+/* Bytes pk_keep copied: chunks growing from KEEP_FIRST to KEEP_LARGEST
+ * (or a value's size); a reset keeps the newest if it is small. */
+#define KEEP_FIRST ((size_t)64 << 10)
+#define KEEP_LARGEST ((size_t)16 << 20)
+#define KEEP_REUSED ((size_t)1 << 20)
+
+struct pk_chunk {
+    struct pk_chunk *next;
+    size_t cap, used;
+    uint8_t bytes[];
+};
+
+static void free_chunks(struct pk_chunk *k)
+{
+    while (k) {
+        struct pk_chunk *next = k->next;
+        free(k);
+        k = next;
+    }
+}
+
 void pk_cache_free(pk_cache *c)
 {
     for (unsigned i = 0; i < PK_SLOTS; i++)
         free(c->slot[i].buf);
+    free_chunks(c->kept);
     memset(c, 0, sizeof *c);
+}
+
+/* Does p point into a slot's buffer?  (As integers: pointers into other
+ * objects do not compare in C.) */
+static int in_slot(const pk_cache *c, const uint8_t *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    for (unsigned i = 0; i < PK_SLOTS; i++) {
+        uintptr_t b = (uintptr_t)c->slot[i].buf;
+        if (b && a >= b && a - b <= c->slot[i].cap)
+            return 1;
+    }
+    return 0;
+}
+
+static int add_chunk(pk_cache *c, size_t len)
+{
+    size_t cap = c->kept ? c->kept->cap * 2 : KEEP_FIRST;
+    if (cap > KEEP_LARGEST)
+        cap = KEEP_LARGEST;
+    if (cap < len)
+        cap = len;
+    struct pk_chunk *k = malloc(sizeof *k + cap);
+    if (!k)
+        return BONSAI_NOMEM;
+    k->next = c->kept;
+    k->cap = cap;
+    k->used = 0;
+    c->kept = k;
+    return 0;
+}
+
+int pk_keep(pk_cache *c, const uint8_t **data, size_t len)
+{
+    if (!in_slot(c, *data))
+        return 0;
+    if (!c->kept || c->kept->cap - c->kept->used < len) {
+        int rc = add_chunk(c, len);
+        if (rc)
+            return rc;
+    }
+    struct pk_chunk *k = c->kept;
+    memcpy(k->bytes + k->used, *data, len);
+    *data = k->bytes + k->used;
+    k->used += len;
+    return 0;
+}
+
+void pk_keep_reset(pk_cache *c)
+{
+    struct pk_chunk *k = c->kept;
+    if (!k)
+        return;
+    free_chunks(k->next);
+    k->next = NULL;
+    k->used = 0;
+    if (k->cap > KEEP_REUSED) {
+        free(k);
+        c->kept = NULL;
+    }
 }

@@ -60,7 +60,8 @@ int pk_check(const uint8_t *img, size_t avail, const pk_rules *r,
 int pk_unpack(const uint8_t *img, uint8_t *out, uint32_t raw_len);
 
 /* Recently unpacked images, keyed by page and stored checksum, so an image
- * rewritten in place is never served stale. */
+ * rewritten in place is never served stale; and bytes copied out of them
+ * to outlive their slots (pk_keep). */
 typedef struct pk_cache {
     struct pk_slot {
         uint64_t pgno;
@@ -71,6 +72,7 @@ typedef struct pk_cache {
         size_t cap;
     } slot[PK_SLOTS];
     uint64_t clock;
+    struct pk_chunk *kept; /* newest first */
 } pk_cache;
 
 /* The raw form of the image at img (page pgno, avail bytes): img itself
@@ -82,5 +84,16 @@ int pk_view(pk_cache *c, const pk_rules *r, uint64_t pgno,
             size_t *raw_avail);
 
 void pk_cache_free(pk_cache *c);
+
+/* A run of lookups whose results must all stay valid (a batch of gets)
+ * meets more images than the cache has slots.  When *data (len bytes)
+ * lies in a slot's buffer, pk_keep copies it into memory of the cache
+ * that lasts until pk_keep_reset or pk_cache_free, and points *data at
+ * the copy; else it leaves *data alone.  0 or BONSAI_NOMEM. */
+int pk_keep(pk_cache *c, const uint8_t **data, size_t len);
+
+/* Lets the next pk_keep reuse the memory of those before (their copies
+ * are then no longer valid). */
+void pk_keep_reset(pk_cache *c);
 
 #endif

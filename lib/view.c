@@ -429,3 +429,230 @@ int bt_walk(bonsai_db *db, const bt_rd *rd, const bt_tree *t, pageset *seen,
         ps_free(&own);
     return rc;
 }
+
+/* ---- lookups in key order (getbatch.c) --------------------------------- */
+
+/* Where a key's descent stands: a node, and the separator its range ends
+ * below (none on the right edge). */
+typedef struct fpos {
+    bn_child ref;
+    int has_upper;
+    bn_key upper;
+    uint8_t *ubuf; /* byte keys: room for upper's bytes */
+} fpos;
+
+struct bt_finger {
+    unsigned depth; /* of the tree */
+    int held;       /* path holds the descent of the last key */
+    fpos *path;     /* [depth]: path[0] the root ... a leaf */
+    fpos *row[2];   /* [BT_FINGER_KEYS]: a group's keys at a level, and
+                       at the next */
+};
+
+/* Gives each position room for a byte key (none for u64 keys). */
+static void give_room(fpos *p, unsigned n, uint8_t *room, size_t kb)
+{
+    for (unsigned i = 0; i < n; i++, room += kb)
+        p[i].ubuf = kb ? room : NULL;
+}
+
+int bt_finger_new(const bt_tree *t, bt_finger **out)
+{
+    if (t->depth > BT_MAX_DEPTH)
+        return BONSAI_CORRUPT;
+    unsigned npos = t->depth + 2 * BT_FINGER_KEYS;
+    size_t kb = t->kind == BONSAI_KEY_BYTES ? BONSAI_MAX_KEY : 0;
+    bt_finger *f = malloc(sizeof *f + npos * (sizeof(fpos) + kb));
+    if (!f)
+        return BONSAI_NOMEM;
+    f->depth = t->depth;
+    f->held = 0;
+    f->path = (fpos *)(f + 1);
+    f->row[0] = f->path + t->depth;
+    f->row[1] = f->row[0] + BT_FINGER_KEYS;
+    give_room(f->path, npos, (uint8_t *)(f->path + npos), kb);
+    *out = f;
+    return 0;
+}
+
+void bt_finger_free(bt_finger *f)
+{
+    free(f);
+}
+
+static int same_node(bn_child a, bn_child b)
+{
+    return a.mem == b.mem && (a.mem || a.ext.pgno == b.ext.pgno);
+}
+
+/* to's range ends where from's does; byte keys are copied into to's own
+ * room, so that no position points into another. */
+static void take_upper(unsigned kind, fpos *to, const fpos *from)
+{
+    to->has_upper = from->has_upper;
+    to->upper = from->upper;
+    if (kind == BONSAI_KEY_BYTES && from->has_upper) {
+        memcpy(to->ubuf, from->upper.b, from->upper.len);
+        to->upper.b = to->ubuf;
+    }
+}
+
+/* Asks the CPU for the first bytes of a node ahead of its search. */
+static void prefetch_node(const bonsai_db *db, const bt_rd *rd, bn_child ref)
+{
+    if (ref.mem) {
+        __builtin_prefetch(ref.mem);
+        return;
+    }
+    if (!tree_ext_ok(db, rd->end, ref.ext))
+        return;
+    const uint8_t *p = tree_ext_ptr(db, ref.ext);
+    for (unsigned i = 0; i < 4; i++)
+        __builtin_prefetch(p + 64 * i);
+}
+
+/* Once a node's first bytes are there (prefetch_node), the part its
+ * search reads: a search of a 4 KiB image then waits for one cache miss
+ * instead of one for each group of keys it walks. */
+void bt_prefetch_keys(const bonsai_db *db, const bt_rd *rd, bn_child ref)
+{
+    const uint8_t *p;
+    size_t len;
+    if (ref.mem) {
+        int u64 = ref.mem->kind == BONSAI_KEY_U64;
+        p = u64 ? (const uint8_t *)ref.mem->k64 : (const uint8_t *)ref.mem->kb;
+        len = ref.mem->n * (u64 ? sizeof *ref.mem->k64 : sizeof *ref.mem->kb);
+    } else {
+        if (!tree_ext_ok(db, rd->end, ref.ext))
+            return;
+        p = tree_ext_ptr(db, ref.ext);
+        if (pk_is_packed(p))
+            return; /* unpacked whole anyway */
+        size_t avail = (size_t)ref.ext.npages * db->page_size;
+        len = BN_HEADER_SIZE + (size_t)get_le32(p + 12);
+        len = len < avail ? len : avail;
+    }
+    for (size_t i = 0; i < len; i += 64)
+        __builtin_prefetch(p + i);
+}
+
+/* From the branch at `at` to its child for key, into *to: the child's
+ * range ends at the next separator or, past the last, where at's does.  A
+ * separator beyond at's end is cut to it, so that ranges nest even in a
+ * forged tree. */
+static int step_down(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
+                     const fpos *at, bn_key key, fpos *to)
+{
+    nview v;
+    uint32_t idx;
+    int found, rc = view_of(db, rd, t->kind, at->ref, &v);
+    if (rc)
+        return rc;
+    if (view_leaf(&v) || view_count(&v) == 0)
+        return BONSAI_CORRUPT;
+    if ((rc = view_search(&v, t->kind, key, &idx, &found)) ||
+        (rc = view_child(&v, idx, &to->ref)))
+        return rc;
+    prefetch_node(db, rd, to->ref);
+    if (idx + 1 < view_count(&v)) {
+        bn_key sep;
+        if ((rc = view_key(&v, t->kind, idx + 1, to->ubuf, &sep)))
+            return rc;
+        if (!at->has_upper || bt_key_less(t->kind, sep, at->upper)) {
+            to->has_upper = 1;
+            to->upper = sep;
+            return 0;
+        }
+    }
+    take_upper(t->kind, to, at);
+    return 0;
+}
+
+/* One level of a group's descent: each key's node in cur, its child into
+ * next.  A key in the node of the key before it, and below the separator
+ * that key's child ends at, goes to that child without a search; before
+ * the first key of the group is the last key of the group before. */
+static int finger_level(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
+                        bt_finger *f, unsigned d, const bn_key *keys,
+                        unsigned n)
+{
+    fpos *cur = f->row[d % 2], *next = f->row[(d + 1) % 2];
+    for (unsigned j = 0; j < n; j++)
+        if (j == 0 || !same_node(cur[j].ref, cur[j - 1].ref))
+            bt_prefetch_keys(db, rd, cur[j].ref);
+    for (unsigned j = 0; j < n; j++) {
+        const fpos *pn = j ? &cur[j - 1] : f->held ? &f->path[d] : NULL;
+        const fpos *pc = j ? &next[j - 1] : &f->path[d + 1];
+        if (pn && same_node(pn->ref, cur[j].ref) &&
+            (!pc->has_upper || bt_key_less(t->kind, keys[j], pc->upper))) {
+            next[j].ref = pc->ref;
+            take_upper(t->kind, &next[j], pc);
+            continue;
+        }
+        int rc = step_down(db, rd, t, &cur[j], keys[j], &next[j]);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* Keeps where the group's last key went at level d, for the next group. */
+static void keep_path(bt_finger *f, unsigned kind, unsigned d, unsigned last)
+{
+    const fpos *p = &f->row[d % 2][last];
+    f->path[d].ref = p->ref;
+    take_upper(kind, &f->path[d], p);
+}
+
+int bt_finger_leaves(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
+                     bt_finger *f, const bn_key *keys, unsigned n,
+                     bn_child *leaves)
+{
+    if (f->depth == 0)
+        return BONSAI_NOTFOUND;
+    if (n == 0 || n > BT_FINGER_KEYS)
+        return BONSAI_INVALID;
+    for (unsigned j = 0; j < n; j++) {
+        f->row[0][j].ref = t->root;
+        f->row[0][j].has_upper = 0;
+    }
+    for (unsigned d = 0; d + 1 < f->depth; d++) {
+        int rc = finger_level(db, rd, t, f, d, keys, n);
+        if (rc) {
+            f->held = 0;
+            return rc;
+        }
+        /* the old path at d is no longer asked for; at d + 1 it is,
+         * by the next level */
+        keep_path(f, t->kind, d, n - 1);
+    }
+    keep_path(f, t->kind, f->depth - 1, n - 1);
+    f->held = 1;
+    for (unsigned j = 0; j < n; j++)
+        leaves[j] = f->row[(f->depth - 1) % 2][j].ref;
+    return 0;
+}
+
+int bt_leaf_get(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
+                bn_child leaf, bn_key key, bonsai_val *val)
+{
+    nview v;
+    uint32_t idx;
+    int found, rc = view_of(db, rd, t->kind, leaf, &v);
+    if (rc)
+        return rc;
+    if (!view_leaf(&v))
+        return BONSAI_CORRUPT;
+    if ((rc = view_search(&v, t->kind, key, &idx, &found)))
+        return rc;
+    if (!found)
+        return BONSAI_NOTFOUND;
+    const uint8_t *p;
+    uint32_t len;
+    unsigned vflag;
+    if (v.mem)
+        bn_value_at(v.mem, idx, &p, &len, &vflag);
+    else if ((rc = bn_img_value(v.img, &v.info, idx, &p, &len, &vflag)))
+        return rc;
+    return bt_value(db, rd->end, p, len, vflag, val);
+}

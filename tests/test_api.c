@@ -2,7 +2,7 @@
 /*
  * test_api.c - the public API, call by call: options, open/close, maps,
  * put/get/del, sizes, cursors, transactions, read-only stores, snapshots,
- * error strings and bad arguments.
+ * batched gets, error strings and bad arguments.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -2535,6 +2535,339 @@ Test(api, snapshot_stable_while_writer_commits)
     tm_free(&old);
     tm_free(&cur);
     TU_OK(bonsai_close(db));
+}
+
+/* ---- batched gets ------------------------------------------------------- */
+
+/* Asserts that answer i of a batch (found, val) is what the model holds
+ * for key k. */
+static void expect_answer(const tm_model *model, const void *k, size_t kl,
+                          uint8_t found, bonsai_val val, size_t i)
+{
+    size_t at;
+    const char *key = tu_fmt(model->kind, k, kl);
+    if (!tm_find(model, k, kl, &at)) {
+        cr_assert(found == 0 && val.size == 0 && val.data == NULL,
+                  "batch key %zu (%s): found %u, expected absent", i, key,
+                  found);
+        return;
+    }
+    const tm_entry *e = &model->e[at];
+    cr_assert(found == 1, "batch key %zu (%s): found %u, expected 1", i, key,
+              found);
+    cr_assert(val.size == e->vlen &&
+                  (e->vlen == 0 || memcmp(val.data, e->val, e->vlen) == 0),
+              "batch key %zu (%s): value %s, expected %s", i, key,
+              tu_fmt(BONSAI_KEY_BYTES, val.data, val.size),
+              tu_fmt(BONSAI_KEY_BYTES, e->val, e->vlen));
+}
+
+/* Looks keys[0, n) up in one batch, through bonsai_get_batch_u64 or (as
+ * 8-byte keys) bonsai_get_batch, and only then checks every answer: all
+ * the values of a batch stay valid together. */
+static void expect_batch_u64(bonsai_txn *txn, bonsai_map m,
+                             const tm_model *model, const uint64_t *keys,
+                             size_t n, int as_vals)
+{
+    bonsai_val *vals = malloc((n + 1) * sizeof *vals);
+    bonsai_val *kv = malloc((n + 1) * sizeof *kv);
+    uint8_t *found = malloc(n + 1);
+    cr_assert(vals && kv && found);
+    memset(found, 2, n + 1);
+    for (size_t i = 0; i < n; i++)
+        kv[i] = u64val(&keys[i]);
+    if (as_vals)
+        TU_OK(bonsai_get_batch(txn, m, kv, n, vals, found));
+    else
+        TU_OK(bonsai_get_batch_u64(txn, m, keys, n, vals, found));
+    for (size_t i = 0; i < n; i++)
+        expect_answer(model, &keys[i], 8, found[i], vals[i], i);
+    cr_assert_eq(found[n], 2, "an answer past the batch");
+    free(vals);
+    free(kv);
+    free(found);
+}
+
+/* The same for keys of a byte map. */
+static void expect_batch(bonsai_txn *txn, bonsai_map m, const tm_model *model,
+                         const bonsai_val *keys, size_t n)
+{
+    bonsai_val *vals = malloc((n + 1) * sizeof *vals);
+    uint8_t *found = malloc(n + 1);
+    cr_assert(vals && found);
+    memset(found, 2, n + 1);
+    TU_OK(bonsai_get_batch(txn, m, keys, n, vals, found));
+    for (size_t i = 0; i < n; i++)
+        expect_answer(model, keys[i].data, keys[i].size, found[i], vals[i],
+                      i);
+    cr_assert_eq(found[n], 2, "an answer past the batch");
+    free(vals);
+    free(found);
+}
+
+/* A value of 1..40 bytes that names its key. */
+static size_t batch_value(uint64_t key, char *buf)
+{
+    int n = snprintf(buf, 64, "v%" PRIu64 "-", key);
+    size_t len = 1 + key % 40;
+    for (size_t i = (size_t)n; i < len; i++)
+        buf[i] = (char)('a' + i % 26);
+    return len;
+}
+
+/* Keys 10, 20, .., 10 * n with batch_value, in one write (txn) of the
+ * store. */
+static bonsai_map batch_tens(bonsai_db *db, uint64_t n, tm_model *model)
+{
+    bonsai_map m = tu_map_create(db, NULL, "u", BONSAI_KEY_U64);
+    bonsai_txn *txn = NULL;
+    int cow = bonsai_txn_begin(db, 0, &txn) == 0;
+    tm_init(model, BONSAI_KEY_U64);
+    for (uint64_t k = 10; k <= 10 * n; k += 10) {
+        char v[64];
+        bonsai_val val = tu_val(v, batch_value(k, v));
+        TU_OK(bonsai_put_u64(cow ? txn : NULL, m, k, &val, 0));
+        tm_put(model, &k, 8, v, val.size);
+    }
+    if (cow)
+        TU_OK(bonsai_txn_commit(txn));
+    return m;
+}
+
+/* n keys for a batch over keys 10 .. 10 * top: mostly present ones,
+ * some absent, some repeated, the extremes. */
+static void batch_keys_u64(tu_rng *rng, uint64_t top, uint64_t *keys,
+                           size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = tu_below(rng, 10);
+        if (r < 6)
+            keys[i] = 10 * tu_range(rng, 1, top);
+        else if (r < 8)
+            keys[i] = tu_range(rng, 0, 10 * top + 100);
+        else
+            keys[i] = i ? keys[tu_below(rng, i)] : 0;
+    }
+    if (n > 2) {
+        keys[tu_below(rng, n)] = 0;
+        keys[tu_below(rng, n)] = UINT64_MAX;
+    }
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* In stores without and with transactions, raw and lz4, with small nodes:
+ * the batches meet hundreds of leaves, far more than the unpack cache
+ * holds, so a compressed store's values must be kept aside. */
+Test(api, get_batch_u64_hits_misses_repeats)
+{
+    tu_rng rng = {tu_seed("get_batch_u64_hits_misses_repeats", 77)};
+    enum { TOP = 2000, N = 3000 };
+    uint64_t *keys = malloc(N * sizeof *keys);
+    cr_assert(keys);
+    for (size_t si = 0; si < sizeof cstores / sizeof cstores[0]; si++) {
+        cr_log_info("store: %s", cstores[si].name);
+        bonsai_db *db = cstore_open(&cstores[si]);
+        tm_model model;
+        bonsai_map m = batch_tens(db, TOP, &model);
+        batch_keys_u64(&rng, TOP, keys, N);
+        expect_batch_u64(NULL, m, &model, keys, N, 0);
+        expect_batch_u64(NULL, m, &model, keys, N, 1);
+        /* small batches, across a group's end, and keys in order */
+        static const size_t sizes[] = {1, 2, 15, 16, 17, 33};
+        for (size_t j = 0; j < sizeof sizes / sizeof sizes[0]; j++)
+            expect_batch_u64(NULL, m, &model, keys + j, sizes[j], 0);
+        qsort(keys, N, sizeof *keys, cmp_u64);
+        expect_batch_u64(NULL, m, &model, keys, N, 0);
+        /* the extremes alone: their numbers differ in every bit */
+        keys[0] = UINT64_MAX;
+        keys[1] = 0;
+        expect_batch_u64(NULL, m, &model, keys, 2, 0);
+        /* one key, many times */
+        for (size_t i = 0; i < 100; i++)
+            keys[i] = 1230;
+        expect_batch_u64(NULL, m, &model, keys, 100, 0);
+        bonsai_txn *r;
+        if (bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &r) == 0) {
+            batch_keys_u64(&rng, TOP, keys, N);
+            expect_batch_u64(r, m, &model, keys, N, 0);
+            bonsai_txn_abort(r);
+        }
+        tm_free(&model);
+        TU_OK(bonsai_close(db));
+    }
+    free(keys);
+}
+
+/* Byte keys: prefixes of one another, keys alike in their first 8 bytes
+ * (which the batch sorts by first), NUL bytes, the longest key. */
+Test(api, get_batch_byte_keys)
+{
+    tu_rng rng = {tu_seed("get_batch_byte_keys", 78)};
+    enum { NK = 1200, N = 2000 };
+    static char text[NK][24];
+    static uint8_t longest[BONSAI_MAX_KEY];
+    memset(longest, 'z', sizeof longest);
+    bonsai_val all[NK + 8];
+    size_t nall = 0;
+    for (unsigned i = 0; i < NK; i++) {
+        snprintf(text[i], sizeof text[i], i % 3 ? "key:%05u" : "k%u", i);
+        all[nall++] = sval(text[i]);
+    }
+    static const char *odd[] = {"a", "ab", "abc", "prefix00", "prefix0",
+                                "prefix00-a", "prefix00-b"};
+    for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++)
+        all[nall++] = sval(odd[i]);
+    static const uint8_t nul[4] = {0, 0xff, 0, 1};
+    bonsai_val special[] = {tu_val(nul, 4), tu_val(nul, 3), tu_val(nul, 1),
+                            tu_val(longest, sizeof longest),
+                            tu_val(longest, sizeof longest - 1)};
+    bonsai_val *keys = malloc(N * sizeof *keys);
+    cr_assert(keys);
+    for (size_t si = 0; si < sizeof cstores / sizeof cstores[0]; si++) {
+        cr_log_info("store: %s", cstores[si].name);
+        bonsai_db *db = cstore_open(&cstores[si]);
+        bonsai_map m = tu_map_create(db, NULL, "b", BONSAI_KEY_BYTES);
+        tm_model model;
+        tm_init(&model, BONSAI_KEY_BYTES);
+        bonsai_txn *txn = NULL;
+        int cow = bonsai_txn_begin(db, 0, &txn) == 0;
+        /* every other key, and one of each special but the last */
+        for (size_t i = 0; i < nall + 4; i++) {
+            bonsai_val k = i < nall ? all[i] : special[i - nall];
+            if (i < nall && i % 2)
+                continue;
+            char v[64];
+            bonsai_val val = tu_val(v, batch_value(i, v));
+            TU_OK(bonsai_put(cow ? txn : NULL, m, &k, &val, 0));
+            tm_put(&model, k.data, k.size, v, val.size);
+        }
+        if (cow)
+            TU_OK(bonsai_txn_commit(txn));
+        for (size_t i = 0; i < N; i++) {
+            uint64_t r = tu_below(&rng, nall + 5);
+            keys[i] = r < nall ? all[r] : special[r - nall];
+        }
+        expect_batch(NULL, m, &model, keys, N);
+        expect_batch(NULL, m, &model, all, nall);
+        expect_batch(NULL, m, &model, special, 5);
+        tm_free(&model);
+        TU_OK(bonsai_close(db));
+    }
+    free(keys);
+}
+
+Test(api, get_batch_empty_and_bad_arguments)
+{
+    bonsai_options o = file_opts();
+    bonsai_db *db = tu_open(tu_path("batch.db"), &o);
+    bonsai_map u = tu_map_create(db, NULL, "u", BONSAI_KEY_U64);
+    bonsai_map b = tu_map_create(db, NULL, "b", BONSAI_KEY_BYTES);
+    uint64_t k64[2] = {1, 2};
+    bonsai_val kb[2] = {sval("x"), sval("y")}, vals[2];
+    uint8_t found[2];
+    /* an empty batch needs no arrays */
+    TU_OK(bonsai_get_batch_u64(NULL, u, NULL, 0, NULL, NULL));
+    TU_OK(bonsai_get_batch(NULL, b, NULL, 0, NULL, NULL));
+    /* an empty map answers absent */
+    memset(found, 2, sizeof found);
+    TU_OK(bonsai_get_batch_u64(NULL, u, k64, 2, vals, found));
+    cr_assert(found[0] == 0 && found[1] == 0 && vals[1].data == NULL);
+    TU_OK(bonsai_get_batch(NULL, b, kb, 2, vals, found));
+    cr_assert(found[0] == 0 && found[1] == 0);
+    /* missing arrays, handles, kinds and sizes: as bonsai_get answers */
+    TU_RC(bonsai_get_batch_u64(NULL, u, NULL, 2, vals, found),
+          BONSAI_INVALID);
+    TU_RC(bonsai_get_batch_u64(NULL, u, k64, 2, NULL, found),
+          BONSAI_INVALID);
+    TU_RC(bonsai_get_batch(NULL, b, kb, 2, vals, NULL), BONSAI_INVALID);
+    TU_RC(bonsai_get_batch_u64(NULL, NULL, k64, 2, vals, found),
+          BONSAI_INVALID);
+    TU_RC(bonsai_get_batch(NULL, NULL, kb, 2, vals, found), BONSAI_INVALID);
+    TU_RC(bonsai_get_batch_u64(NULL, b, k64, 2, vals, found),
+          BONSAI_MAPKIND);
+    TU_RC(bonsai_get_batch(NULL, u, kb, 2, vals, found), BONSAI_KEYSIZE);
+    bonsai_val empty[2] = {sval("x"), tu_val("", 0)};
+    TU_RC(bonsai_get_batch(NULL, b, empty, 2, vals, found), BONSAI_KEYSIZE);
+    static uint8_t big[BONSAI_MAX_KEY + 1];
+    bonsai_val too_long[1] = {tu_val(big, sizeof big)};
+    TU_RC(bonsai_get_batch(NULL, b, too_long, 1, vals, found),
+          BONSAI_KEYSIZE);
+    bonsai_val no_bytes[1] = {tu_val(NULL, 3)};
+    TU_RC(bonsai_get_batch(NULL, b, no_bytes, 1, vals, found),
+          BONSAI_INVALID);
+    /* a transaction of another store */
+    bonsai_db *db2 = tu_open(NULL, NULL);
+    bonsai_db *db3 = tu_open(tu_path("batch3.db"), &o);
+    bonsai_txn *t3;
+    TU_OK(bonsai_txn_begin(db3, BONSAI_TXN_RDONLY, &t3));
+    TU_RC(bonsai_get_batch_u64(t3, u, k64, 2, vals, found), BONSAI_INVALID);
+    bonsai_txn_abort(t3);
+    TU_OK(bonsai_close(db3));
+    TU_OK(bonsai_close(db2));
+    /* a dropped map */
+    TU_OK(bonsai_map_drop(db, NULL, "u"));
+    TU_RC(bonsai_get_batch_u64(NULL, u, k64, 2, vals, found),
+          BONSAI_NOTFOUND);
+    TU_OK(bonsai_close(db));
+}
+
+/* Puts waiting in the write cache, without transactions and in a write
+ * transaction, and a read snapshot that keeps its view while the writer
+ * changes the map: a batch answers as bonsai_get in each. */
+Test(api, get_batch_sees_waiting_puts_and_keeps_snapshots)
+{
+    tu_rng rng = {tu_seed("get_batch_sees_waiting_puts", 79)};
+    enum { TOP = 3000, N = 4000 };
+    uint64_t *keys = malloc(N * sizeof *keys);
+    cr_assert(keys);
+    for (int file = 0; file < 2; file++) {
+        bonsai_options o = file_opts();
+        o.node_bytes = 512;
+        bonsai_db *db = tu_open(file ? tu_path("waits.db") : NULL, &o);
+        tm_model model, old;
+        bonsai_map m = batch_tens(db, TOP, &model);
+        tm_init(&old, BONSAI_KEY_U64);
+        tm_copy(&old, &model);
+        bonsai_txn *r = NULL, *w = NULL;
+        if (file) {
+            TU_OK(bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &r));
+            TU_OK(bonsai_txn_begin(db, 0, &w));
+        }
+        /* deletes apply the waiting puts: they come first; then puts
+         * into the middle, new keys and overwrites, wait for their
+         * leaves */
+        for (int i = 0; i < 100; i++) {
+            uint64_t k = 10 * tu_range(&rng, 1, TOP);
+            int rc = bonsai_del_u64(w, m, k);
+            cr_assert(rc == 0 || rc == BONSAI_NOTFOUND);
+            tm_del(&model, &k, 8);
+        }
+        for (int i = 0; i < 500; i++) {
+            uint64_t k = tu_range(&rng, 1, 10 * TOP);
+            char v[64];
+            bonsai_val val = tu_val(v, batch_value(k * 7, v));
+            TU_OK(bonsai_put_u64(w, m, k, &val, 0));
+            tm_put(&model, &k, 8, v, val.size);
+        }
+        batch_keys_u64(&rng, TOP, keys, N);
+        expect_batch_u64(w, m, &model, keys, N, 0);
+        if (file) {
+            expect_batch_u64(r, m, &old, keys, N, 0);
+            TU_OK(bonsai_txn_commit(w));
+            expect_batch_u64(r, m, &old, keys, N, 1);
+            expect_batch_u64(NULL, m, &model, keys, N, 0);
+            bonsai_txn_abort(r);
+        }
+        tm_free(&model);
+        tm_free(&old);
+        TU_OK(bonsai_close(db));
+    }
+    free(keys);
 }
 
 /* ---- error strings and bad arguments ------------------------------------ */

@@ -7,7 +7,8 @@
  * random target size, shrink to another, sometimes to empty) so trees
  * split and merge all the way up and down: put of a new key, overwrite,
  * put NOOVERWRITE (present and absent keys), delete (present and absent),
- * get (present and absent), cursor stretches forward and backward, seek to
+ * get (present and absent), a batch of gets (present and absent keys,
+ * repeats, in any order), cursor stretches forward and backward, seek to
  * a random key then a few next/prev steps, first/last, count, a cursor
  * kept across a write (it must re-find its key), and the cursor machine:
  * a cursor bounded by a random range (set_range, set_range_u64, or a
@@ -22,8 +23,8 @@
  *      committed or aborted at random (the model is rolled back through an
  *      undo log on abort), autocommit (NULL txn) runs in between, read
  *      snapshots begun between and inside write transactions that must keep
- *      seeing the state committed when they began, and close/reopen with a
- *      full comparison.
+ *      seeing the state committed when they began (gets, a batch of gets,
+ *      a full comparison), and close/reopen with a full comparison.
  * Each store also holds a small "decoy" map of the other key kind that must
  * never change.  Every configuration ends with a full comparison.
  *
@@ -443,6 +444,80 @@ static void check_get(dt *d, bonsai_txn *t, bonsai_map map, const tm_model *m,
            tu_fmt(BONSAI_KEY_BYTES, m->e[i].val, m->e[i].vlen));
 }
 
+#define BATCH_MAX 200
+
+/* Looks keys[0, n) up in one batch in txn t (the _u64 form when u64 is
+ * set) and only then checks every answer against the model m: all the
+ * values of a batch stay valid together. */
+static void check_batch(dt *d, bonsai_txn *t, bonsai_map map,
+                        const tm_model *m, const bonsai_val *keys, size_t n,
+                        bool u64)
+{
+    static bonsai_val vals[BATCH_MAX];
+    static uint64_t nums[BATCH_MAX];
+    static uint8_t found[BATCH_MAX];
+    for (size_t i = 0; i < n; i++)
+        nums[i] = u64 ? tu_u64_of(keys[i].data) : 0;
+    int rc = u64 ? bonsai_get_batch_u64(t, map, nums, n, vals, found)
+                 : bonsai_get_batch(t, map, keys, n, vals, found);
+    DCHECK(d, rc == 0, "get_batch%s of %zu keys -> %s", u64 ? "_u64" : "", n,
+           tu_err(rc));
+    for (size_t i = 0; i < n; i++) {
+        const void *k = keys[i].data;
+        size_t kl = keys[i].size, at;
+        if (!tm_find(m, k, kl, &at)) {
+            DCHECK(d, found[i] == 0 && vals[i].data == NULL,
+                   "batch key %zu of %zu (%s): found %u, model: absent", i,
+                   n, kstr(d, k, kl), found[i]);
+            continue;
+        }
+        const tm_entry *e = &m->e[at];
+        DCHECK(d, found[i] == 1 && vals[i].size == e->vlen &&
+                      (e->vlen == 0 ||
+                       memcmp(vals[i].data, e->val, e->vlen) == 0),
+               "batch key %zu of %zu (%s): found %u, %s, model %s", i, n,
+               kstr(d, k, kl), found[i],
+               tu_fmt(BONSAI_KEY_BYTES, vals[i].data, vals[i].size),
+               tu_fmt(BONSAI_KEY_BYTES, e->val, e->vlen));
+    }
+}
+
+/* A random batch of n keys for the model m: present keys, absent ones and
+ * repeats, in any order; their bytes go to buf (n * BONSAI_MAX_KEY). */
+static void gen_batch(dt *d, const tm_model *m, bonsai_val *keys, size_t n,
+                      uint8_t *buf)
+{
+    for (size_t i = 0; i < n; i++, buf += BONSAI_MAX_KEY) {
+        unsigned r = (unsigned)tu_below(&d->rng, 10);
+        if (r < 2 && i > 0) {
+            keys[i] = keys[tu_below(&d->rng, i)];
+            continue;
+        }
+        if (r < 6 && m->n) {
+            const tm_entry *e = &m->e[tu_below(&d->rng, m->n)];
+            memcpy(buf, e->key, e->klen);
+            keys[i] = tu_val(buf, e->klen);
+            continue;
+        }
+        gen_key(d);
+        memcpy(buf, d->key, d->klen);
+        keys[i] = tu_val(buf, d->klen);
+    }
+}
+
+/* A batch of gets in the txn (or store) at hand, against the model m. */
+static void batch_check(dt *d, bonsai_txn *t, const tm_model *m)
+{
+    static bonsai_val keys[BATCH_MAX];
+    static uint8_t buf[BATCH_MAX * BONSAI_MAX_KEY];
+    unsigned r = (unsigned)tu_below(&d->rng, 100);
+    size_t n = r < 3 ? 0 : r < 90 ? (size_t)tu_range(&d->rng, 1, 24)
+                                  : (size_t)tu_range(&d->rng, 25, BATCH_MAX);
+    gen_batch(d, m, keys, n, buf);
+    bool u64 = d->c->kind == BONSAI_KEY_U64 && tu_chance(&d->rng, 500);
+    check_batch(d, t, d->map, m, keys, n, u64);
+}
+
 /* ---- operations --------------------------------------------------------- */
 
 static int do_put(dt *d, unsigned flags)
@@ -566,6 +641,12 @@ static void op_get_absent(dt *d)
     d->opname = "get absent";
     gen_absent(d);
     check_get(d, d->txn, d->map, &d->model, d->key, d->klen);
+}
+
+static void op_get_batch(dt *d)
+{
+    d->opname = "get batch";
+    batch_check(d, d->txn, &d->model);
 }
 
 static void op_count(dt *d)
@@ -1024,8 +1105,9 @@ static void one_op(dt *d)
     unsigned wput = d->grow ? 300 : 60;
     unsigned wdel = d->grow ? 60 : 300;
     /* weights: put new, overwrite, noovw, del, del absent, get, get absent,
-     * fwd, back, seek, count, across, machine */
-    unsigned w[] = {wput, 100, 60, wdel, 30, 150, 50, 25, 25, 40, 15, 8, 40};
+     * fwd, back, seek, count, across, batch get, machine */
+    unsigned w[] = {wput, 100, 60, wdel, 30, 150, 50, 25, 25, 40, 15, 8, 15,
+                    40};
     unsigned total = 0;
     for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
         total += w[i];
@@ -1046,6 +1128,7 @@ static void one_op(dt *d)
     case 9: op_cursor(d, 2); break;
     case 10: op_count(d); break;
     case 11: op_cursor_across_write(d); break;
+    case 12: op_get_batch(d); break;
     default: op_cursor_machine(d); break;
     }
     if (d->model.n > d->max_seen)
@@ -1156,6 +1239,7 @@ static void reader_end(dt *d, reader *r)
         gen_key(d);
         check_get(d, r->t, d->map, &r->snap, d->key, d->klen);
     }
+    batch_check(d, r->t, &r->snap);
     full_check(d, r->t, d->map, &r->snap, "read snapshot");
     bonsai_txn_abort(r->t);
     r->t = NULL;

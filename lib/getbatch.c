@@ -1,0 +1,386 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * getbatch.c - bonsai_get_batch and bonsai_get_batch_u64: many keys of one
+ * map looked up in one call, with the answers of as many bonsai_get calls.
+ *
+ * The keys are looked up in key order (a sorted index permutation): the
+ * keys of one leaf then come in a row, while it is in the CPU's caches,
+ * the branches above stay there too, and a key goes down without a
+ * search where the key before it went (bt_finger).  They go in groups of
+ * BT_FINGER_KEYS: the group descends level by level, the nodes of each
+ * level prefetched before they are searched, then its leaves' keys are
+ * prefetched, and it is searched once the next group has come so far, so
+ * that the cache misses of many keys overlap.  A value of an unpacked
+ * (compressed) leaf is copied aside (pk_keep): the unpack cache may reuse
+ * the leaf's buffer before the batch ends.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "btree.h"
+#include "bytes.h"
+#include "put.h"
+#include "txn.h"
+
+/* Runs sorted by insertion before merging. */
+#define RUN 16u
+
+/* The spreading pass of the sort makes at most 2^this buckets. */
+#define SPREAD_BITS_MAX 16u
+
+/* A key of the batch: its number (see number_of) and its index in the
+ * caller's arrays. */
+typedef struct bkey {
+    uint64_t k;
+    size_t i;
+} bkey;
+
+typedef struct batch {
+    bonsai_map map;
+    const uint64_t *ukeys;  /* the keys: these numbers, or ... */
+    const bonsai_val *keys; /* ... these, checked for the map's kind */
+    size_t n;
+    bonsai_val *vals;
+    uint8_t *found;
+    int bytes;              /* a byte-key map */
+    int waiting;            /* the writer's view: puts may be waiting */
+    bkey *order;            /* the keys in key order */
+} batch;
+
+/* ---- sorting ----------------------------------------------------------- */
+
+/* The number a key sorts by first: a u64 key itself; a byte key's first
+ * 8 bytes read big-endian, which orders most pairs of keys without a look
+ * at their bytes (ties are broken by them). */
+static uint64_t number_of(const batch *b, size_t i)
+{
+    if (b->ukeys)
+        return b->ukeys[i];
+    const bonsai_val *key = &b->keys[i];
+    if (!b->bytes) {
+        uint64_t u;
+        memcpy(&u, key->data, sizeof u);
+        return u;
+    }
+    uint8_t be[8] = {0};
+    memcpy(be, key->data, key->size < 8 ? key->size : 8);
+    return __builtin_bswap64(get_le64(be));
+}
+
+static int bkey_less(const batch *b, const bkey *x, const bkey *y)
+{
+    if (x->k != y->k || !b->bytes)
+        return x->k < y->k;
+    const bonsai_val *p = &b->keys[x->i], *q = &b->keys[y->i];
+    return key_below(p->data, (uint32_t)p->size, q->data, (uint32_t)q->size);
+}
+
+static void insertion_sort(const batch *b, bkey *a, size_t n)
+{
+    for (size_t i = 1; i < n; i++) {
+        bkey x = a[i];
+        size_t j = i;
+        for (; j > 0 && bkey_less(b, &x, &a[j - 1]); j--)
+            a[j] = a[j - 1];
+        a[j] = x;
+    }
+}
+
+static void merge(const batch *b, const bkey *l, size_t nl, const bkey *r,
+                  size_t nr, bkey *out)
+{
+    size_t i = 0, j = 0;
+    while (i < nl && j < nr)
+        *out++ = bkey_less(b, &r[j], &l[i]) ? r[j++] : l[i++];
+    memcpy(out, l + i, (nl - i) * sizeof *l);
+    memcpy(out + (nl - i), r + j, (nr - j) * sizeof *r);
+}
+
+/* Sorts a[0, n) by comparison, with room for n more at tmp (unused when
+ * n <= RUN): a merge sort, n log n however the keys come. */
+static void merge_sort(const batch *b, bkey *a, bkey *tmp, size_t n)
+{
+    bkey *src = a, *dst = tmp;
+    for (size_t at = 0; at < n; at += RUN)
+        insertion_sort(b, src + at, n - at < RUN ? n - at : RUN);
+    for (size_t w = RUN; w < n; w *= 2) {
+        for (size_t at = 0; at < n; at += 2 * w) {
+            size_t nl = n - at < w ? n - at : w;
+            size_t nr = n - at - nl < w ? n - at - nl : w;
+            merge(b, src + at, nl, src + at + nl, nr, dst + at);
+        }
+        bkey *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != a)
+        memcpy(a, src, n * sizeof *a);
+}
+
+/* Bits of a key's number that pick its bucket: about four keys a bucket. */
+static unsigned spread_bits(size_t n)
+{
+    unsigned bits = 0;
+    while (bits < SPREAD_BITS_MAX && ((size_t)4 << bits) < n)
+        bits++;
+    return bits;
+}
+
+/* Puts the keys into b->order bucket by bucket, a bucket for each value
+ * of the highest `bits` bits in which their numbers differ (differ: the
+ * bits in which some differ from the first): the bits above are the same
+ * in every key, so the buckets come in key order.  Then c[j] = where
+ * bucket j ends (c: 2^bits + 1 counts); *largest = the most keys a bucket
+ * got. */
+static void spread(batch *b, uint64_t differ, unsigned bits, size_t *c,
+                   size_t *largest)
+{
+    unsigned top = differ ? 64 - (unsigned)__builtin_clzll(differ) : 0;
+    unsigned shift = bits && top > bits ? top - bits : 0; /* < 64 */
+    size_t nb = (size_t)1 << bits, mask = nb - 1;
+    memset(c, 0, (nb + 1) * sizeof *c);
+    for (size_t i = 0; i < b->n; i++)
+        c[((number_of(b, i) >> shift) & mask) + 1]++;
+    *largest = 0;
+    for (size_t j = 1; j <= nb; j++) {
+        *largest = c[j] > *largest ? c[j] : *largest;
+        c[j] += c[j - 1];
+    }
+    /* c[j], where bucket j starts, moves on to where it ends */
+    for (size_t i = 0; i < b->n; i++) {
+        uint64_t k = number_of(b, i);
+        b->order[c[(k >> shift) & mask]++] = (bkey){k, i};
+    }
+}
+
+/* Sorts the keys into b->order: one pass spreads them over buckets (a
+ * few keys each for most sets of keys), then each bucket is sorted by
+ * comparison.  c: room for 2^bits + 1 counts. */
+static int sort_keys(batch *b, uint64_t differ, unsigned bits, size_t *c)
+{
+    size_t largest;
+    spread(b, differ, bits, c, &largest);
+    bkey *tmp = NULL;
+    if (largest > RUN && !(tmp = malloc(largest * sizeof *tmp)))
+        return BONSAI_NOMEM;
+    for (size_t j = 0, from = 0; j < (size_t)1 << bits; from = c[j++])
+        merge_sort(b, b->order + from, tmp, c[j] - from);
+    free(tmp);
+    return 0;
+}
+
+/* ---- lookups ----------------------------------------------------------- */
+
+static bn_key key_of(const batch *b, const bkey *e)
+{
+    bn_key key = {.u = e->k};
+    if (b->bytes) {
+        key.b = b->keys[e->i].data;
+        key.len = (uint32_t)b->keys[e->i].size;
+    }
+    return key;
+}
+
+static void answer(batch *b, size_t i, const bonsai_val *val)
+{
+    b->found[i] = val != NULL;
+    b->vals[i] = val ? *val : (bonsai_val){0, NULL};
+}
+
+/* A value that must outlive the unpack cache's next use of its slot. */
+static int keep(pk_cache *uc, bonsai_val *val)
+{
+    const uint8_t *p = val->data;
+    int rc = pk_keep(uc, &p, val->size);
+    val->data = p;
+    return rc;
+}
+
+static int same_leaf(bn_child a, bn_child b)
+{
+    return a.mem == b.mem && (a.mem || a.ext.pgno == b.ext.pgno);
+}
+
+/* A group of the sorted keys, order[from, to), and what each still needs
+ * once the leaves of those to search are found. */
+enum { DONE, SAME_AS_BEFORE, SEARCH };
+
+typedef struct group {
+    size_t from, to;
+    uint8_t step[BT_FINGER_KEYS];
+    unsigned n; /* keys to search: */
+    bn_key keys[BT_FINGER_KEYS];
+    bn_child leaves[BT_FINGER_KEYS];
+    int empty;  /* no leaves: the tree is empty */
+} group;
+
+/* Answers what needs no leaf, a waiting put; marks a repeated key, and
+ * the keys to search. */
+static void triage(batch *b, group *g)
+{
+    g->n = 0;
+    for (size_t j = g->from; j < g->to; j++) {
+        const bkey *e = &b->order[j];
+        bonsai_val val;
+        uint8_t *step = &g->step[j - g->from];
+        *step = DONE;
+        if (j > 0 && !bkey_less(b, &b->order[j - 1], e)) {
+            *step = SAME_AS_BEFORE;
+            continue;
+        }
+        bn_key key = key_of(b, e);
+        /* a waiting put is newer than the tree, as for bonsai_get */
+        if (b->waiting && put_waiting_get(b->map, key, &val) == 0) {
+            answer(b, e->i, &val);
+            continue;
+        }
+        *step = SEARCH;
+        g->keys[g->n++] = key;
+        /* the answers land all over the caller's arrays */
+        __builtin_prefetch(&b->vals[e->i], 1);
+        __builtin_prefetch(&b->found[e->i], 1);
+    }
+}
+
+/* Answers the group's keys in order, searching the leaves found. */
+static int search(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
+                  batch *b, const group *g)
+{
+    unsigned n = 0;
+    for (size_t j = g->from; j < g->to; j++) {
+        const bkey *e = &b->order[j];
+        bonsai_val val;
+        if (g->step[j - g->from] == SAME_AS_BEFORE) {
+            size_t before = b->order[j - 1].i;
+            answer(b, e->i, b->found[before] ? &b->vals[before] : NULL);
+            continue;
+        }
+        if (g->step[j - g->from] != SEARCH)
+            continue;
+        int rc = g->empty ? BONSAI_NOTFOUND
+                       : bt_leaf_get(db, rd, t, g->leaves[n], g->keys[n],
+                                     &val);
+        n++;
+        if (rc == 0)
+            rc = keep(rd->uc, &val);
+        if (rc && rc != BONSAI_NOTFOUND)
+            return rc;
+        answer(b, e->i, rc ? NULL : &val);
+    }
+    return 0;
+}
+
+/* The group of keys from `from` on: what needs no leaf is answered, the
+ * leaves of the others are found, and their keys asked for. */
+static int find_group(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
+                      bt_finger *f, batch *b, group *g, size_t from)
+{
+    g->from = from;
+    g->to = b->n - from < BT_FINGER_KEYS ? b->n : from + BT_FINGER_KEYS;
+    triage(b, g);
+    int rc = g->n ? bt_finger_leaves(db, rd, t, f, g->keys, g->n, g->leaves)
+                  : 0;
+    g->empty = rc == BONSAI_NOTFOUND;
+    if (rc && !g->empty)
+        return rc;
+    for (unsigned j = 0; !g->empty && j < g->n; j++)
+        if (j == 0 || !same_leaf(g->leaves[j], g->leaves[j - 1]))
+            bt_prefetch_keys(db, rd, g->leaves[j]);
+    return 0;
+}
+
+static int batch_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
+{
+    batch *b = argp;
+    bt_tree *t;
+    bt_rd rd;
+    bt_finger *f;
+    int rc = txn_tree_as_is(db, txn, b->map, &t, &rd);
+    if (rc || (rc = bt_finger_new(t, &f)))
+        return rc;
+    /* this batch's values replace the last one's */
+    pk_keep_reset(rd.uc);
+    b->waiting = !(txn && txn->rdonly);
+    /* a group is searched once the next one's leaves are found and
+     * asked for: their cache misses overlap the search */
+    group g[2];
+    rc = find_group(db, &rd, t, f, b, &g[0], 0);
+    for (unsigned cur = 0; rc == 0; cur ^= 1) {
+        const group *now = &g[cur];
+        if (now->to < b->n)
+            rc = find_group(db, &rd, t, f, b, &g[cur ^ 1], now->to);
+        if (rc == 0)
+            rc = search(db, &rd, t, b, now);
+        if (now->to == b->n)
+            break;
+    }
+    bt_finger_free(f);
+    return rc;
+}
+
+/* ---- the calls --------------------------------------------------------- */
+
+/* Checks every key for the map; *differ = the bits in which some key's
+ * number differs from the first's.  0, BONSAI_KEYSIZE, BONSAI_INVALID. */
+static int check_keys(const batch *b, uint64_t *differ)
+{
+    *differ = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        bn_key key;
+        int rc = b->keys ? api_key(b->map->kind, &b->keys[i], &key) : 0;
+        if (rc)
+            return rc;
+        *differ |= number_of(b, i) ^ number_of(b, 0);
+    }
+    return 0;
+}
+
+static int get_batch(bonsai_txn *txn, batch *b)
+{
+    if (b->n == 0)
+        return 0;
+    if (!b->vals || !b->found || !(b->ukeys || b->keys))
+        return BONSAI_INVALID;
+    b->bytes = b->map->kind == BONSAI_KEY_BYTES;
+    uint64_t differ;
+    int rc = check_keys(b, &differ);
+    if (rc)
+        return rc;
+    unsigned bits = differ ? spread_bits(b->n) : 0;
+    size_t counts = ((size_t)1 << bits) + 1;
+    if (b->n > (SIZE_MAX - counts * sizeof(size_t)) / sizeof(bkey))
+        return BONSAI_NOMEM;
+    void *mem = malloc(b->n * sizeof(bkey) + counts * sizeof(size_t));
+    if (!mem)
+        return BONSAI_NOMEM;
+    b->order = mem;
+    rc = sort_keys(b, differ, bits, (size_t *)(b->order + b->n));
+    if (rc == 0)
+        rc = txn_read(b->map->db, txn, batch_fn, b);
+    free(mem);
+    return rc;
+}
+
+int bonsai_get_batch_u64(bonsai_txn *txn, bonsai_map map,
+                         const uint64_t *keys, size_t n, bonsai_val *vals,
+                         uint8_t *found)
+{
+    int rc = api_u64_ok(map);
+    if (rc || (rc = api_map_ok(txn, map)))
+        return rc;
+    batch b = {.map = map, .ukeys = keys, .n = n, .vals = vals,
+               .found = found};
+    return get_batch(txn, &b);
+}
+
+int bonsai_get_batch(bonsai_txn *txn, bonsai_map map, const bonsai_val *keys,
+                     size_t n, bonsai_val *vals, uint8_t *found)
+{
+    int rc = api_map_ok(txn, map);
+    if (rc)
+        return rc;
+    batch b = {.map = map, .keys = keys, .n = n, .vals = vals,
+               .found = found};
+    return get_batch(txn, &b);
+}
