@@ -91,6 +91,21 @@ int bt_key_less(unsigned kind, bn_key a, bn_key b)
 
 /* ---- lookups ----------------------------------------------------------- */
 
+/* The value of entry idx of leaf v. */
+static int leaf_value(bonsai_db *db, const bt_rd *rd, const nview *v,
+                      uint32_t idx, bonsai_val *val)
+{
+    const uint8_t *p;
+    uint32_t len;
+    unsigned vflag;
+    int rc = 0;
+    if (v->mem)
+        bn_value_at(v->mem, idx, &p, &len, &vflag);
+    else
+        rc = bn_img_value(v->img, &v->info, idx, &p, &len, &vflag);
+    return rc ? rc : bt_value(db, rd->end, p, len, vflag, val);
+}
+
 int bt_get(bonsai_db *db, const bt_rd *rd, const bt_tree *t, bn_key key,
            bonsai_val *val)
 {
@@ -112,16 +127,7 @@ int bt_get(bonsai_db *db, const bt_rd *rd, const bt_tree *t, bn_key key,
                 return rc;
             continue;
         }
-        if (!found)
-            return BONSAI_NOTFOUND;
-        const uint8_t *p;
-        uint32_t len;
-        unsigned vflag;
-        if (v.mem)
-            bn_value_at(v.mem, idx, &p, &len, &vflag);
-        else if ((rc = bn_img_value(v.img, &v.info, idx, &p, &len, &vflag)))
-            return rc;
-        return bt_value(db, rd->end, p, len, vflag, val);
+        return found ? leaf_value(db, rd, &v, idx, val) : BONSAI_NOTFOUND;
     }
     return BONSAI_CORRUPT;
 }
@@ -645,14 +651,5 @@ int bt_leaf_get(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
         return BONSAI_CORRUPT;
     if ((rc = view_search(&v, t->kind, key, &idx, &found)))
         return rc;
-    if (!found)
-        return BONSAI_NOTFOUND;
-    const uint8_t *p;
-    uint32_t len;
-    unsigned vflag;
-    if (v.mem)
-        bn_value_at(v.mem, idx, &p, &len, &vflag);
-    else if ((rc = bn_img_value(v.img, &v.info, idx, &p, &len, &vflag)))
-        return rc;
-    return bt_value(db, rd->end, p, len, vflag, val);
+    return found ? leaf_value(db, rd, &v, idx, val) : BONSAI_NOTFOUND;
 }
