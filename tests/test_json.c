@@ -224,20 +224,11 @@ static const char *make_store(const char *name, const char *extra)
     return path;
 }
 
-static bonsai_db *open_ro(const char *path)
-{
-    bonsai_options o;
-    bonsai_options_init(&o);
-    o.read_only = 1;
-    o.create = 0;
-    return tu_open(path, &o);
-}
-
 /* The page of map's root, which is its only leaf, and the page size. */
 static uint64_t leaf_page(const char *path, const char *map,
                           uint32_t *page_size)
 {
-    bonsai_db *db = open_ro(path);
+    bonsai_db *db = tu_open_ro(path);
     bonsai_stat st;
     TU_OK(bonsai_db_stat(db, &st));
     *page_size = st.page_size;
@@ -277,7 +268,7 @@ static uint64_t file_size(const char *path)
 
 static uint64_t txn_of(const char *path)
 {
-    bonsai_db *db = open_ro(path);
+    bonsai_db *db = tu_open_ro(path);
     bonsai_stat st;
     TU_OK(bonsai_db_stat(db, &st));
     TU_OK(bonsai_close(db));

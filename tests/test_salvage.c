@@ -149,15 +149,6 @@ static bonsai_db *open_rw(const char *path, uint32_t node_entries)
     return tu_open(path, &o);
 }
 
-static bonsai_db *open_ro(const char *path)
-{
-    bonsai_options o;
-    bonsai_options_init(&o);
-    o.read_only = 1;
-    o.create = 0;
-    return tu_open(path, &o);
-}
-
 /* Key i of map "a": a0000000, a0000001, ... */
 static bonsai_val key_a(uint32_t i, char buf[16])
 {
@@ -263,7 +254,7 @@ static exts *walk_exts(bonsai_db *db, bonsai_txn *txn, const char *map,
 static void find_leaf(const char *path, const char *map, double where,
                       leaf_at *out)
 {
-    bonsai_db *db = open_ro(path);
+    bonsai_db *db = tu_open_ro(path);
     bonsai_txn *txn;
     TU_OK(bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &txn));
     bt_tree t = tree_of(db, txn, map);
@@ -293,7 +284,7 @@ static void find_leaf(const char *path, const char *map, double where,
 /* The first overflow run of map (values 1) or its root (0), as a page. */
 static uint64_t find_page(const char *path, const char *map, int values)
 {
-    bonsai_db *db = open_ro(path);
+    bonsai_db *db = tu_open_ro(path);
     bonsai_txn *txn;
     TU_OK(bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &txn));
     uint64_t pgno = tree_of(db, txn, map).root.ext.pgno;
@@ -310,7 +301,7 @@ static uint64_t find_page(const char *path, const char *map, int values)
 
 static uint32_t page_size_of(const char *path)
 {
-    bonsai_db *db = open_ro(path);
+    bonsai_db *db = tu_open_ro(path);
     uint32_t ps = db->page_size;
     TU_OK(bonsai_close(db));
     return ps;
@@ -434,7 +425,7 @@ Test(salvage, damaged_leaf_loses_its_range_only)
     assert_sorted(text, "bonsai-dump -r");
     free(text);
 
-    bonsai_db *db = open_ro(load_and_verify(dump, "loaded.bonsai"));
+    bonsai_db *db = tu_open_ro(load_and_verify(dump, "loaded.bonsai"));
     uint32_t dropped = assert_a_without(db, &leaf.b);
     cr_assert(dropped == leaf.n, "the separators hold %" PRIu32 " keys, the "
               "leaf %" PRIu32, dropped, leaf.n);
@@ -512,7 +503,7 @@ Test(salvage, damaged_overflow_value_loses_its_entry_only)
     cr_log_info("%s", r.err);
     tr_result_free(&r);
     free(text);
-    bonsai_db *db = open_ro(load_and_verify(dump, "vloaded.bonsai"));
+    bonsai_db *db = tu_open_ro(load_and_verify(dump, "vloaded.bonsai"));
     assert_map(db, "v", &left);
     TU_OK(bonsai_close(db));
     tm_free(&m);
@@ -575,7 +566,7 @@ Test(salvage, damaged_catalog_keeps_the_maps_it_can_read)
     cr_log_info("%s", r.err);
     tr_result_free(&r);
 
-    bonsai_db *db = open_ro(load_and_verify(dump, "cloaded.bonsai"));
+    bonsai_db *db = tu_open_ro(load_and_verify(dump, "cloaded.bonsai"));
     uint32_t lost = 0;
     for (int i = 0; i < N_MAPS; i++) {
         char name[16];

@@ -545,18 +545,9 @@ static void make_store(const char *path, uint64_t n, unsigned compress,
     TU_OK(bonsai_close(db));
 }
 
-static bonsai_db *open_ro(const char *path)
-{
-    bonsai_options o;
-    bonsai_options_init(&o);
-    o.read_only = 1;
-    o.create = 0;
-    return tu_open(path, &o);
-}
-
 static uint64_t verify_file(const char *path, probs *p)
 {
-    bonsai_db *db = open_ro(path);
+    bonsai_db *db = tu_open_ro(path);
     uint64_t n = run_verify(db, 0, p);
     TU_OK(bonsai_close(db));
     return n;
@@ -568,7 +559,7 @@ Test(verify, corrupt_node)
     content c;
     content_init(&c, 5);
     make_store(path, 3000, BONSAI_COMPRESS_NONE, &c);
-    bonsai_db *db = open_ro(path);
+    bonsai_db *db = tu_open_ro(path);
     places *pl = find_places(db);
     TU_OK(bonsai_close(db));
     uint8_t *file = slurp(path, NULL);
@@ -587,7 +578,7 @@ Test(verify, corrupt_node)
     assert_reported(&p, "u", pgno, "leaf header");
 
     /* quick mode still sees a smashed header */
-    db = open_ro(bad);
+    db = tu_open_ro(bad);
     run_verify(db, BONSAI_VERIFY_QUICK, &p);
     assert_reported(&p, "u", pgno, "leaf header, quick");
     TU_OK(bonsai_close(db));
@@ -608,7 +599,7 @@ Test(verify, corrupt_node)
     assert_reported(&p, "b", pgno, "overflow value bytes");
     cr_assert(p.n == 1 && strstr(p.what[0], "checksum of the"), "%s",
               p.what[0]);
-    db = open_ro(bad);
+    db = tu_open_ro(bad);
     run_verify(db, BONSAI_VERIFY_QUICK, &p); /* quick skips value CRCs */
     cr_assert(p.n == 0, "%s", p.what[0]);
     TU_OK(bonsai_close(db));
@@ -648,7 +639,7 @@ Test(verify, corrupt_meta_and_header)
         cr_assert(p.n == 1 && strstr(p.what[0], want),
                   "slot %d: %" PRIu64 " problems: %s", s, p.n, p.what[0]);
         if (s == newer) {
-            bonsai_db *db = open_ro(bad);
+            bonsai_db *db = tu_open_ro(bad);
             bonsai_stat st;
             TU_OK(bonsai_db_stat(db, &st));
             cr_assert(st.txn_id == slot_txn(file, !s));
@@ -786,7 +777,7 @@ static int read_at_open(uint64_t off)
 
 static void flip_all(const char *path, unsigned stride)
 {
-    bonsai_db *db = open_ro(path);
+    bonsai_db *db = tu_open_ro(path);
     places *pl = find_places(db);
     size_t end = (size_t)(db->meta.end * db->page_size);
     uint32_t ps = db->page_size;
@@ -801,7 +792,7 @@ static void flip_all(const char *path, unsigned stride)
     for (uint64_t bit = 0; bit < 4096 * 8; bit += stride)
         if (read_at_open(bit / 8))
             judge(&f, bit, flip_reported(&f, NULL, bit));
-    db = open_ro(path);
+    db = tu_open_ro(path);
     for (uint64_t bit = 0; bit < end * 8; bit += stride)
         if (!read_at_open(bit / 8))
             judge(&f, bit, flip_reported(&f, db, bit));
@@ -860,7 +851,7 @@ static void no_temp_left(void)
 
 static void assert_copy(const char *dst, content *c, const char *ctx)
 {
-    bonsai_db *db = open_ro(dst);
+    bonsai_db *db = tu_open_ro(dst);
     assert_clean(db, ctx);
     assert_content(db, c, ctx);
     TU_OK(bonsai_close(db));
@@ -901,7 +892,7 @@ Test(verify, compact_round_trip)
     assert_copy(dst, &c, "copy");
 
     /* compacting the copy again: no larger */
-    bonsai_db *cdb = open_ro(dst);
+    bonsai_db *cdb = tu_open_ro(dst);
     const char *again = tp("again.bonsai");
     TU_OK(bonsai_compact(cdb, again, NULL));
     TU_OK(bonsai_close(cdb));
@@ -917,7 +908,7 @@ Test(verify, compact_round_trip)
     const char *other = tp("other.bonsai");
     TU_OK(bonsai_compact(db, other, &o));
     assert_copy(other, &c, "other settings");
-    cdb = open_ro(other);
+    cdb = tu_open_ro(other);
     bonsai_stat st;
     TU_OK(bonsai_db_stat(cdb, &st));
     cr_assert(st.page_size == 1024 && st.node_bytes == 8192 &&
@@ -933,7 +924,7 @@ Test(verify, compact_round_trip)
     const char *small = tp("small-pages.bonsai");
     TU_OK(bonsai_compact(db, small, &o));
     assert_copy(small, &c, "64-byte pages");
-    cdb = open_ro(small);
+    cdb = tu_open_ro(small);
     TU_OK(bonsai_db_stat(cdb, &st));
     cr_assert_eq(st.page_size, 64u);
     TU_OK(bonsai_close(cdb));
@@ -1074,7 +1065,7 @@ Test(verify, tools_bad_files)
     cr_assert(chmod(bad, 0644) == 0);
 
     /* a corrupt leaf body: verify names it, dump fails, stat survives */
-    bonsai_db *db = open_ro(src);
+    bonsai_db *db = tu_open_ro(src);
     places *pl = find_places(db);
     TU_OK(bonsai_close(db));
     uint8_t *file = slurp(src, NULL);

@@ -528,6 +528,15 @@ bonsai_db *tu_open(const char *path, const bonsai_options *opts)
     return db;
 }
 
+bonsai_db *tu_open_ro(const char *path)
+{
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.read_only = 1;
+    o.create = 0;
+    return tu_open(path, &o);
+}
+
 bonsai_map tu_map_create(bonsai_db *db, bonsai_txn *txn, const char *name,
                          unsigned kind)
 {

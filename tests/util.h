@@ -198,6 +198,8 @@ void tm_append(tm_model *m, const void *k, size_t kl, const void *v,
 
 /* Opens (asserting success) a store; path NULL for anonymous memory. */
 bonsai_db *tu_open(const char *path, const bonsai_options *opts);
+/* Opens the existing store at path read-only, asserting success. */
+bonsai_db *tu_open_ro(const char *path);
 
 /* Creates / opens a map of db, asserting success (txn may be NULL). */
 bonsai_map tu_map_create(bonsai_db *db, bonsai_txn *txn, const char *name,
