@@ -299,6 +299,41 @@ void alloc_unget(alloc *a, bn_ext e)
         alloc_put(a, e); /* on NOMEM the run stays lost until reopen */
 }
 
+/* e lies in the pages alloc_put returned to the high-water mark: end
+ * rises over it again, and the pages between the two are free. */
+static int take_above_end(alloc *a, bn_ext e)
+{
+    uint64_t old_end = a->end;
+    int rc = cover(a, e.pgno + e.npages);
+    if (rc)
+        return rc;
+    a->end = e.pgno + e.npages;
+    if (e.pgno == old_end)
+        return 0;
+    return alloc_put(a, (bn_ext){old_end, (uint32_t)(e.pgno - old_end)});
+}
+
+int alloc_take(alloc *a, bn_ext e)
+{
+    if (e.npages == 0)
+        return 0;
+    /* alloc_put lowers end only to the start of a free run it reached */
+    if (e.pgno >= a->end)
+        return take_above_end(a, e);
+    uint64_t below = free_beside(a, e.pgno, -1);
+    uint64_t above = free_beside(a, e.pgno + e.npages, 1);
+    a->free_slots -= slots_in(a, below + e.npages + above);
+    set_free(a, e, 0);
+    a->free_pages -= e.npages;
+    a->free_slots += slots_in(a, below) + slots_in(a, above);
+    int rc = 0;
+    if (below)
+        rc = list_run(a, (bn_ext){e.pgno - below, (uint32_t)below});
+    if (above && rc == 0)
+        rc = list_run(a, (bn_ext){e.pgno + e.npages, (uint32_t)above});
+    return rc;
+}
+
 static int run_is_fresh(const alloc *a, bn_ext e)
 {
     for (uint64_t p = e.pgno; p < e.pgno + e.npages; p++)

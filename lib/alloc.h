@@ -87,6 +87,12 @@ int alloc_get(alloc *a, uint32_t npages, uint64_t *pgno);
 /* Takes back the run the last alloc_get handed out (undoing a plan). */
 void alloc_unget(alloc *a, bn_ext e);
 
+/* Takes the free run e out of the free space again: the inverse of
+ * alloc_put, for a plan that freed e and then failed.  On BONSAI_NOMEM e
+ * is taken but a free run beside it may stay unlisted until a neighbour
+ * is freed. */
+int alloc_take(alloc *a, bn_ext e);
+
 /* Was the page handed out by the open transaction (so no snapshot can
  * see it, and it may be rewritten in place)? */
 int alloc_is_fresh(const alloc *a, uint64_t pgno);

@@ -524,6 +524,7 @@ int bonsai_close(bonsai_db *db)
     ptrvec_free(&db->graveyard);
     extvec_free(&db->op_alloc);
     extvec_free(&db->op_release);
+    extvec_free(&db->plan_freed);
     free(db->undo);
     free(db->scratch);
     pk_cache_free(&db->uc);

@@ -137,7 +137,8 @@ struct bonsai_db {
     size_t waiting_bytes;    /* ... and the memory they stand for */
     extvec op_alloc;     /* no-txn: runs this operation handed out */
     extvec op_release;   /* runs to release once the change is final */
-    extvec undo_alloc;   /* flush: runs the plan handed out ... */
+    extvec plan_freed;   /* flush without transactions: old homes freed
+                          * by the plan, taken back if it fails */
     ext_undo *undo; /* ... and references it changed */
     size_t nundo, cap_undo;
     uint8_t *scratch;    /* a raw image being packed */

@@ -56,7 +56,30 @@ static void undo_plan(bonsai_db *db, size_t alloc0, size_t release0)
     }
     while (db->op_alloc.n > alloc0)
         alloc_unget(&db->al, db->op_alloc.v[--db->op_alloc.n]);
+    /* every run the plan handed out is free again, so these are too */
+    while (db->plan_freed.n > 0)
+        alloc_take(&db->al, db->plan_freed.v[--db->plan_freed.n]);
     db->op_release.n = release0;
+}
+
+/* Without transactions no reader needs a node's old image once the node
+ * is decoded (its entries live in its arena): the plan frees the pages at
+ * once, so that the node's new image, or another's, may take them in
+ * this very write-back.  Else a write-back of many grown leaves would
+ * need a new run for each, and the store would grow by what it wrote. */
+static int free_for_plan(bonsai_db *db, bn_ext e)
+{
+    int rc = extvec_push(&db->plan_freed, e);
+    if (rc == 0)
+        rc = alloc_put(&db->al, e); /* the pages are free even on NOMEM */
+    return rc;
+}
+
+/* A run of the old image this write-back no longer needs: free now, or
+ * after the change (with transactions: after the readers). */
+static int release_old(bonsai_db *db, bn_ext e)
+{
+    return db->cow ? extvec_push(&db->op_release, e) : free_for_plan(db, e);
 }
 
 /* The bytes n's image will take: raw, or packed when the store compresses
@@ -116,11 +139,22 @@ static int plan_node(bonsai_db *db, bn_node *n)
          * gives its tail back rather than keeping it */
         bn_ext tail = {n->home.pgno + np, n->home.npages - (uint32_t)np};
         n->plan = (bn_ext){n->home.pgno, (uint32_t)np};
-        int rc = extvec_push(&db->op_release, tail);
+        int rc = release_old(db, tail);
         return rc ? rc : point_parent_at(db, n, n->plan);
+    }
+    int free_first = n->has_home && !db->cow;
+    if (free_first) {
+        int rc = free_for_plan(db, n->home);
+        if (rc)
+            return rc;
     }
     uint64_t pgno;
     int rc = alloc_get(&db->al, (uint32_t)np, &pgno);
+    if (rc && free_first) {
+        /* as it was: a split below plans n again from its home */
+        db->plan_freed.n--;
+        alloc_take(&db->al, n->home);
+    }
     if (rc == BONSAI_FULL && n->n >= (n->leaf ? 2u : 4u)) {
         /* no run that long is left: two halves may fit the gaps */
         bn_node *r;
@@ -135,7 +169,8 @@ static int plan_node(bonsai_db *db, bn_node *n)
         alloc_unget(&db->al, n->plan);
         return rc;
     }
-    if (n->has_home && (rc = extvec_push(&db->op_release, n->home)))
+    if (n->has_home && db->cow &&
+        (rc = extvec_push(&db->op_release, n->home)))
         return rc;
     return point_parent_at(db, n, n->plan);
 }
@@ -188,11 +223,13 @@ int bt_flush(bonsai_db *db)
     tree_forget_tail(db); /* a write-back may split what outgrew its estimate */
     size_t alloc0 = db->op_alloc.n, release0 = db->op_release.n;
     db->nundo = 0;
+    db->plan_freed.n = 0;
     int rc = plan_all(db);
     if (rc) {
         undo_plan(db, alloc0, release0);
         return rc;
     }
+    db->plan_freed.n = 0;
     db->nundo = 0;
     for (size_t i = 0; i < db->dirty.n; i++) {
         bn_node *n = db->dirty.v[i];
