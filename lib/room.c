@@ -99,7 +99,13 @@ int room_reserve(bonsai_db *db, uint32_t slots, uint32_t vlen)
     if (room_has(db, slots, vlen))
         return 0;
     int rc;
-    if (db->dirty.n && (rc = cache_write_back(db)))
-        return rc;
+    if (db->dirty.n) {
+        if ((rc = cache_write_back(db)))
+            return rc;
+        /* room is made before a change begins: the write-back (which may
+         * rewrite records) left the trees whole, and a change failing
+         * from here on fails alone */
+        db->settled_gen = db->write_gen;
+    }
     return room_has(db, slots, vlen) ? 0 : BONSAI_FULL;
 }

@@ -84,7 +84,7 @@ int room_has(const bonsai_db *db, uint32_t slots, uint32_t vlen);
 
 /* 0 if room_has, else the cache is written back (cache_write_back) and
  * the question asked again without it: BONSAI_FULL when even that does
- * not help, or what the write-back met. */
+ * not help, or what the write-back met.  Asked before a change begins. */
 int room_reserve(bonsai_db *db, uint32_t slots, uint32_t vlen);
 
 #endif
