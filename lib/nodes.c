@@ -28,15 +28,26 @@ void tree_free_node(bn_node *n)
     free(n);
 }
 
-int tree_mark_dirty(bonsai_db *db, bn_node *n)
+static int mark_one(bonsai_db *db, bn_node *n)
 {
-    if (n->dirty)
-        return 0;
     int rc = ptrvec_push(&db->dirty, n);
     if (rc)
         return rc;
     n->dirty = 1;
     db->dirty_nodes++;
+    return 0;
+}
+
+/* With copy-on-write a changed node is written to a new run, so its
+ * parent changes too, and so up to the root: they are marked now, so
+ * that the room budget counts every node a write-back writes (room.h). */
+int tree_mark_dirty(bonsai_db *db, bn_node *n)
+{
+    for (; n && !n->dirty; n = db->cow ? n->parent : NULL) {
+        int rc = mark_one(db, n);
+        if (rc)
+            return rc;
+    }
     return 0;
 }
 

@@ -6,6 +6,7 @@
  */
 #include "tree.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -224,11 +225,20 @@ int bt_flush(bonsai_db *db)
     size_t alloc0 = db->op_alloc.n, release0 = db->op_release.n;
     db->nundo = 0;
     db->plan_freed.n = 0;
+#ifdef BONSAI_CHECK_HINTS
+    /* the room budget's promise (room.h): a cached node takes at most
+     * two slots (its own, its parent's) when written back */
+    uint64_t slots0 = alloc_slots_avail(&db->al);
+    uint64_t reserved = 2u * db->dirty_nodes;
+#endif
     int rc = plan_all(db);
     if (rc) {
         undo_plan(db, alloc0, release0);
         return rc;
     }
+#ifdef BONSAI_CHECK_HINTS
+    assert(alloc_slots_avail(&db->al) + reserved >= slots0);
+#endif
     db->plan_freed.n = 0;
     db->nundo = 0;
     for (size_t i = 0; i < db->dirty.n; i++) {
