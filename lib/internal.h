@@ -117,6 +117,8 @@ struct bonsai_db {
     ptrvec dirty;        /* decoded nodes changed since the last flush */
     ptrvec leaves;       /* decoded leaves (evicted after a flush) */
     ptrvec graveyard;    /* nodes removed from trees, freed after a flush */
+    uint64_t nodes_max;      /* at least the nodes of every tree: counted
+                              * at open, raised as nodes are made */
     uint64_t dirty_nodes;
     uint64_t dirty_since_ms; /* when the oldest unwritten change was made
                                 (0: none, or no flush_delay_ms) */

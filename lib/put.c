@@ -108,7 +108,8 @@ static int append_now(bonsai_db *db, bt_tree *t, bn_key key,
         return 0;
     /* the room the waiting puts count on is not this put's to take */
     if (db->waiting &&
-        !room_waiting(db, room_put_any(db, t), db->waiting))
+        !room_waiting(db, room_put_any(db, t), db->waiting,
+                      db->waiting_bytes))
         return 0;
     uint32_t slots = room_put_slots(db, t,
                                     room_put_leaf(db, t, tail, key, vlen));
@@ -162,10 +163,16 @@ enum { GO_NOW, GO_WAIT, GO_APPLY_FIRST };
 /* The cache's share for waiting puts: fifteen sixteenths.  A batch decodes
  * each leaf once, for its run only, so decoded leaves need little of the
  * budget, and every put more a batch holds spreads a leaf's decode and
- * encode wider (3/4 -> 15/16: 10 M string puts 1501 -> 1217 ns a put). */
+ * encode wider (3/4 -> 15/16: 10 M string puts 1501 -> 1217 ns a put).
+ * At most what the decoded nodes leave of the cache, though: a cache over
+ * its budget writes its changed nodes back, which frees nothing when the
+ * waiting puts are what fills it. */
 static size_t waiting_budget(const bonsai_db *db)
 {
-    return db->opt.write_cache_bytes / 16 * 15;
+    size_t cache = db->opt.write_cache_bytes;
+    size_t share = cache / 16 * 15;
+    size_t left = cache > db->cache_bytes ? cache - db->cache_bytes : 0;
+    return share < left ? share : left;
 }
 
 /* Does this put wait, go to the tree now, or wait once the waiting puts
@@ -185,7 +192,8 @@ static int choose(bonsai_db *db, const bt_tree *t, bn_key key, uint32_t vlen)
         return GO_NOW;
     if (db->waiting_bytes + entry_bytes(t, key, vlen) >
             waiting_budget(db) ||
-        !room_waiting(db, room_put_any(db, t), db->waiting + 1))
+        !room_waiting(db, room_put_any(db, t), db->waiting + 1,
+                      db->waiting_bytes + entry_bytes(t, key, vlen)))
         return db->waiting ? GO_APPLY_FIRST : GO_NOW;
     return GO_WAIT;
 }
@@ -243,7 +251,8 @@ int put_key(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key,
         return wait_put(db, s, key, val, vlen);
     /* the room the waiting puts count on is not this put's to take */
     if (db->waiting &&
-        !room_waiting(db, room_put_any(db, t), db->waiting) &&
+        !room_waiting(db, room_put_any(db, t), db->waiting,
+                      db->waiting_bytes) &&
         (rc = put_apply_all(db)))
         return rc;
     return put_now(db, t, key, val, vlen, flags);
@@ -253,7 +262,8 @@ int put_reserve(bonsai_db *db, uint32_t slots, uint32_t vlen)
 {
     int rc;
     /* the room the waiting puts count on is not this change's to take */
-    if (db->waiting && !room_waiting(db, slots, db->waiting) &&
+    if (db->waiting &&
+        !room_waiting(db, slots, db->waiting, db->waiting_bytes) &&
         (rc = put_apply_all(db)))
         return rc;
     return room_reserve(db, slots, vlen);
@@ -284,7 +294,8 @@ int put_del(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key)
     /* short of room, a delete without copy-on-write leaves its leaf where
      * it is, unmerged, when it can */
     if (!room_has(db, slots, ROOM_DELETE) ||
-        (db->waiting && !room_waiting(db, slots, db->waiting))) {
+        (db->waiting &&
+         !room_waiting(db, slots, db->waiting, db->waiting_bytes))) {
         int done;
         if ((rc = bt_del_in_place(db, t, key, &done)) || done)
             return rc;
@@ -303,8 +314,22 @@ static void fail_writer(bonsai_db *db)
         db->failed = 1;
 }
 
-/* Most entries one leaf takes in one go: what a run reserves room for. */
-#define RUN_MAX 256u
+/* Entries from .. to - 1 of the batch are in the tree now: the cache
+ * counts them there, no longer as waiting (put_apply_waiting recounts the
+ * batch exactly at its end).  Else a cache filled by a batch would be
+ * written back while the batch is applied, for memory counted twice. */
+static void note_applied(bonsai_db *db, const map_slot *s, uint32_t from,
+                         uint32_t to)
+{
+    size_t bytes = 0;
+    for (uint32_t i = from; i < to; i++) {
+        uint32_t vlen;
+        pb_value(&s->pb, i, &vlen);
+        bytes += entry_bytes(&s->w, pb_key(&s->pb, i), vlen);
+    }
+    db->waiting_bytes -= bytes < db->waiting_bytes ? bytes
+                                                   : db->waiting_bytes;
+}
 
 /* Entries from, from + 1, ... of the sorted batch that share a leaf, all
  * at once when there is room for a whole run, else just the first, with
@@ -312,7 +337,8 @@ static void fail_writer(bonsai_db *db)
 static int apply_run(bonsai_db *db, map_slot *s, uint32_t from, uint32_t *to)
 {
     bt_tree *t = &s->w;
-    uint32_t max = s->pb.n - from < RUN_MAX ? s->pb.n - from : RUN_MAX;
+    uint32_t max = s->pb.n - from < ROOM_RUN_MAX ? s->pb.n - from
+                                                 : ROOM_RUN_MAX;
     uint64_t gen0 = db->write_gen;
     *to = from;
     int rc = room_reserve(db, room_run(db, t, max), 0);
@@ -332,9 +358,17 @@ static int apply_run(bonsai_db *db, map_slot *s, uint32_t from, uint32_t *to)
     }
     if (!db->cow)
         bt_release_now(db);
-    cache_after_change(db); /* a failed write leaves changes cached */
+    note_applied(db, s, from, *to);
+    uint64_t failed_ms = db->wb_error_ms;
+    rc = cache_after_change(db); /* a failed write leaves changes cached */
     db->settled_gen = db->write_gen;
-    return 0;
+    /* a write-back the disk just refused: the rest of the batch waits,
+     * and the change that applies it hears so now, not after the whole
+     * batch (an earlier refusal the cache remembers is not news: a sync
+     * tries again) */
+    int refused = (rc == BONSAI_ENOSPC || rc == BONSAI_IO) &&
+                  db->wb_error_ms != failed_ms;
+    return refused ? rc : 0;
 }
 
 int put_apply_waiting(bonsai_db *db, map_slot *s)
@@ -342,7 +376,7 @@ int put_apply_waiting(bonsai_db *db, map_slot *s)
     putbuf *b = &s->pb;
     if (b->n == 0)
         return 0;
-    size_t before = pb_used_bytes(b);
+    size_t before = pb_used_bytes(b), others = db->waiting_bytes - before;
     pb_sort(b);
     uint32_t i = 0;
     int rc = 0;
@@ -350,7 +384,7 @@ int put_apply_waiting(bonsai_db *db, map_slot *s)
         ;
     db->waiting -= i;
     pb_keep_from(b, i);
-    note_bytes(db, before, b);
+    db->waiting_bytes = others + pb_used_bytes(b);
     return rc;
 }
 

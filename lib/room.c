@@ -4,6 +4,7 @@
 
 #include "btree.h"
 #include "cache.h"
+#include "putbuf.h"
 
 uint32_t room_put_worst(const bt_tree *t)
 {
@@ -60,14 +61,37 @@ int room_put_key(bonsai_db *db, bt_tree *t, bn_key key, uint32_t vlen,
     return rc;
 }
 
-static uint32_t per_waiting_put(const bonsai_db *db)
+static uint64_t per_waiting_put(const bonsai_db *db)
 {
     return db->cow ? 3u : 1u;
 }
 
+/* Bytes a waiting put's entry may add to a leaf's image beyond its key
+ * and value bytes (varints of the key's delta or shared prefix and of the
+ * lengths), and what its record in a putbuf takes beyond them. */
+#define ENTRY_ENCODING 20u
+#define ENTRY_RECORD (sizeof(pb_entry) + 2 * sizeof(uint64_t))
+
+uint64_t room_batch(const bonsai_db *db, uint64_t n, uint64_t bytes)
+{
+    uint64_t per_put = per_waiting_put(db) * n;
+    /* a tree smaller than the batch: count what it has and makes */
+    uint64_t runs = db->nodes_max + n / ROOM_RUN_MAX + 1u;
+    uint64_t touched = n < runs ? n : runs;
+    uint64_t payload = bytes > n * ENTRY_RECORD ? bytes - n * ENTRY_RECORD
+                                                : 0;
+    uint64_t grown = payload + n * ENTRY_ENCODING;
+    uint64_t new_leaves = touched + 2u * grown / db->opt.node_bytes +
+                          2u * n / db->opt.node_entries + 1u;
+    uint64_t made = new_leaves + new_leaves / 2u + BT_MAX_DEPTH;
+    uint64_t tree = runs + made;
+    return per_put < tree ? per_put : tree;
+}
+
 uint32_t room_run(const bonsai_db *db, const bt_tree *t, uint32_t n)
 {
-    return room_put_any(db, t) + per_waiting_put(db) * n;
+    uint64_t batch = room_batch(db, n, db->waiting_bytes);
+    return room_put_any(db, t) + (uint32_t)batch;
 }
 
 /* The cached nodes with a parent each, `nodes` more, and a large value's
@@ -84,9 +108,10 @@ static int room_for(const bonsai_db *db, uint64_t nodes, uint32_t vlen)
     return alloc_slots_avail(&db->al) >= need;
 }
 
-int room_waiting(const bonsai_db *db, uint32_t slots, uint64_t waiting)
+int room_waiting(const bonsai_db *db, uint32_t slots, uint64_t waiting,
+                 uint64_t bytes)
 {
-    return room_for(db, slots + per_waiting_put(db) * waiting, 0);
+    return room_for(db, slots + room_batch(db, waiting, bytes), 0);
 }
 
 int room_has(const bonsai_db *db, uint32_t slots, uint32_t vlen)

@@ -16,9 +16,14 @@
  *
  *  - a cached node, at write-back: a run of its own (it moves, or is a
  *    copy under copy-on-write), and one for its parent, which changes to
- *    point at it: 2 per dirty node.  An image a little over node_bytes
- *    (the codec's size estimate drifts) that finds no run is split in
- *    two at write-back; the parent counted for it covers the second half.
+ *    point at it: 2 per dirty node.  Under copy-on-write every ancestor
+ *    of a dirty node is dirty too (tree_mark_dirty), since each copy
+ *    moves its parent; without it a node moves only when it outgrows its
+ *    run, and its parent is the one counted.  An image a little over
+ *    node_bytes (the codec's size estimate drifts) that finds no run is
+ *    split in two at write-back; the parent counted for it covers the
+ *    second half.  Built with BONSAI_CHECK_HINTS (make check does, under
+ *    the sanitizers), every write-back asserts that it took no more.
  *  - a put: its leaf and each branch above it may split, a new node and
  *    the node rewritten at each of the d levels, and a new root above
  *    the old one: 2 (d + 1) + 2 (room_put_worst).  Without copy-on-write
@@ -34,9 +39,13 @@
  *  - a waiting put, when applied: its leaf rewritten or moved, one slot
  *    without copy-on-write; with it the copies of the leaf and its parent
  *    and a split, three.  A run of puts applied to one leaf at once takes
- *    that for each of them (room_run).
+ *    that for each of them (room_run).  A batch larger than its tree can
+ *    rewrite no more nodes than the tree has, and adds leaves by the
+ *    bytes it adds: room_batch takes the smaller count.
  *  - a value too large to sit in its leaf: its own run of pages, at most
- *    ceil(pages / slot pages) slots.
+ *    ceil(pages / slot pages) slots.  That many slots need not lie in
+ *    one run: the put then gets BONSAI_FULL before it changes anything,
+ *    never later, since such a value is written at once.
  */
 #ifndef BONSAI_ROOM_H
 #define BONSAI_ROOM_H
@@ -71,12 +80,28 @@ int room_put_key(bonsai_db *db, bt_tree *t, bn_key key, uint32_t vlen,
 uint32_t room_put_leaf(const bonsai_db *db, const bt_tree *t,
                        const bn_node *leaf, bn_key key, uint32_t vlen);
 
+/* Most waiting puts applied to one leaf at once (a run). */
+#define ROOM_RUN_MAX 256u
+
+/* The slots n waiting puts, whose records in the putbufs take `bytes`,
+ * may need once applied and written back: per put as above, or where
+ * the tree is small beside the batch, a count of the nodes it can write.
+ * Without transactions a write-back frees a moved node's old pages
+ * before it finds the new ones (writeback.c), so each node it writes
+ * takes at most one slot: each node there is (db->nodes_max, counted at
+ * open and raised by every node made) once a run; new leaves, at most
+ * one split of each leaf touched and two for each node's worth of bytes
+ * the entries add (a split leaves nodes at least half full); and new
+ * branches, at most one for two new children, and a new root a level. */
+uint64_t room_batch(const bonsai_db *db, uint64_t n, uint64_t bytes);
+
 /* The slots n waiting puts of t applied at once to one leaf may need. */
 uint32_t room_run(const bonsai_db *db, const bt_tree *t, uint32_t n);
 
 /* Is there room for the cached changes, `slots` more and `waiting` puts
- * not yet applied? */
-int room_waiting(const bonsai_db *db, uint32_t slots, uint64_t waiting);
+ * (records of `bytes` in the putbufs) not yet applied? */
+int room_waiting(const bonsai_db *db, uint32_t slots, uint64_t waiting,
+                 uint64_t bytes);
 
 /* Is there room for the cached changes, `slots` more and a value of vlen
  * bytes (or ROOM_DELETE) without writing anything? */

@@ -64,6 +64,7 @@ static int new_root_above(bonsai_db *db, bt_tree *t, bn_node *n)
     bn_node *root = tree_new_node(t, 0, n->level + 1u);
     if (!root)
         return BONSAI_NOMEM;
+    db->nodes_max++;
     bn_child c = {t->root.ext, n};
     int rc = bn_insert_child(root, 0, lowest_key(), c);
     if (rc == 0)
@@ -109,6 +110,7 @@ int tree_split(bonsai_db *db, bt_tree *t, bn_node *n, int append,
     bn_node *r = tree_new_node(t, n->leaf, n->level);
     if (!r)
         return BONSAI_NOMEM;
+    db->nodes_max++;
     int rc = bn_move(r, 0, n, at, n->n);
     if (rc) {
         tree_free_node(r);
@@ -197,6 +199,7 @@ static int touch_leaf_bounded(bonsai_db *db, bt_tree *t, bn_key key,
         n = tree_new_node(t, 1, 0);
         if (!n)
             return BONSAI_NOMEM;
+        db->nodes_max++;
         int rc = ptrvec_push(&db->leaves, n);
         if (rc) {
             tree_free_node(n);

@@ -29,28 +29,38 @@ typedef struct walk_ctx {
     bonsai_db *db;
     const bt_rd *rd;
     pageset *u;
+    uint64_t nodes;
 } walk_ctx;
+
+static int count_node(void *ctx, bn_ext ext, int is_value)
+{
+    (void)ext;
+    walk_ctx *w = ctx;
+    w->nodes += !is_value;
+    return 0;
+}
 
 static int walk_map_record(void *ctx, const char *name, const bt_tree *t)
 {
     (void)name;
     walk_ctx *w = ctx;
-    return bt_walk(w->db, w->rd, t, w->u, NULL, NULL);
+    return bt_walk(w->db, w->rd, t, w->u, count_node, w);
 }
 
 /* Marks every page the trees of snapshot m reach (u covers m->end); a
- * page reached twice is BONSAI_CORRUPT. */
+ * page reached twice is BONSAI_CORRUPT.  *nodes = the nodes of its trees. */
 static int mark_snapshot(bonsai_db *db, const bx_meta *m, pk_cache *uc,
-                         pageset *u)
+                         pageset *u, uint64_t *nodes)
 {
     bt_tree cat = {.kind = BONSAI_KEY_BYTES, .depth = m->cat_depth,
                    .count = m->cat_count};
     cat.root.ext = m->cat_root;
     bt_rd rd = {m->end, uc};
-    walk_ctx w = {db, &rd, u};
-    int rc = bt_walk(db, &rd, &cat, u, NULL, NULL);
+    walk_ctx w = {db, &rd, u, 0};
+    int rc = bt_walk(db, &rd, &cat, u, count_node, &w);
     if (rc == 0)
         rc = maps_each_record(db, &rd, &cat, walk_map_record, &w);
+    *nodes = w.nodes;
     return rc;
 }
 
@@ -111,7 +121,8 @@ static int hold_snapshot(bonsai_db *db, const bx_meta *s, pageset *u,
         return rc;
     pk_cache uc;
     memset(&uc, 0, sizeof uc);
-    rc = mark_snapshot(db, s, &uc, &mine);
+    uint64_t nodes;
+    rc = mark_snapshot(db, s, &uc, &mine, &nodes);
     pk_cache_free(&uc);
     if (rc == BONSAI_NOMEM) {
         ps_free(&mine);
@@ -202,7 +213,7 @@ int space_derive(bonsai_db *db)
     if (rc == 0)
         rc = ps_init(&u, db->first_pgno, highest_end(db, &h));
     if (rc == 0)
-        rc = mark_snapshot(db, &db->meta, &db->uc, &u);
+        rc = mark_snapshot(db, &db->meta, &db->uc, &u, &db->nodes_max);
     if (rc == 0 && h.n) {
         db->al.end = u.end;
         rc = hold_all(db, &h, &u);

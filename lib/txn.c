@@ -315,6 +315,14 @@ static int end_write_back(bonsai_db *db, int waiting_too, int sync)
 
 int txn_write_back(bonsai_db *db)
 {
+    /* after a refused write-back the cached nodes are tried alone first:
+     * a disk that still refuses them is reported before a whole batch of
+     * waiting puts is applied in vain */
+    if (db->wb_error && db->dirty.n) {
+        int rc = end_write_back(db, 0, 0);
+        if (rc)
+            return rc;
+    }
     return end_write_back(db, 1, db->opt.sync);
 }
 
