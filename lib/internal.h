@@ -136,7 +136,8 @@ struct bonsai_db {
     uint64_t cache_bytes;    /* decoded nodes, recounted now and then */
     uint32_t changes;        /* since the last recount */
     uint64_t waiting;        /* puts waiting in the maps' putbufs ... */
-    size_t waiting_bytes;    /* ... and the memory they stand for */
+    size_t waiting_bytes;    /* ... the memory they hold ... */
+    size_t waiting_payload;  /* ... and their key and value bytes */
     extvec op_alloc;     /* no-txn: runs this operation handed out */
     extvec op_release;   /* runs to release once the change is final */
     extvec plan_freed;   /* flush without transactions: old homes freed

@@ -165,10 +165,11 @@ int maps_get_slot(bonsai_db *db, const char *name, unsigned kind,
 
 void maps_forget_waiting(bonsai_db *db, map_slot *s)
 {
-    size_t before = pb_used_bytes(&s->pb);
+    size_t before = pb_mem_bytes(&s->pb);
     db->waiting -= s->pb.n;
+    db->waiting_payload -= pb_payload_bytes(&s->pb);
     pb_reset(&s->pb);
-    db->waiting_bytes = db->waiting_bytes - before + pb_used_bytes(&s->pb);
+    db->waiting_bytes = db->waiting_bytes - before + pb_mem_bytes(&s->pb);
 }
 
 /* Frees a slot whose writer state is settled: nothing in it is unknown

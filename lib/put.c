@@ -109,7 +109,7 @@ static int append_now(bonsai_db *db, bt_tree *t, bn_key key,
     /* the room the waiting puts count on is not this put's to take */
     if (db->waiting &&
         !room_waiting(db, room_put_any(db, t), db->waiting,
-                      db->waiting_bytes))
+                      db->waiting_payload))
         return 0;
     uint32_t slots = room_put_slots(db, t,
                                     room_put_leaf(db, t, tail, key, vlen));
@@ -153,9 +153,14 @@ static size_t entry_bytes(const bt_tree *t, bn_key key, uint32_t vlen)
     return sizeof(pb_entry) + 2 * sizeof(uint64_t) + k + vlen;
 }
 
-static void note_bytes(bonsai_db *db, size_t before, const putbuf *b)
+/* The putbuf b held mem0 bytes of memory and payload0 of keys and values
+ * before a change: the totals of what waits follow it. */
+static void note_bytes(bonsai_db *db, const putbuf *b, size_t mem0,
+                       size_t payload0)
 {
-    db->waiting_bytes = db->waiting_bytes - before + pb_used_bytes(b);
+    db->waiting_bytes = db->waiting_bytes - mem0 + pb_mem_bytes(b);
+    db->waiting_payload = db->waiting_payload - payload0 +
+                          pb_payload_bytes(b);
 }
 
 enum { GO_NOW, GO_WAIT, GO_APPLY_FIRST };
@@ -193,7 +198,8 @@ static int choose(bonsai_db *db, const bt_tree *t, bn_key key, uint32_t vlen)
     if (db->waiting_bytes + entry_bytes(t, key, vlen) >
             waiting_budget(db) ||
         !room_waiting(db, room_put_any(db, t), db->waiting + 1,
-                      db->waiting_bytes + entry_bytes(t, key, vlen)))
+                      db->waiting_payload + vlen +
+                          (t->kind == BONSAI_KEY_U64 ? 0 : key.len)))
         return db->waiting ? GO_APPLY_FIRST : GO_NOW;
     return GO_WAIT;
 }
@@ -211,13 +217,13 @@ static int wait_put(bonsai_db *db, map_slot *s, bn_key key,
                     const uint8_t *val, uint32_t vlen)
 {
     putbuf *b = &s->pb;
-    size_t before = pb_used_bytes(b);
+    size_t mem0 = pb_mem_bytes(b), payload0 = pb_payload_bytes(b);
     uint32_t n0 = b->n;
     int rc = pb_put(b, key, val, vlen);
     if (rc)
         return rc;
     db->waiting += b->n - n0;
-    note_bytes(db, before, b);
+    note_bytes(db, b, mem0, payload0);
     db->write_gen++;
     return 0;
 }
@@ -252,7 +258,7 @@ int put_key(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key,
     /* the room the waiting puts count on is not this put's to take */
     if (db->waiting &&
         !room_waiting(db, room_put_any(db, t), db->waiting,
-                      db->waiting_bytes) &&
+                      db->waiting_payload) &&
         (rc = put_apply_all(db)))
         return rc;
     return put_now(db, t, key, val, vlen, flags);
@@ -263,7 +269,7 @@ int put_reserve(bonsai_db *db, uint32_t slots, uint32_t vlen)
     int rc;
     /* the room the waiting puts count on is not this change's to take */
     if (db->waiting &&
-        !room_waiting(db, slots, db->waiting, db->waiting_bytes) &&
+        !room_waiting(db, slots, db->waiting, db->waiting_payload) &&
         (rc = put_apply_all(db)))
         return rc;
     return room_reserve(db, slots, vlen);
@@ -295,7 +301,7 @@ int put_del(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key)
      * it is, unmerged, when it can */
     if (!room_has(db, slots, ROOM_DELETE) ||
         (db->waiting &&
-         !room_waiting(db, slots, db->waiting, db->waiting_bytes))) {
+         !room_waiting(db, slots, db->waiting, db->waiting_payload))) {
         int done;
         if ((rc = bt_del_in_place(db, t, key, &done)) || done)
             return rc;
@@ -376,7 +382,8 @@ int put_apply_waiting(bonsai_db *db, map_slot *s)
     putbuf *b = &s->pb;
     if (b->n == 0)
         return 0;
-    size_t before = pb_used_bytes(b), others = db->waiting_bytes - before;
+    size_t mem0 = pb_mem_bytes(b), payload0 = pb_payload_bytes(b);
+    size_t others = db->waiting_bytes - mem0; /* note_applied moves it */
     pb_sort(b);
     uint32_t i = 0;
     int rc = 0;
@@ -384,7 +391,8 @@ int put_apply_waiting(bonsai_db *db, map_slot *s)
         ;
     db->waiting -= i;
     pb_keep_from(b, i);
-    db->waiting_bytes = others + pb_used_bytes(b);
+    db->waiting_bytes = others + mem0;
+    note_bytes(db, b, mem0, payload0);
     return rc;
 }
 

@@ -24,6 +24,10 @@ void pb_init(putbuf *b, unsigned kind)
     b->kind = kind;
 }
 
+/* A batch applied whole keeps arrays up to this many entries for the
+ * next; larger ones go back to the system. */
+#define KEEP_CAP 65536u
+
 void pb_free(putbuf *b)
 {
     free(b->e);
@@ -390,6 +394,10 @@ void pb_sort(putbuf *b)
 
 void pb_keep_from(putbuf *b, uint32_t i)
 {
+    if (i >= b->n && b->cap >= KEEP_CAP) {
+        pb_free(b); /* the write cache's decoded nodes want the memory */
+        return;
+    }
     if (i >= b->n) {
         pb_reset(b);
         return;
@@ -399,7 +407,14 @@ void pb_keep_from(putbuf *b, uint32_t i)
     rehash(b);
 }
 
-size_t pb_used_bytes(const putbuf *b)
+size_t pb_mem_bytes(const putbuf *b)
 {
-    return (size_t)b->n * (sizeof(pb_entry) + 2 * sizeof(uint64_t)) + b->alen;
+    /* the hash keeps two to four slots an entry: two are counted, so
+     * that a batch's size does not halve each time the hash doubles */
+    return (size_t)b->n * (sizeof(pb_entry) + 2 * sizeof *b->slot) + b->alen;
+}
+
+size_t pb_payload_bytes(const putbuf *b)
+{
+    return b->alen;
 }

@@ -64,7 +64,10 @@ void pb_sort(putbuf *b);
 /* After a sorted batch applied entries [0, i): keeps the rest. */
 void pb_keep_from(putbuf *b, uint32_t i);
 
-/* Memory the entries in use stand for (for the write cache budget). */
-size_t pb_used_bytes(const putbuf *b);
+/* Memory the putbuf's entries stand for: each entry, two hash slots and
+ * its bytes (for the write cache budget). */
+size_t pb_mem_bytes(const putbuf *b);
+/* The key and value bytes it holds (replaced values too). */
+size_t pb_payload_bytes(const putbuf *b);
 
 #endif

@@ -4,7 +4,6 @@
 
 #include "btree.h"
 #include "cache.h"
-#include "putbuf.h"
 
 uint32_t room_put_worst(const bt_tree *t)
 {
@@ -67,19 +66,16 @@ static uint64_t per_waiting_put(const bonsai_db *db)
 }
 
 /* Bytes a waiting put's entry may add to a leaf's image beyond its key
- * and value bytes (varints of the key's delta or shared prefix and of the
- * lengths), and what its record in a putbuf takes beyond them. */
+ * and value bytes: varints of the key's delta or shared prefix and of the
+ * lengths. */
 #define ENTRY_ENCODING 20u
-#define ENTRY_RECORD (sizeof(pb_entry) + 2 * sizeof(uint64_t))
 
-uint64_t room_batch(const bonsai_db *db, uint64_t n, uint64_t bytes)
+uint64_t room_batch(const bonsai_db *db, uint64_t n, uint64_t payload)
 {
     uint64_t per_put = per_waiting_put(db) * n;
     /* a tree smaller than the batch: count what it has and makes */
     uint64_t runs = db->nodes_max + n / ROOM_RUN_MAX + 1u;
     uint64_t touched = n < runs ? n : runs;
-    uint64_t payload = bytes > n * ENTRY_RECORD ? bytes - n * ENTRY_RECORD
-                                                : 0;
     uint64_t grown = payload + n * ENTRY_ENCODING;
     uint64_t new_leaves = touched + 2u * grown / db->opt.node_bytes +
                           2u * n / db->opt.node_entries + 1u;
@@ -90,7 +86,7 @@ uint64_t room_batch(const bonsai_db *db, uint64_t n, uint64_t bytes)
 
 uint32_t room_run(const bonsai_db *db, const bt_tree *t, uint32_t n)
 {
-    uint64_t batch = room_batch(db, n, db->waiting_bytes);
+    uint64_t batch = room_batch(db, n, db->waiting_payload);
     return room_put_any(db, t) + (uint32_t)batch;
 }
 
@@ -109,9 +105,9 @@ static int room_for(const bonsai_db *db, uint64_t nodes, uint32_t vlen)
 }
 
 int room_waiting(const bonsai_db *db, uint32_t slots, uint64_t waiting,
-                 uint64_t bytes)
+                 uint64_t payload)
 {
-    return room_for(db, slots + room_batch(db, waiting, bytes), 0);
+    return room_for(db, slots + room_batch(db, waiting, payload), 0);
 }
 
 int room_has(const bonsai_db *db, uint32_t slots, uint32_t vlen)

@@ -83,8 +83,8 @@ uint32_t room_put_leaf(const bonsai_db *db, const bt_tree *t,
 /* Most waiting puts applied to one leaf at once (a run). */
 #define ROOM_RUN_MAX 256u
 
-/* The slots n waiting puts, whose records in the putbufs take `bytes`,
- * may need once applied and written back: per put as above, or where
+/* The slots n waiting puts, of `payload` key and value bytes, may need
+ * once applied and written back: per put as above, or where
  * the tree is small beside the batch, a count of the nodes it can write.
  * Without transactions a write-back frees a moved node's old pages
  * before it finds the new ones (writeback.c), so each node it writes
@@ -93,15 +93,15 @@ uint32_t room_put_leaf(const bonsai_db *db, const bt_tree *t,
  * one split of each leaf touched and two for each node's worth of bytes
  * the entries add (a split leaves nodes at least half full); and new
  * branches, at most one for two new children, and a new root a level. */
-uint64_t room_batch(const bonsai_db *db, uint64_t n, uint64_t bytes);
+uint64_t room_batch(const bonsai_db *db, uint64_t n, uint64_t payload);
 
 /* The slots n waiting puts of t applied at once to one leaf may need. */
 uint32_t room_run(const bonsai_db *db, const bt_tree *t, uint32_t n);
 
 /* Is there room for the cached changes, `slots` more and `waiting` puts
- * (records of `bytes` in the putbufs) not yet applied? */
+ * (of `payload` key and value bytes) not yet applied? */
 int room_waiting(const bonsai_db *db, uint32_t slots, uint64_t waiting,
-                 uint64_t bytes);
+                 uint64_t payload);
 
 /* Is there room for the cached changes, `slots` more and a value of vlen
  * bytes (or ROOM_DELETE) without writing anything? */

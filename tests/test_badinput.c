@@ -767,11 +767,11 @@ static void disk_full_no_txn_with(int room_again, size_t cache,
 
 /* A cache that holds every change until the 2 MiB disk is full.  Waiting
  * puts take up to fifteen sixteenths of it, and a batch being applied is
- * written back once the leaves it decodes outgrow the rest: with 64 MiB
+ * written back once the leaves it decodes outgrow the rest: with 128 MiB
  * that comes after the disk is full. */
 static void disk_full_no_txn(int room_again)
 {
-    disk_full_no_txn_with(room_again, 64u << 20, UINT64_MAX);
+    disk_full_no_txn_with(room_again, 128u << 20, UINT64_MAX);
 }
 
 Test(badinput, disk_full_no_txn_reported_at_once_then_written_with_room)
