@@ -222,6 +222,14 @@ typedef struct bonsai_options {
      * holds the write transaction and asks for another gets BONSAI_BUSY
      * at once: it would wait for itself. */
     uint32_t busy_timeout_ms;
+    /* Anonymous memory: 1 = max_size is the memory of the store and its
+     * write cache together: the store's pages get max_size less
+     * write_cache_bytes, so that a store filled to BONSAI_FULL, with its
+     * cache full, holds about max_size bytes of memory in all.  Then
+     * write_cache_bytes must be below half of max_size.  0 (default) =
+     * max_size bounds the store alone.  No effect on a file, whose cap
+     * bounds the file. */
+    int cache_in_cap;
 } bonsai_options;
 
 #define BONSAI_WAIT_FOREVER UINT32_MAX

@@ -100,6 +100,12 @@ static const char *options_problem(const bonsai_options *o)
         (o->max_size < MIN_MAX_SIZE || o->max_size > BONSAI_MAX_SIZE))
         return "max_size must be 0 (the store's own cap) or from 64 KiB "
                "to BONSAI_MAX_SIZE (2^63 bytes)";
+    if (o->cache_in_cap != 0 && o->cache_in_cap != 1)
+        return "cache_in_cap must be 0 or 1";
+    uint64_t cap = o->max_size ? o->max_size : DEFAULT_MAX_SIZE;
+    if (o->cache_in_cap && o->write_cache_bytes >= cap / 2)
+        return "write_cache_bytes must be below half of max_size when "
+               "cache_in_cap is 1";
     return NULL;
 }
 
@@ -118,6 +124,15 @@ const char *bonsai_options_check(const bonsai_options *opts)
                "bonsai_options_init (or the program's bonsai.h is newer "
                "than the library)";
     return options_problem(&o);
+}
+
+/* The bytes the store's pages may take of a cap: all of it, or with
+ * cache_in_cap in memory what the write cache leaves. */
+static uint64_t store_cap(const bonsai_db *db, uint64_t cap)
+{
+    if (!db->anonymous || !db->opt.cache_in_cap)
+        return cap;
+    return cap - db->opt.write_cache_bytes;
 }
 
 static uint64_t head_bytes(uint32_t page_size)
@@ -437,6 +452,7 @@ static int open_store(bonsai_db *db, const char *path)
                           db->page_size;
     alloc_init(&db->al, &db->rg, db->page_size, db->first_pgno,
                db->meta.end, node_pages);
+    alloc_set_cap(&db->al, store_cap(db, db->rg.cap));
     if (path && !db->opt.read_only)
         return space_derive(db);
     return 0;
@@ -569,14 +585,18 @@ int bonsai_db_stat(bonsai_db *db, bonsai_stat *st)
 
 /* ---- changing the cap ---------------------------------------------------- */
 
+
 /* The cap of the open store, then (files) recorded in a commit. */
 static int set_cap(bonsai_db *db, uint64_t bytes)
 {
     if (bytes < db->al.end * db->page_size)
         return BONSAI_INVALID; /* below what the store uses */
+    if (db->anonymous && db->opt.cache_in_cap &&
+        db->opt.write_cache_bytes >= bytes / 2)
+        return BONSAI_INVALID; /* as options_problem says */
     int rc = region_set_cap(&db->rg, bytes);
     if (rc == 0)
-        alloc_set_cap(&db->al, db->rg.cap);
+        alloc_set_cap(&db->al, store_cap(db, db->rg.cap));
     return rc;
 }
 

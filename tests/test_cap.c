@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "bytes.h"
@@ -167,6 +168,52 @@ Test(cap, set_max_size_anonymous)
               n);
     cr_assert_eq(count_of(db), n + more);
     TU_OK(bonsai_close(db));
+}
+
+static uint64_t bytes_used(bonsai_db *db)
+{
+    bonsai_stat st;
+    TU_OK(bonsai_db_stat(db, &st));
+    return st.bytes_used;
+}
+
+/* cache_in_cap: in memory the cap holds the store and its write cache, so
+ * a store filled to BONSAI_FULL leaves the cache's share of the cap; the
+ * cache must be below half of the cap, when set and when the cap moves. */
+Test(cap, cache_in_cap_leaves_the_cache_its_share)
+{
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.max_size = 8 * MiB;
+    o.write_cache_bytes = 3 * MiB;
+    o.cache_in_cap = 1;
+    bonsai_db *db;
+    TU_OK(bonsai_open(NULL, &o, &db));
+    uint64_t next = 0, n = fill(db, &next);
+    cr_assert(n > 0);
+    uint64_t used = bytes_used(db);
+    cr_assert(used <= 5 * MiB && used > 4 * MiB, "store of %" PRIu64
+              " bytes at FULL, expected the 5 MiB the cache leaves", used);
+    cr_assert_eq(count_of(db), n);
+    TU_RC(bonsai_set_max_size(db, 6 * MiB), BONSAI_INVALID);
+    TU_OK(bonsai_set_max_size(db, 16 * MiB));
+    cr_assert(fill(db, &next) > 0, "no room after the cap was raised");
+    cr_assert(bytes_used(db) <= 13 * MiB);
+    TU_OK(bonsai_close(db));
+    /* without it the store takes the whole cap */
+    o.cache_in_cap = 0;
+    TU_OK(bonsai_open(NULL, &o, &db));
+    next = 0;
+    fill(db, &next);
+    cr_assert(bytes_used(db) > 7 * MiB);
+    TU_OK(bonsai_close(db));
+    o.cache_in_cap = 1;
+    o.write_cache_bytes = 4 * MiB;
+    cr_assert(strstr(bonsai_options_check(&o), "write_cache_bytes"));
+    TU_RC(bonsai_open(NULL, &o, &db), BONSAI_INVALID);
+    o.write_cache_bytes = 1 * MiB;
+    o.cache_in_cap = 2;
+    cr_assert(strstr(bonsai_options_check(&o), "cache_in_cap"));
 }
 
 Test(cap, read_only_handle_cannot_set_it)

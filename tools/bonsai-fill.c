@@ -204,7 +204,9 @@ static void usage(FILE *out)
 "                        never replaced\n"
 "    --force             replace the store at --file\n"
 "    --cap SIZE          max_size, 64K to 8 EiB (2^63 bytes); K, M, G are\n"
-"                        powers of 1024 (default 1G)\n"
+"                        powers of 1024 (default 1G).  In memory the cap\n"
+"                        holds the store and its write cache together\n"
+"                        (cache_in_cap) when the cache is below half of it\n"
 "    --keys seq|random   0,1,2,... or seeded random keys (default seq)\n"
 "    --seed N            PRNG seed for random keys and latency sampling\n"
 "                        (default 1); same seed, same figures but time\n"
@@ -986,6 +988,8 @@ static void set_options(const struct args *a, bonsai_options *o)
                                                            : FILL_CACHE_MAX;
     if (a->flush_delay != FLUSH_DELAY_DEFAULT)
         o->flush_delay_ms = a->flush_delay;
+    /* the experiment's cap is the process's memory: the cache inside it */
+    o->cache_in_cap = !a->file && o->write_cache_bytes < a->cap / 2;
     o->compression = a->compress;
     o->compression_level = a->level;
 }
@@ -1464,7 +1468,8 @@ static void report_text(const struct fill *f, const struct args *a)
                "only)\n", f->resumed);
     printf("bytes used:      %" PRIu64 "\n", f->st.bytes_used);
     printf("bytes mapped:    %" PRIu64 "\n", f->st.bytes_mapped);
-    printf("peak RSS:        %" PRIu64 "\n", f->rss_peak);
+    printf("peak RSS:        %" PRIu64 " (%.3f of the cap)\n", f->rss_peak,
+           (double)f->rss_peak / (double)a->cap);
     printf("bytes per entry: %.3f\n", per_entry(f));
     printf("seconds:         %.3f (%.3f of them in bonsai_map_stat)\n",
            f->seconds, f->stat_seconds);
