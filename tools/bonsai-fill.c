@@ -224,7 +224,8 @@ static void usage(FILE *out)
 "                        library's; with --keys random an eighth of the\n"
 "                        cap, at least that and at most 2 GiB: random keys\n"
 "                        applied in batches of many to a leaf need a cache\n"
-"                        that grows with the store)\n"
+"                        that grows with the store; in memory at most a\n"
+"                        quarter of the cap)\n"
 "    --flush-delay MS    write cached nodes once this old (0 = no limit)\n"
 "    --compress none|lz4|zlib[:LEVEL]\n"
 "                        node compression (default none; zlib level 1..9)\n"
@@ -986,6 +987,8 @@ static void set_options(const struct args *a, bonsai_options *o)
     else if (a->random && a->cap / 8 > o->write_cache_bytes)
         o->write_cache_bytes = a->cap / 8 < FILL_CACHE_MAX ? a->cap / 8
                                                            : FILL_CACHE_MAX;
+    else if (!a->file && o->write_cache_bytes > a->cap / 4)
+        o->write_cache_bytes = a->cap / 4; /* a small cap holds it too */
     if (a->flush_delay != FLUSH_DELAY_DEFAULT)
         o->flush_delay_ms = a->flush_delay;
     /* the experiment's cap is the process's memory: the cache inside it */
