@@ -629,6 +629,18 @@ static void prog_batch(prog *p, unsigned cfg)
     emit_op(p, OP_CHECK, 0);
 }
 
+/* The ops program gen makes for cfg, seeded as NAME-cfgXX. */
+static void seed_prog(void (*gen)(prog *, unsigned), const char *name,
+                      unsigned cfg)
+{
+    prog p;
+    char file[64];
+    p.n = 0;
+    gen(&p, cfg);
+    snprintf(file, sizeof file, "%s-cfg%02x", name, cfg);
+    seed("ops", file, p.b, p.n);
+}
+
 static void make_ops(void)
 {
     /* a spread of configurations: both kinds, every mode, codec, cache
@@ -638,26 +650,12 @@ static void make_ops(void)
         0x31, 0x7b,
     };
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
-        prog p;
-        char name[64];
-        p.n = 0;
-        prog_growth(&p, cfgs[i]);
-        snprintf(name, sizeof name, "growth-cfg%02x", cfgs[i]);
-        seed("ops", name, p.b, p.n);
-        p.n = 0;
-        prog_txns(&p, cfgs[i]);
-        snprintf(name, sizeof name, "txns-cfg%02x", cfgs[i]);
-        seed("ops", name, p.b, p.n);
+        seed_prog(prog_growth, "growth", cfgs[i]);
+        seed_prog(prog_txns, "txns", cfgs[i]);
     }
     static const unsigned batch_cfgs[] = {0x02, 0x10, 0x63, 0xd2};
-    for (size_t i = 0; i < sizeof batch_cfgs / sizeof batch_cfgs[0]; i++) {
-        prog p;
-        char name[64];
-        p.n = 0;
-        prog_batch(&p, batch_cfgs[i]);
-        snprintf(name, sizeof name, "batch-cfg%02x", batch_cfgs[i]);
-        seed("ops", name, p.b, p.n);
-    }
+    for (size_t i = 0; i < sizeof batch_cfgs / sizeof batch_cfgs[0]; i++)
+        seed_prog(prog_batch, "batch", batch_cfgs[i]);
     /* a few random programs */
     for (unsigned i = 0; i < 4; i++) {
         prog p;

@@ -82,6 +82,12 @@ int bx_options_take(const bonsai_options *in, bonsai_options *out)
     return 0;
 }
 
+/* With cache_in_cap the cache takes less than half of a cap. */
+static int cache_fits_cap(const bonsai_options *o, uint64_t cap)
+{
+    return !o->cache_in_cap || o->write_cache_bytes < cap / 2;
+}
+
 /* The first option out of its range, as a sentence, or NULL. */
 static const char *options_problem(const bonsai_options *o)
 {
@@ -102,8 +108,7 @@ static const char *options_problem(const bonsai_options *o)
                "to BONSAI_MAX_SIZE (2^63 bytes)";
     if (o->cache_in_cap != 0 && o->cache_in_cap != 1)
         return "cache_in_cap must be 0 or 1";
-    uint64_t cap = o->max_size ? o->max_size : DEFAULT_MAX_SIZE;
-    if (o->cache_in_cap && o->write_cache_bytes >= cap / 2)
+    if (!cache_fits_cap(o, o->max_size ? o->max_size : DEFAULT_MAX_SIZE))
         return "write_cache_bytes must be below half of max_size when "
                "cache_in_cap is 1";
     return NULL;
@@ -591,8 +596,7 @@ static int set_cap(bonsai_db *db, uint64_t bytes)
 {
     if (bytes < db->al.end * db->page_size)
         return BONSAI_INVALID; /* below what the store uses */
-    if (db->anonymous && db->opt.cache_in_cap &&
-        db->opt.write_cache_bytes >= bytes / 2)
+    if (db->anonymous && !cache_fits_cap(&db->opt, bytes))
         return BONSAI_INVALID; /* as options_problem says */
     int rc = region_set_cap(&db->rg, bytes);
     if (rc == 0)

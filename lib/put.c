@@ -383,7 +383,7 @@ int put_apply_waiting(bonsai_db *db, map_slot *s)
     if (b->n == 0)
         return 0;
     size_t mem0 = pb_mem_bytes(b), payload0 = pb_payload_bytes(b);
-    size_t others = db->waiting_bytes - mem0; /* note_applied moves it */
+    size_t waiting0 = db->waiting_bytes;
     pb_sort(b);
     uint32_t i = 0;
     int rc = 0;
@@ -391,8 +391,8 @@ int put_apply_waiting(bonsai_db *db, map_slot *s)
         ;
     db->waiting -= i;
     pb_keep_from(b, i);
-    db->waiting_bytes = others + mem0;
-    note_bytes(db, b, mem0, payload0);
+    db->waiting_bytes = waiting0; /* note_applied's estimates give way */
+    note_bytes(db, b, mem0, payload0);    /* to the count of what is left */
     return rc;
 }
 

@@ -68,6 +68,16 @@ static int view_child(const nview *v, uint32_t idx, bn_child *out)
     return bn_img_child(v->img, &v->info, idx, &out->ext);
 }
 
+/* Value idx of a leaf as stored: its bytes, or an overflow reference. */
+static int view_value(const nview *v, uint32_t idx, const uint8_t **p,
+                      uint32_t *len, unsigned *vflag)
+{
+    if (!v->mem)
+        return bn_img_value(v->img, &v->info, idx, p, len, vflag);
+    bn_value_at(v->mem, idx, p, len, vflag);
+    return 0;
+}
+
 /* Copies key idx into buf so it outlives the view. */
 static int view_key(const nview *v, unsigned kind, uint32_t idx,
                     uint8_t *buf, bn_key *out)
@@ -98,11 +108,7 @@ static int leaf_value(bonsai_db *db, const bt_rd *rd, const nview *v,
     const uint8_t *p;
     uint32_t len;
     unsigned vflag;
-    int rc = 0;
-    if (v->mem)
-        bn_value_at(v->mem, idx, &p, &len, &vflag);
-    else
-        rc = bn_img_value(v->img, &v->info, idx, &p, &len, &vflag);
+    int rc = view_value(v, idx, &p, &len, &vflag);
     return rc ? rc : bt_value(db, rd->end, p, len, vflag, val);
 }
 
@@ -369,11 +375,7 @@ static int walk_values(walk_ctx *w, const nview *v)
         const uint8_t *p;
         uint32_t len;
         unsigned vflag;
-        int rc = 0;
-        if (v->mem)
-            bn_value_at(v->mem, i, &p, &len, &vflag);
-        else
-            rc = bn_img_value(v->img, &v->info, i, &p, &len, &vflag);
+        int rc = view_value(v, i, &p, &len, &vflag);
         if (rc)
             return rc;
         if (!(vflag & BN_VAL_OVERFLOW))
