@@ -10,9 +10,11 @@
 
 #include "node.h"
 
-/* 2: meta slots record the store's cap (cap_pages); version 1 files,
- * whose slots hold zero there, still open. */
-#define BX_FORMAT_VERSION 2u
+/* 3: u64 key sections in the indexed form (format.md, "Node images");
+ * 2: meta slots record the store's cap (cap_pages).  Files of versions 1
+ * and 2 still open; a writer raises their header to 3 (bx_upgrade_header)
+ * before it writes an image. */
+#define BX_FORMAT_VERSION 3u
 #define BX_HEADER_OFF 0u
 #define BX_HEADER_SIZE 32u
 #define BX_META_OFF(slot) (512u + 512u * (slot))

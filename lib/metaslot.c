@@ -25,6 +25,25 @@ int bx_write_meta(bonsai_db *db, const bx_meta *m)
                          BX_META_OFF(m->txn_id & 1));
 }
 
+int bx_upgrade_header(bonsai_db *db)
+{
+    uint8_t buf[BX_HEADER_SIZE];
+    bx_header h;
+    if (db->format_version >= BX_FORMAT_VERSION || db->fd < 0)
+        return 0;
+    memcpy(buf, db->rg.base, sizeof buf);
+    if (bx_header_decode(buf, &h) != 0)
+        return BONSAI_CORRUPT;
+    h.version = BX_FORMAT_VERSION;
+    bx_header_encode(&h, buf);
+    int rc = db->io.pwrite(db->io.ctx, db->fd, buf, sizeof buf, 0);
+    if (rc == 0)
+        rc = db->io.fsync(db->io.ctx, db->fd);
+    if (rc == 0)
+        db->format_version = BX_FORMAT_VERSION;
+    return rc;
+}
+
 uint64_t bx_cap_pages(const bonsai_db *db)
 {
     return bx_cap_pages_of(db->rg.cap, db->page_size);

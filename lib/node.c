@@ -20,10 +20,19 @@
  *     8  u32  crc        bonsai_crc32c(0, image, length), these 4 bytes 0
  *     12 u32  keys_len   bytes of the key section, which starts at 16
  *
- *   key section, u64 keys: groups of 64 entries (the last may be shorter)
- *     group   := gdelta:varint width:u8 base:varint packed
- *     gdelta  group 0: its first key; group g > 0: its first key minus the
- *             first key of group g-1 (> 0)
+ *     flags 0x20 KEY_INDEX: u64 keys in the indexed form below (every u64
+ *     image this code writes but one decoded from the walked form and not
+ *     changed since); clear on a u64 image: the walked form of format 2
+ *
+ *   key section, u64 keys, indexed form:
+ *     section := first:varint                       n = 1
+ *              | first:varint 0x00 step:varint      n >= 2, evenly spaced
+ *              | first:varint 0x01 group[G] [index rw:u8 ow:u8]
+ *                (nothing for n = 0; the index only when G >= 2)
+ *     first   key 0; step >= 1: key i = first + i * step
+ *     G       ceil(n / 64) groups of 64 entries (the last may be shorter),
+ *             back to back; group g's first key is first + its rel
+ *     group   := width:u8 base:varint packed
  *     width   0..64: bits needed for (largest difference - base)
  *     base    smallest difference key[j] - key[j-1] inside the group (0 for
  *             a group of one entry)
@@ -31,6 +40,15 @@
  *             j = 1..cnt-1 as width-bit numbers, a little-endian bit stream
  *             (first value in the low bits of the first byte); the unused
  *             high bits of the last byte are zero
+ *     index   for groups 1..G-1: rel (rw bits: its first key - first) and
+ *             off (ow bits: bytes from group 0's header to its header), a
+ *             bit stream like packed; rw, ow = the bit lengths of the last
+ *             record's rel and off
+ *
+ *   key section, u64 keys, walked form (format 2; read, and written only
+ *   for a node decoded from it): the groups alone, each group :=
+ *     gdelta:varint width:u8 base:varint packed, gdelta = group 0's first
+ *     key, or the difference from the previous group's first key
  *
  *   key section, byte-string keys: prefix compression, restart every 16
  *     entry   := shared:varint unshared:varint bytes[unshared]
@@ -52,9 +70,10 @@
  *                 reference this layer stores but does not read)
  *     The encoder picks VALS_EMPTY when every value is empty and none is
  *     overflow, else VALS_FIXED when all have one length and none is
- *     overflow, else the general form.  The decoder accepts only that
- *     choice, the shortest varints, the smallest width and base and zero
- *     padding bits, so one node has exactly one image.
+ *     overflow, else the general form; u64 keys evenly spaced take the
+ *     step.  The decoder accepts only that choice, the shortest varints,
+ *     the smallest width, base, rw and ow, groups back to back and zero
+ *     padding bits, so one node has exactly one image in each key form.
  *
  *   child section (branch): n entries of pgno:u40 npages:u24, npages >= 1
  */
@@ -288,6 +307,9 @@ static int flags_ok(unsigned type, unsigned flags, unsigned kind)
 {
     if (!kind_matches(flags, kind))
         return 0;
+    if ((flags & BN_F_KEY_INDEX) && !(flags & BN_F_KEY_U64))
+        return 0;
+    flags &= ~BN_F_KEY_INDEX;
     if (type == BN_TYPE_BRANCH)
         return (flags & ~BN_F_KEY_U64) == 0;
     if (type != BN_TYPE_LEAF || (flags & ~BN_F_KNOWN))
@@ -344,24 +366,20 @@ typedef struct grp {
     const uint8_t *packed;  /* cnt - 1 deltas */
 } grp;
 
-/* Reads the group after gr (gr zeroed before the first) at *p and skips its
- * base and packed deltas: a search walks past groups without decoding
- * them.  The caller knows that group exists (its start < n).  Returns 0 or
+/* Reads the rest of a group header at p, whose first key gr->first and
+ * start gr->start the caller set: width, base (skipped) and the packed
+ * deltas, which must end by end.  *p = just past the group.  Returns 0 or
  * -1. */
-static int grp_next(const uint8_t **p, const uint8_t *end, uint32_t n,
+static int grp_body(const uint8_t **p, const uint8_t *end, uint32_t n,
                     grp *gr)
 {
-    uint32_t start = gr->start + gr->cnt;
-    uint64_t gdelta;
-    if (rd_varint(p, end, &gdelta) || *p >= end)
+    if (*p >= end)
         return -1;
-    gr->first = start == 0 ? gdelta : gr->first + gdelta;
     gr->width = *(*p)++;
     gr->base_at = *p;
     if (gr->width > 64 || skip_varint(p, end))
         return -1;
-    gr->start = start;
-    gr->cnt = min_u32(n - start, GROUP);
+    gr->cnt = min_u32(n - gr->start, GROUP);
     size_t len = packed_bytes(gr->cnt, gr->width);
     if (len > (size_t)(end - *p))
         return -1;
@@ -370,7 +388,22 @@ static int grp_next(const uint8_t **p, const uint8_t *end, uint32_t n,
     return 0;
 }
 
-/* Decodes the base of a group read by grp_next. */
+/* Format 2's walked form: reads the group after gr (gr zeroed before the
+ * first) at *p, whose header starts with gdelta, the difference from the
+ * group before.  The caller knows that group exists (its start < n). */
+static int grp_next(const uint8_t **p, const uint8_t *end, uint32_t n,
+                    grp *gr)
+{
+    uint32_t start = gr->start + gr->cnt;
+    uint64_t gdelta;
+    if (rd_varint(p, end, &gdelta))
+        return -1;
+    gr->first = start == 0 ? gdelta : gr->first + gdelta;
+    gr->start = start;
+    return grp_body(p, end, n, gr);
+}
+
+/* Decodes the base of a group read by grp_next or ix_group. */
 static inline int grp_base(grp *gr, const uint8_t *end)
 {
     const uint8_t *p = gr->base_at;
@@ -404,17 +437,175 @@ static uint32_t grp_find(const grp *gr, const uint8_t *end, uint64_t key,
     return j;
 }
 
-/* *pos = first index whose key >= key (n if none), *eq = it equals key. */
-static int u64_search(const uint8_t *s, const uint8_t *end, uint32_t n,
-                      uint64_t key, uint32_t *pos, int *eq)
+/* Key j of a group whose base grp_base read. */
+static uint64_t grp_key(const grp *gr, const uint8_t *end, uint32_t j)
+{
+    uint64_t k = gr->first;
+    for (uint32_t i = 1; i <= j; i++)
+        k += gr->base + grp_delta(gr, end, i);
+    return k;
+}
+
+/* The indexed form (flag BN_F_KEY_INDEX) as opened by ix_open. */
+typedef struct ixsec {
+    uint32_t n;
+    uint64_t first;          /* key 0 */
+    uint64_t step;           /* evenly spaced: > 0; groups: 0 */
+    const uint8_t *after;    /* first byte past what ix_open read */
+    const uint8_t *groups;   /* groups: group 0's header */
+    const uint8_t *gend;     /* groups: where they end (the index starts) */
+    const uint8_t *end;      /* the section's end */
+    uint32_t ngroups;
+    unsigned rw, ow;         /* index record: bits of rel and of off */
+} ixsec;
+
+/* Opens an indexed section of n entries: its first key and form, and
+ * where its groups and index lie.  Returns 0 or -1. */
+static int ix_open(ixsec *x, const uint8_t *s, const uint8_t *end,
+                   uint32_t n)
+{
+    const uint8_t *p = s;
+    memset(x, 0, sizeof *x);
+    x->n = n;
+    x->end = end;
+    if (n == 0 || rd_varint(&p, end, &x->first))
+        return -1;
+    x->after = p;
+    if (n == 1)
+        return 0;
+    if (p >= end || *p > 1)
+        return -1;
+    if (*p++ == 0) { /* evenly spaced */
+        if (rd_varint(&p, end, &x->step) || x->step == 0 ||
+            (n - 1) > (UINT64_MAX - x->first) / x->step)
+            return -1;
+        x->after = p;
+        return 0;
+    }
+    x->ngroups = (n + GROUP - 1) / GROUP;
+    x->groups = p;
+    x->gend = end;
+    if (x->ngroups > 1) {
+        if (end - p < 2)
+            return -1;
+        x->rw = end[-2];
+        x->ow = end[-1];
+        if (x->rw < 1 || x->rw > 64 || x->ow < 1 || x->ow > 32)
+            return -1;
+        uint64_t bits = (uint64_t)(x->ngroups - 1) * (x->rw + x->ow);
+        if ((bits + 7) / 8 > (uint64_t)(end - 2 - p))
+            return -1;
+        x->gend = end - 2 - (bits + 7) / 8;
+    }
+    return 0;
+}
+
+/* Group g's first key less key 0 (0 for group 0). */
+static inline uint64_t ix_rel(const ixsec *x, uint32_t g)
+{
+    if (g == 0)
+        return 0;
+    uint64_t pos = (uint64_t)(g - 1) * (x->rw + x->ow);
+    return get_bits(x->gend, x->end, pos, x->rw);
+}
+
+/* Where group g's header starts, from group 0's. */
+static inline uint64_t ix_off(const ixsec *x, uint32_t g)
+{
+    if (g == 0)
+        return 0;
+    uint64_t pos = (uint64_t)(g - 1) * (x->rw + x->ow) + x->rw;
+    return get_bits(x->gend, x->end, pos, x->ow);
+}
+
+/* Reads group g (< ngroups) of a grouped section; *after = just past it.
+ * Returns 0 or -1. */
+static int ix_group(const ixsec *x, uint32_t g, grp *gr,
+                    const uint8_t **after)
+{
+    uint64_t rel = ix_rel(x, g), off = ix_off(x, g);
+    if (rel > UINT64_MAX - x->first || off >= (uint64_t)(x->gend - x->groups))
+        return -1;
+    const uint8_t *p = x->groups + off;
+    gr->first = x->first + rel;
+    gr->start = g * GROUP;
+    if (grp_body(&p, x->gend, x->n, gr))
+        return -1;
+    *after = p;
+    return 0;
+}
+
+/* The last group whose first key is <= key, which is >= key 0. */
+static uint32_t ix_group_of(const ixsec *x, uint64_t key)
+{
+    uint64_t d = key - x->first;
+    uint32_t lo = 0, hi = x->ngroups - 1;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo + 1) / 2;
+        if (ix_rel(x, mid) <= d)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+static int ix_search(const uint8_t *s, const uint8_t *end, uint32_t n,
+                     uint64_t key, uint32_t *pos, int *eq)
+{
+    ixsec x;
+    grp gr;
+    const uint8_t *after;
+    if (ix_open(&x, s, end, n))
+        return -1;
+    if (key <= x.first || n == 1) {
+        *pos = key > x.first;
+        *eq = key == x.first;
+        return 0;
+    }
+    if (x.step) { /* key = first + pos * step, or falls between two */
+        uint64_t gap = key - x.first, q = gap / x.step;
+        int exact = gap % x.step == 0;
+        *pos = q >= n ? n : (uint32_t)q + !exact;
+        *eq = q < n && exact;
+        return 0;
+    }
+    if (ix_group(&x, ix_group_of(&x, key), &gr, &after) ||
+        grp_base(&gr, x.gend))
+        return -1;
+    uint64_t k;
+    uint32_t j = grp_find(&gr, end, key, &k);
+    *pos = gr.start + j;
+    *eq = j < gr.cnt && k == key;
+    return 0;
+}
+
+static int ix_key_at(const uint8_t *s, const uint8_t *end, uint32_t n,
+                     uint32_t idx, uint64_t *out)
+{
+    ixsec x;
+    grp gr;
+    const uint8_t *after;
+    if (ix_open(&x, s, end, n))
+        return -1;
+    if (idx == 0 || x.step) {
+        *out = x.first + idx * x.step;
+        return 0;
+    }
+    if (ix_group(&x, idx / GROUP, &gr, &after) || grp_base(&gr, x.gend))
+        return -1;
+    *out = grp_key(&gr, end, idx % GROUP);
+    return 0;
+}
+
+/* The walked form: *pos = first index whose key >= key (n if none), *eq =
+ * it equals key. */
+static int walk_search(const uint8_t *s, const uint8_t *end, uint32_t n,
+                       uint64_t key, uint32_t *pos, int *eq)
 {
     const uint8_t *p = s;
     grp cur = {0}, next;
 
-    *pos = 0;
-    *eq = 0;
-    if (n == 0)
-        return 0;
     if (grp_next(&p, end, n, &cur))
         return -1;
     if (key < cur.first)
@@ -437,8 +628,8 @@ static int u64_search(const uint8_t *s, const uint8_t *end, uint32_t n,
     return 0;
 }
 
-static int u64_key_at(const uint8_t *s, const uint8_t *end, uint32_t n,
-                      uint32_t idx, uint64_t *out)
+static int walk_key_at(const uint8_t *s, const uint8_t *end, uint32_t n,
+                       uint32_t idx, uint64_t *out)
 {
     const uint8_t *p = s;
     grp gr = {0};
@@ -448,11 +639,27 @@ static int u64_key_at(const uint8_t *s, const uint8_t *end, uint32_t n,
     } while (gr.start + gr.cnt <= idx);
     if (grp_base(&gr, end))
         return -1;
-    uint64_t k = gr.first;
-    for (uint32_t j = 1; j <= idx - gr.start; j++)
-        k += gr.base + grp_delta(&gr, end, j);
-    *out = k;
+    *out = grp_key(&gr, end, idx - gr.start);
     return 0;
+}
+
+/* *pos = first index whose key >= key (n if none), *eq = it equals key. */
+static int u64_search(const uint8_t *s, const uint8_t *end, uint32_t n,
+                      int indexed, uint64_t key, uint32_t *pos, int *eq)
+{
+    *pos = 0;
+    *eq = 0;
+    if (n == 0)
+        return 0;
+    return indexed ? ix_search(s, end, n, key, pos, eq)
+                   : walk_search(s, end, n, key, pos, eq);
+}
+
+static int u64_key_at(const uint8_t *s, const uint8_t *end, uint32_t n,
+                      int indexed, uint32_t idx, uint64_t *out)
+{
+    return indexed ? ix_key_at(s, end, n, idx, out)
+                   : walk_key_at(s, end, n, idx, out);
 }
 
 /* ---- byte key section, in place ----------------------------------------- */
@@ -614,8 +821,8 @@ int bn_img_search(const uint8_t *img, const bn_info *info, unsigned kind,
     if (!kind_matches(info->flags, kind))
         return BONSAI_CORRUPT;
     if (kind == BONSAI_KEY_U64) {
-        rc = u64_search(s, s + info->keys_len, info->count, key.u, &pos,
-                        &eq);
+        rc = u64_search(s, s + info->keys_len, info->count,
+                        info->flags & BN_F_KEY_INDEX, key.u, &pos, &eq);
     } else {
         bsec b;
         rc = bsec_open(&b, s, info->keys_len, info->count);
@@ -640,7 +847,8 @@ int bn_img_key(const uint8_t *img, const bn_info *info, unsigned kind,
         return BONSAI_CORRUPT;
     memset(out, 0, sizeof *out);
     if (kind == BONSAI_KEY_U64)
-        return u64_key_at(s, s + info->keys_len, info->count, idx, &out->u)
+        return u64_key_at(s, s + info->keys_len, info->count,
+                          info->flags & BN_F_KEY_INDEX, idx, &out->u)
                    ? BONSAI_CORRUPT
                    : 0;
     bsec b;
@@ -965,13 +1173,14 @@ static void move_entries(bn_node *node, uint32_t to, uint32_t from,
  *
  * u64 keys, in 1/64 bytes: a group packs every difference d at the width
  * of its spread (largest d - smallest d), so an entry costs the bits of
- * |d - previous d| (0 in a run of equal steps, sequential or not), plus up
- * to 3 bits because the spread of a group is the largest of 63 (for random
- * keys about 2^3 times the typical one), plus a 64th of a group header
- * guessed from d: varint(64 d) + 1 + varint(d).  The first key costs its
- * varint.  This is within a few percent for random or sequential keys;
- * keys mixing dense runs with big jumps are underestimated, since one jump
- * widens its whole group.
+ * |d - previous d|, plus up to 3 bits because the spread of a group is the
+ * largest of 63 (for random keys about 2^3 times the typical one), plus a
+ * 64th of a group header and index record guessed from d: varint(64 d) +
+ * 1 + varint(d).  An entry in a run of equal steps costs nothing: a node
+ * evenly spaced throughout stores its first key and step only.  The first
+ * key costs its varint.  This is within a few percent for random or
+ * evenly spaced keys; keys mixing runs with jumps are underestimated, by
+ * their group headers and because one jump widens its whole group.
  *
  * byte keys, in bytes: an entry costs varint(p) + varint(len - p) + len - p,
  * p its prefix shared with the previous key (summed in est_shared).  Every
@@ -999,6 +1208,8 @@ static inline uint64_t u64_term(const uint64_t *k, uint32_t i)
         return 64 * vlen(k[0]);
     uint64_t d = k[i] - k[i - 1], dp = i > 1 ? k[i - 1] - k[i - 2] : d;
     unsigned b = bit_len(d > dp ? d - dp : dp - d);
+    if (b == 0 && i > 1)
+        return 0;
     uint64_t d64 = d > UINT64_MAX >> 6 ? UINT64_MAX : d << 6;
     return 8 * (b + (b < 3 ? b : 3)) + vlen(d64) + 1 + vlen(d);
 }
@@ -1156,23 +1367,66 @@ static inline int group_shape(const uint64_t *k, uint32_t cnt,
     return increasing;
 }
 
-static uint64_t group_gdelta(const bn_node *node, uint32_t g)
+/* Whether n >= 2 keys increase by one step throughout; *step = it. */
+static int evenly_spaced(const bn_node *node, uint64_t *step)
 {
-    return g ? node->k64[g] - node->k64[g - GROUP] : node->k64[0];
+    const uint64_t *k = node->k64;
+    uint64_t d = k[1] - k[0];
+    for (uint32_t i = 1; i < node->n; i++)
+        if (k[i] - k[i - 1] != d || k[i] <= k[i - 1])
+            return 0;
+    *step = d;
+    return 1;
+}
+
+/* Bytes of a group's header and deltas. */
+static uint64_t group_len(const uint64_t *k, uint32_t cnt)
+{
+    uint64_t base;
+    unsigned width;
+    group_shape(k, cnt, &base, &width);
+    return 1 + vlen(base) + packed_bytes(cnt, width);
+}
+
+/* Bytes of the index of a grouped section whose last group starts at
+ * last_off: the records and the two widths. */
+static uint64_t index_len(const bn_node *node, uint64_t last_off)
+{
+    uint32_t last = (node->n - 1) / GROUP;
+    if (last == 0)
+        return 0;
+    unsigned rw = bit_len(node->k64[last * GROUP] - node->k64[0]);
+    return ((uint64_t)last * (rw + bit_len(last_off)) + 7) / 8 + 2;
+}
+
+/* Format 2's walked form: each group starts with gdelta. */
+static uint64_t walked_keys_len(const bn_node *node)
+{
+    uint64_t len = 0;
+    for (uint32_t g = 0; g < node->n; g += GROUP) {
+        uint64_t gdelta = g ? node->k64[g] - node->k64[g - GROUP] : node->k64[0];
+        len += vlen(gdelta) + group_len(node->k64 + g, min_u32(GROUP, node->n - g));
+    }
+    return len;
 }
 
 static uint64_t u64_keys_len(const bn_node *node)
 {
-    uint64_t len = 0;
+    uint64_t step, len = 0, off = 0;
+    if (node->n == 0)
+        return 0;
+    len = vlen(node->k64[0]);
+    if (node->n == 1)
+        return len;
+    if (evenly_spaced(node, &step))
+        return len + 1 + vlen(step);
     for (uint32_t g = 0; g < node->n; g += GROUP) {
-        uint32_t cnt = min_u32(GROUP, node->n - g);
-        uint64_t base;
-        unsigned width;
-        group_shape(node->k64 + g, cnt, &base, &width);
-        len += vlen(group_gdelta(node, g)) + 1 + vlen(base) +
-               packed_bytes(cnt, width);
+        if (g + GROUP >= node->n)
+            return len + 1 + off + group_len(node->k64 + g, node->n - g) +
+                   index_len(node, off);
+        off += group_len(node->k64 + g, GROUP);
     }
-    return len;
+    return 0; /* not reached: n > 0 */
 }
 
 static inline const uint8_t *key_bytes(const bn_node *node, uint32_t i)
@@ -1230,7 +1484,8 @@ static uint64_t get_layout(const bn_node *node, bn_layout *lay)
 {
     memset(lay, 0, sizeof *lay);
     if (node->kind == BONSAI_KEY_U64) {
-        lay->keys_len = u64_keys_len(node);
+        lay->keys_len =
+            node->walked ? walked_keys_len(node) : u64_keys_len(node);
     } else {
         lay->ents_len = byte_ents_len(node);
         lay->keys_len = lay->ents_len +
@@ -1297,25 +1552,87 @@ static int encodable(const bn_node *node, unsigned vform)
     return 1;
 }
 
-/* Writes the key groups; NULL if the keys do not strictly increase. */
-static uint8_t *put_u64_keys(const bn_node *node, uint8_t *p)
+/* Bytes of the full group (GROUP entries) just written at q. */
+static size_t written_group_len(const uint8_t *q)
 {
-    for (uint32_t g = 0; g < node->n; g += GROUP) {
-        const uint64_t *k = node->k64 + g;
-        uint32_t cnt = min_u32(GROUP, node->n - g);
-        uint64_t base;
-        unsigned width;
-        if (!group_shape(k, cnt, &base, &width) || (g && k[0] <= k[-1]))
-            return NULL;
-        p = varint_put(p, group_gdelta(node, g));
-        *p++ = (uint8_t)width;
-        p = varint_put(p, base);
-        bitw w = {p, 0, 0};
-        for (uint32_t j = 1; j < cnt; j++)
-            bitw_put(&w, k[j] - k[j - 1] - base, width);
-        p = bitw_end(&w);
+    size_t i = 1; /* past width; then base's bytes */
+    while (q[i] & 0x80)
+        i++;
+    return i + 1 + packed_bytes(GROUP, q[0]);
+}
+
+/* Writes the index of the groups just written from g0: each later
+ * group's first key less key 0 (rel) and where it starts (off), then the
+ * two widths. */
+static uint8_t *put_index(const bn_node *node, const uint8_t *g0,
+                          uint8_t *p)
+{
+    uint32_t last = (node->n - 1) / GROUP;
+    const uint8_t *q = g0;
+    for (uint32_t g = 0; g < last; g++)
+        q += written_group_len(q);
+    unsigned rw = bit_len(node->k64[last * GROUP] - node->k64[0]);
+    unsigned ow = bit_len((uint64_t)(q - g0));
+    bitw w = {p, 0, 0};
+    q = g0;
+    for (uint32_t g = 1; g <= last; g++) {
+        q += written_group_len(q);
+        bitw_put(&w, node->k64[g * GROUP] - node->k64[0], rw);
+        bitw_put(&w, (uint64_t)(q - g0), ow);
+    }
+    p = bitw_end(&w);
+    *p++ = (uint8_t)rw;
+    *p++ = (uint8_t)ow;
+    return p;
+}
+
+/* Writes one group's width, base and deltas; NULL if its keys, or its
+ * first and the key before it, do not strictly increase. */
+static uint8_t *put_group(const bn_node *node, uint32_t g, uint8_t *p)
+{
+    const uint64_t *k = node->k64 + g;
+    uint32_t cnt = min_u32(GROUP, node->n - g);
+    uint64_t base;
+    unsigned width;
+    if (!group_shape(k, cnt, &base, &width) || (g && k[0] <= k[-1]))
+        return NULL;
+    *p++ = (uint8_t)width;
+    p = varint_put(p, base);
+    bitw w = {p, 0, 0};
+    for (uint32_t j = 1; j < cnt; j++)
+        bitw_put(&w, k[j] - k[j - 1] - base, width);
+    return bitw_end(&w);
+}
+
+/* Format 2's walked form, for a node decoded from it. */
+static uint8_t *put_walked_keys(const bn_node *node, uint8_t *p)
+{
+    for (uint32_t g = 0; g < node->n && p; g += GROUP) {
+        p = varint_put(p, g ? node->k64[g] - node->k64[g - GROUP]
+                            : node->k64[0]);
+        p = put_group(node, g, p);
     }
     return p;
+}
+
+/* Writes the key section; NULL if the keys do not strictly increase. */
+static uint8_t *put_u64_keys(const bn_node *node, uint8_t *p)
+{
+    uint64_t step;
+    if (node->n == 0)
+        return p;
+    p = varint_put(p, node->k64[0]);
+    if (node->n == 1)
+        return p;
+    if (evenly_spaced(node, &step)) {
+        *p++ = 0;
+        return varint_put(p, step);
+    }
+    *p++ = 1;
+    uint8_t *g0 = p;
+    for (uint32_t g = 0; g < node->n && p; g += GROUP)
+        p = put_group(node, g, p);
+    return p && node->n > GROUP ? put_index(node, g0, p) : p;
 }
 
 static uint8_t *put_byte_keys(const bn_node *node, uint8_t *p,
@@ -1382,7 +1699,7 @@ int bn_encode_laid(const bn_node *node, const bn_layout *laid, uint8_t *out,
 
     uint8_t *p = out + BN_HEADER_SIZE;
     if (node->kind == BONSAI_KEY_U64) {
-        p = put_u64_keys(node, p);
+        p = node->walked ? put_walked_keys(node, p) : put_u64_keys(node, p);
         if (!p) /* out's bytes so far mean nothing */
             return BONSAI_INVALID;
     } else {
@@ -1393,7 +1710,9 @@ int bn_encode_laid(const bn_node *node, const bn_layout *laid, uint8_t *out,
     assert((uint64_t)(p - out) == size);
     (void)p;
 
-    unsigned flags = node->kind == BONSAI_KEY_U64 ? BN_F_KEY_U64 : 0;
+    unsigned flags = node->kind != BONSAI_KEY_U64 ? 0
+                     : node->walked           ? BN_F_KEY_U64
+                                              : BN_F_KEY_U64 | BN_F_KEY_INDEX;
     out[0] = node->leaf ? BN_TYPE_LEAF : BN_TYPE_BRANCH;
     out[1] = (uint8_t)(flags | (node->leaf ? lay.vform : 0));
     put_le16(out + 2, (uint16_t)node->n);
@@ -1456,8 +1775,9 @@ static int decode_group(const grp *gr, const uint8_t *end, uint64_t *k)
     return 0;
 }
 
-static int decode_u64_keys(const uint8_t *s, const uint8_t *end, uint32_t n,
-                           uint64_t *k)
+/* The walked form (format 2). */
+static int walk_decode(const uint8_t *s, const uint8_t *end, uint32_t n,
+                       uint64_t *k)
 {
     const uint8_t *p = s;
     grp gr = {0};
@@ -1473,6 +1793,63 @@ static int decode_u64_keys(const uint8_t *s, const uint8_t *end, uint32_t n,
             return BONSAI_CORRUPT;
     }
     return p == end ? 0 : BONSAI_CORRUPT;
+}
+
+/* Whether the index's widths are the least that hold its last record and
+ * its padding bits are zero (group G-1's rel and off are the largest). */
+static int ix_index_minimal(const ixsec *x)
+{
+    uint32_t last = x->ngroups - 1;
+    if (bit_len(ix_rel(x, last)) != x->rw || bit_len(ix_off(x, last)) != x->ow)
+        return 0;
+    uint64_t bits = (uint64_t)last * (x->rw + x->ow);
+    return bits % 8 == 0 || (x->end[-3] >> (bits % 8)) == 0;
+}
+
+/* The grouped form's groups, each where the one before ended, checked as
+ * the encoder writes them; keys evenly spaced belong in the other form. */
+static int ix_decode_groups(const ixsec *x, uint64_t *k)
+{
+    const uint8_t *at = x->groups, *after;
+    int even = 1;
+    grp gr;
+    for (uint32_t g = 0; g < x->ngroups; g++) {
+        if (ix_group(x, g, &gr, &after) || gr.base_at - 1 != at ||
+            grp_base(&gr, x->gend))
+            return BONSAI_CORRUPT;
+        if (g > 0 && gr.first <= k[gr.start - 1])
+            return BONSAI_CORRUPT;
+        if (decode_group(&gr, x->end, k))
+            return BONSAI_CORRUPT;
+        even &= gr.width == 0 && (gr.cnt == 1 || gr.base == k[1] - k[0]) &&
+                (g == 0 || gr.first - k[gr.start - 1] == k[1] - k[0]);
+        at = after;
+    }
+    if (at != x->gend || even || (x->ngroups > 1 && !ix_index_minimal(x)))
+        return BONSAI_CORRUPT;
+    return 0;
+}
+
+/* The indexed form (format 3). */
+static int ix_decode(const uint8_t *s, const uint8_t *end, uint32_t n,
+                     uint64_t *k)
+{
+    ixsec x;
+    if (n == 0)
+        return s == end ? 0 : BONSAI_CORRUPT;
+    if (ix_open(&x, s, end, n))
+        return BONSAI_CORRUPT;
+    if (x.ngroups)
+        return ix_decode_groups(&x, k);
+    for (uint32_t i = 0; i < n; i++)
+        k[i] = x.first + i * x.step;
+    return x.after == end ? 0 : BONSAI_CORRUPT;
+}
+
+static int decode_u64_keys(const uint8_t *s, const uint8_t *end, uint32_t n,
+                           int indexed, uint64_t *k)
+{
+    return indexed ? ix_decode(s, end, n, k) : walk_decode(s, end, n, k);
 }
 
 /* Whether entry i (shared bytes of prev, then u) sorts after prev.  Off a
@@ -1631,8 +2008,10 @@ static int decode_sections(const uint8_t *img, const bn_info *info,
 
     if (n > node->cap && (rc = set_cap(node, n)) != 0)
         return rc;
+    node->walked = node->kind == BONSAI_KEY_U64 &&
+                   !(info->flags & BN_F_KEY_INDEX);
     if (node->kind == BONSAI_KEY_U64)
-        rc = decode_u64_keys(ks, ke, n, node->k64);
+        rc = decode_u64_keys(ks, ke, n, !node->walked, node->k64);
     else
         rc = decode_byte_keys(ks, info->keys_len, n, node);
     if (rc)
@@ -1712,6 +2091,7 @@ void bn_clear(bn_node *node)
     free(node->arena);
     /* the codec's fields only: the owner's stay */
     node->n = node->cap = 0;
+    node->walked = 0;
     node->k64 = NULL;
     node->kb = NULL;
     node->val = NULL;

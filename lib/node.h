@@ -34,7 +34,10 @@
 #define BN_F_VALS_EMPTY 0x02u  /* leaf: every value is empty */
 #define BN_F_VALS_FIXED 0x04u  /* leaf: every value has one length, inline */
 #define BN_F_OVERFLOW 0x08u    /* leaf: some value is an overflow ref */
-#define BN_F_KNOWN 0x0Fu       /* any other bit set: BONSAI_CORRUPT */
+#define BN_F_KNOWN 0x0Fu       /* value forms and kind */
+#define BN_F_KEY_INDEX 0x20u   /* u64 keys in the indexed form (format 3);
+                                  clear: format 2's walked form, read only;
+                                  any other bit set: BONSAI_CORRUPT */
 
 #define BN_VAL_OVERFLOW 1u     /* per-entry value flag */
 
@@ -108,6 +111,12 @@ typedef struct bn_node {
     uint64_t est_vsq;     /* leaf: sum of squared value lengths, mod 2^64 */
     uint64_t est_vhdr;    /* leaf: sum of general-form length varint sizes */
     uint32_t est_novf;    /* leaf: overflow values */
+    uint8_t walked;       /* u64 keys read from a format-2 image (walked
+                             form, no BN_F_KEY_INDEX): encoded in that
+                             form again while set, so that one image
+                             decodes and re-encodes to itself; a writer
+                             clears it to rewrite the node in the
+                             indexed form */
 
     /* owner fields: used by the btree, untouched by the codec */
     bn_ext home;          /* where the image this node came from lives */

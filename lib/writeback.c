@@ -4,6 +4,7 @@
  * every image and finds it a home, the only step that can fail, then the
  * images written.
  */
+#include "metaslot.h"
 #include "tree.h"
 
 #include <assert.h>
@@ -239,6 +240,10 @@ int bt_flush(bonsai_db *db)
 #ifdef BONSAI_CHECK_HINTS
     assert(alloc_slots_avail(&db->al) + reserved >= slots0);
 #endif
+    if (db->dirty.n && (rc = bx_upgrade_header(db)) != 0) { /* first */
+        undo_plan(db, alloc0, release0);
+        return rc;
+    }
     db->plan_freed.n = 0;
     db->nundo = 0;
     for (size_t i = 0; i < db->dirty.n; i++) {

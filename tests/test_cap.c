@@ -246,7 +246,7 @@ Test(cap, version_1_file_opens)
     cr_assert_eq(pread(fd, head, sizeof head, 0), (ssize_t)sizeof head);
     bx_header h;
     TU_OK(bx_header_decode(head, &h));
-    cr_assert_eq(h.version, 2);
+    cr_assert_eq(h.version, BX_FORMAT_VERSION);
     h.version = 1;
     bx_header_encode(&h, head);
     for (unsigned s = 0; s < 2; s++) {
