@@ -27,11 +27,12 @@
  *   key section, u64 keys, indexed form:
  *     section := first:varint                       n = 1
  *              | first:varint 0x00 step:varint      n >= 2, evenly spaced
- *              | first:varint 0x01 group[G] [index rw:u8 ow:u8]
+ *              | first:varint 0x01 [rw:u8 ow:u8 index] group[G]
  *                (nothing for n = 0; the index only when G >= 2)
  *     first   key 0; step >= 1: key i = first + i * step
  *     G       ceil(n / 64) groups of 64 entries (the last may be shorter),
- *             back to back; group g's first key is first + its rel
+ *             back to back to the section's end; group g's first key is
+ *             first + its rel
  *     group   := width:u8 base:varint packed
  *     width   0..64: bits needed for (largest difference - base)
  *     base    smallest difference key[j] - key[j-1] inside the group (0 for
@@ -452,15 +453,15 @@ typedef struct ixsec {
     uint64_t first;          /* key 0 */
     uint64_t step;           /* evenly spaced: > 0; groups: 0 */
     const uint8_t *after;    /* first byte past what ix_open read */
+    const uint8_t *index;    /* groups, G >= 2: the records */
     const uint8_t *groups;   /* groups: group 0's header */
-    const uint8_t *gend;     /* groups: where they end (the index starts) */
     const uint8_t *end;      /* the section's end */
     uint32_t ngroups;
     unsigned rw, ow;         /* index record: bits of rel and of off */
 } ixsec;
 
 /* Opens an indexed section of n entries: its first key and form, and
- * where its groups and index lie.  Returns 0 or -1. */
+ * where its index and groups lie.  Returns 0 or -1. */
 static int ix_open(ixsec *x, const uint8_t *s, const uint8_t *end,
                    uint32_t n)
 {
@@ -483,20 +484,21 @@ static int ix_open(ixsec *x, const uint8_t *s, const uint8_t *end,
         return 0;
     }
     x->ngroups = (n + GROUP - 1) / GROUP;
-    x->groups = p;
-    x->gend = end;
     if (x->ngroups > 1) {
         if (end - p < 2)
             return -1;
-        x->rw = end[-2];
-        x->ow = end[-1];
+        x->rw = p[0];
+        x->ow = p[1];
+        p += 2;
         if (x->rw < 1 || x->rw > 64 || x->ow < 1 || x->ow > 32)
             return -1;
         uint64_t bits = (uint64_t)(x->ngroups - 1) * (x->rw + x->ow);
-        if ((bits + 7) / 8 > (uint64_t)(end - 2 - p))
+        if ((bits + 7) / 8 > (uint64_t)(end - p))
             return -1;
-        x->gend = end - 2 - (bits + 7) / 8;
+        x->index = p;
+        p += (bits + 7) / 8;
     }
+    x->groups = p;
     return 0;
 }
 
@@ -506,7 +508,7 @@ static inline uint64_t ix_rel(const ixsec *x, uint32_t g)
     if (g == 0)
         return 0;
     uint64_t pos = (uint64_t)(g - 1) * (x->rw + x->ow);
-    return get_bits(x->gend, x->end, pos, x->rw);
+    return get_bits(x->index, x->end, pos, x->rw);
 }
 
 /* Where group g's header starts, from group 0's. */
@@ -515,7 +517,7 @@ static inline uint64_t ix_off(const ixsec *x, uint32_t g)
     if (g == 0)
         return 0;
     uint64_t pos = (uint64_t)(g - 1) * (x->rw + x->ow) + x->rw;
-    return get_bits(x->gend, x->end, pos, x->ow);
+    return get_bits(x->index, x->end, pos, x->ow);
 }
 
 /* Reads group g (< ngroups) of a grouped section; *after = just past it.
@@ -524,12 +526,12 @@ static int ix_group(const ixsec *x, uint32_t g, grp *gr,
                     const uint8_t **after)
 {
     uint64_t rel = ix_rel(x, g), off = ix_off(x, g);
-    if (rel > UINT64_MAX - x->first || off >= (uint64_t)(x->gend - x->groups))
+    if (rel > UINT64_MAX - x->first || off >= (uint64_t)(x->end - x->groups))
         return -1;
     const uint8_t *p = x->groups + off;
     gr->first = x->first + rel;
     gr->start = g * GROUP;
-    if (grp_body(&p, x->gend, x->n, gr))
+    if (grp_body(&p, x->end, x->n, gr))
         return -1;
     *after = p;
     return 0;
@@ -571,7 +573,7 @@ static int ix_search(const uint8_t *s, const uint8_t *end, uint32_t n,
         return 0;
     }
     if (ix_group(&x, ix_group_of(&x, key), &gr, &after) ||
-        grp_base(&gr, x.gend))
+        grp_base(&gr, end))
         return -1;
     uint64_t k;
     uint32_t j = grp_find(&gr, end, key, &k);
@@ -592,7 +594,7 @@ static int ix_key_at(const uint8_t *s, const uint8_t *end, uint32_t n,
         *out = x.first + idx * x.step;
         return 0;
     }
-    if (ix_group(&x, idx / GROUP, &gr, &after) || grp_base(&gr, x.gend))
+    if (ix_group(&x, idx / GROUP, &gr, &after) || grp_base(&gr, end))
         return -1;
     *out = grp_key(&gr, end, idx % GROUP);
     return 0;
@@ -1388,15 +1390,25 @@ static uint64_t group_len(const uint64_t *k, uint32_t cnt)
     return 1 + vlen(base) + packed_bytes(cnt, width);
 }
 
-/* Bytes of the index of a grouped section whose last group starts at
- * last_off: the records and the two widths. */
-static uint64_t index_len(const bn_node *node, uint64_t last_off)
+/* The index widths of a grouped section whose last group starts at
+ * last_off; both 0 when it has one group (no index). */
+static void index_widths(const bn_node *node, uint64_t last_off,
+                         bn_layout *lay)
+{
+    uint32_t last = (node->n - 1) / GROUP;
+    lay->ix_rw = last ? (uint8_t)bit_len(node->k64[last * GROUP] -
+                                         node->k64[0])
+                      : 0;
+    lay->ix_ow = last ? (uint8_t)bit_len(last_off) : 0;
+}
+
+/* Bytes of the index and its two widths. */
+static uint64_t index_len(const bn_node *node, const bn_layout *lay)
 {
     uint32_t last = (node->n - 1) / GROUP;
     if (last == 0)
         return 0;
-    unsigned rw = bit_len(node->k64[last * GROUP] - node->k64[0]);
-    return ((uint64_t)last * (rw + bit_len(last_off)) + 7) / 8 + 2;
+    return 2 + ((uint64_t)last * (lay->ix_rw + lay->ix_ow) + 7) / 8;
 }
 
 /* Format 2's walked form: each group starts with gdelta. */
@@ -1410,7 +1422,8 @@ static uint64_t walked_keys_len(const bn_node *node)
     return len;
 }
 
-static uint64_t u64_keys_len(const bn_node *node)
+/* The indexed form's length; the index widths into lay. */
+static uint64_t u64_keys_len(const bn_node *node, bn_layout *lay)
 {
     uint64_t step, len = 0, off = 0;
     if (node->n == 0)
@@ -1420,13 +1433,12 @@ static uint64_t u64_keys_len(const bn_node *node)
         return len;
     if (evenly_spaced(node, &step))
         return len + 1 + vlen(step);
-    for (uint32_t g = 0; g < node->n; g += GROUP) {
-        if (g + GROUP >= node->n)
-            return len + 1 + off + group_len(node->k64 + g, node->n - g) +
-                   index_len(node, off);
+    for (uint32_t g = 0; g + GROUP < node->n; g += GROUP)
         off += group_len(node->k64 + g, GROUP);
-    }
-    return 0; /* not reached: n > 0 */
+    uint32_t last = (node->n - 1) / GROUP * GROUP;
+    index_widths(node, off, lay);
+    return len + 1 + index_len(node, lay) + off +
+           group_len(node->k64 + last, node->n - last);
 }
 
 static inline const uint8_t *key_bytes(const bn_node *node, uint32_t i)
@@ -1485,7 +1497,7 @@ static uint64_t get_layout(const bn_node *node, bn_layout *lay)
     memset(lay, 0, sizeof *lay);
     if (node->kind == BONSAI_KEY_U64) {
         lay->keys_len =
-            node->walked ? walked_keys_len(node) : u64_keys_len(node);
+            node->walked ? walked_keys_len(node) : u64_keys_len(node, lay);
     } else {
         lay->ents_len = byte_ents_len(node);
         lay->keys_len = lay->ents_len +
@@ -1552,38 +1564,17 @@ static int encodable(const bn_node *node, unsigned vform)
     return 1;
 }
 
-/* Bytes of the full group (GROUP entries) just written at q. */
-static size_t written_group_len(const uint8_t *q)
+/* ORs v's low width bits into the zeroed bit stream s at bit pos. */
+static void put_bits_at(uint8_t *s, uint64_t pos, uint64_t v, unsigned width)
 {
-    size_t i = 1; /* past width; then base's bytes */
-    while (q[i] & 0x80)
-        i++;
-    return i + 1 + packed_bytes(GROUP, q[0]);
-}
-
-/* Writes the index of the groups just written from g0: each later
- * group's first key less key 0 (rel) and where it starts (off), then the
- * two widths. */
-static uint8_t *put_index(const bn_node *node, const uint8_t *g0,
-                          uint8_t *p)
-{
-    uint32_t last = (node->n - 1) / GROUP;
-    const uint8_t *q = g0;
-    for (uint32_t g = 0; g < last; g++)
-        q += written_group_len(q);
-    unsigned rw = bit_len(node->k64[last * GROUP] - node->k64[0]);
-    unsigned ow = bit_len((uint64_t)(q - g0));
-    bitw w = {p, 0, 0};
-    q = g0;
-    for (uint32_t g = 1; g <= last; g++) {
-        q += written_group_len(q);
-        bitw_put(&w, node->k64[g * GROUP] - node->k64[0], rw);
-        bitw_put(&w, (uint64_t)(q - g0), ow);
+    while (width > 0) {
+        unsigned sh = (unsigned)(pos & 7), take = 8 - sh;
+        take = take < width ? take : width;
+        s[pos >> 3] |= (uint8_t)((v & ((1u << take) - 1)) << sh);
+        v = take < 64 ? v >> take : 0;
+        pos += take;
+        width -= take;
     }
-    p = bitw_end(&w);
-    *p++ = (uint8_t)rw;
-    *p++ = (uint8_t)ow;
-    return p;
 }
 
 /* Writes one group's width, base and deltas; NULL if its keys, or its
@@ -1615,8 +1606,11 @@ static uint8_t *put_walked_keys(const bn_node *node, uint8_t *p)
     return p;
 }
 
-/* Writes the key section; NULL if the keys do not strictly increase. */
-static uint8_t *put_u64_keys(const bn_node *node, uint8_t *p)
+/* Writes the key section in the indexed form, with the index widths
+ * lay measured; NULL if the keys do not strictly increase or no longer
+ * fit those widths. */
+static uint8_t *put_u64_keys(const bn_node *node, uint8_t *p,
+                             const bn_layout *lay)
 {
     uint64_t step;
     if (node->n == 0)
@@ -1629,10 +1623,26 @@ static uint8_t *put_u64_keys(const bn_node *node, uint8_t *p)
         return varint_put(p, step);
     }
     *p++ = 1;
+    uint8_t *index = p + 2;
+    unsigned rw = lay->ix_rw, ow = lay->ix_ow, rec = rw + ow;
+    if (node->n > GROUP) {
+        p[0] = (uint8_t)rw;
+        p[1] = (uint8_t)ow;
+        p = index + index_len(node, lay) - 2;
+        memset(index, 0, (size_t)(p - index));
+    }
     uint8_t *g0 = p;
-    for (uint32_t g = 0; g < node->n && p; g += GROUP)
+    for (uint32_t g = 0; g < node->n && p; g += GROUP) {
+        if (g > 0) {
+            uint64_t rel = node->k64[g] - node->k64[0], off = (uint64_t)(p - g0);
+            if (bit_len(rel) > rw || bit_len(off) > ow)
+                return NULL;
+            put_bits_at(index, (uint64_t)(g / GROUP - 1) * rec, rel, rw);
+            put_bits_at(index, (uint64_t)(g / GROUP - 1) * rec + rw, off, ow);
+        }
         p = put_group(node, g, p);
-    return p && node->n > GROUP ? put_index(node, g0, p) : p;
+    }
+    return p;
 }
 
 static uint8_t *put_byte_keys(const bn_node *node, uint8_t *p,
@@ -1699,7 +1709,8 @@ int bn_encode_laid(const bn_node *node, const bn_layout *laid, uint8_t *out,
 
     uint8_t *p = out + BN_HEADER_SIZE;
     if (node->kind == BONSAI_KEY_U64) {
-        p = node->walked ? put_walked_keys(node, p) : put_u64_keys(node, p);
+        p = node->walked ? put_walked_keys(node, p)
+                         : put_u64_keys(node, p, &lay);
         if (!p) /* out's bytes so far mean nothing */
             return BONSAI_INVALID;
     } else {
@@ -1803,7 +1814,7 @@ static int ix_index_minimal(const ixsec *x)
     if (bit_len(ix_rel(x, last)) != x->rw || bit_len(ix_off(x, last)) != x->ow)
         return 0;
     uint64_t bits = (uint64_t)last * (x->rw + x->ow);
-    return bits % 8 == 0 || (x->end[-3] >> (bits % 8)) == 0;
+    return bits % 8 == 0 || (x->groups[-1] >> (bits % 8)) == 0;
 }
 
 /* The grouped form's groups, each where the one before ended, checked as
@@ -1815,7 +1826,7 @@ static int ix_decode_groups(const ixsec *x, uint64_t *k)
     grp gr;
     for (uint32_t g = 0; g < x->ngroups; g++) {
         if (ix_group(x, g, &gr, &after) || gr.base_at - 1 != at ||
-            grp_base(&gr, x->gend))
+            grp_base(&gr, x->end))
             return BONSAI_CORRUPT;
         if (g > 0 && gr.first <= k[gr.start - 1])
             return BONSAI_CORRUPT;
@@ -1825,7 +1836,7 @@ static int ix_decode_groups(const ixsec *x, uint64_t *k)
                 (g == 0 || gr.first - k[gr.start - 1] == k[1] - k[0]);
         at = after;
     }
-    if (at != x->gend || even || (x->ngroups > 1 && !ix_index_minimal(x)))
+    if (at != x->end || even || (x->ngroups > 1 && !ix_index_minimal(x)))
         return BONSAI_CORRUPT;
     return 0;
 }
