@@ -139,11 +139,24 @@ static void rehash(putbuf *b)
     }
 }
 
+/* The first capacity of a batch: half the last large batch, so that a
+ * batch as large grows once rather than from 1024 by doubling, each
+ * doubling a rehash (a cache miss an entry: most of a large batch's
+ * hashing), and a batch much smaller does not fill a hash of the old
+ * size (a hash's pages are all touched soon: it is probed at random). */
+static uint32_t first_cap(const putbuf *b)
+{
+    uint32_t cap = 1024;
+    while (cap < b->hint / 2 && cap < UINT32_MAX / 8)
+        cap *= 2;
+    return cap;
+}
+
 static int grow_entries(putbuf *b)
 {
     if (b->cap >= UINT32_MAX / 4)
         return BONSAI_NOMEM;
-    uint32_t cap = b->cap ? b->cap * 2 : 1024;
+    uint32_t cap = b->cap ? b->cap * 2 : first_cap(b);
     uint32_t nslots = cap * 2;
     pb_entry *e = realloc(b->e, (size_t)cap * sizeof *e);
     if (!e)
@@ -395,7 +408,9 @@ void pb_sort(putbuf *b)
 void pb_keep_from(putbuf *b, uint32_t i)
 {
     if (i >= b->n && b->cap >= KEEP_CAP) {
+        uint32_t n = b->n;
         pb_free(b); /* the write cache's decoded nodes want the memory */
+        b->hint = n;
         return;
     }
     if (i >= b->n) {

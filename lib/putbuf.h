@@ -34,6 +34,7 @@ typedef struct putbuf {
     uint32_t nslots; /* a power of two, at least 2 * cap */
     uint8_t *arena;  /* key bytes and values, live or replaced */
     size_t alen, acap;
+    uint32_t hint;   /* entries of the last batch that freed the arrays */
 } putbuf;
 
 void pb_init(putbuf *b, unsigned kind);
