@@ -4,13 +4,15 @@
  * is decided in room.c).
  *
  * Budget: db->cache_bytes counts the memory of decoded leaves and changed
- * branches.  It is recounted every RECOUNT_EVERY changes, or every twice
- * the decoded leaves' number of changes if more, rather than kept exact,
- * so the cache may overshoot its budget by that many changes (an entry's
- * key and value references, about 17 bytes each, against the several KiB
- * each decoded leaf holds: well under 1 %).  A recount reads every
- * decoded leaf, a cache miss each; once a quarter leaf a change, it took
- * a fifth of a random fill's time at 100 M keys.
+ * branches.  It is recounted rather than kept exact: after RECOUNT_EVERY
+ * changes at least, once the changes since the last recount reach twice
+ * the decoded leaves counted then, or the leaves decoded since reach an
+ * eighth of them.  So the cache overshoots its budget by at most that
+ * many changes (an entry's key and value references, about 17 bytes each
+ * against the several KiB a decoded leaf holds) and an eighth of its
+ * leaves.  A recount reads every decoded leaf, a cache miss each: once
+ * a quarter leaf a change, it took a fifth of a random fill's time at
+ * 100 M keys; now a change pays half a leaf's visit, a decode eight.
  */
 #include "cache.h"
 
@@ -52,6 +54,7 @@ static void recount(bonsai_db *db)
     }
     db->cache_bytes = bytes;
     db->changes = 0;
+    db->leaves_counted = db->leaves.n;
 }
 
 void cache_note_failure(bonsai_db *db, int rc)
@@ -111,11 +114,13 @@ static int over_budget(const bonsai_db *db)
 
 int cache_after_change(bonsai_db *db)
 {
-    /* a recount walks every decoded leaf: at most once per 2 leaves
-     * changes, so its cost per change stays constant however many a
-     * large cache holds (the overshoot stays a small fraction) */
+    /* a recount walks every decoded leaf: its cost per change and per
+     * decoded leaf stays constant however many a large cache holds */
+    size_t counted = db->leaves_counted;
+    size_t decoded = db->leaves.n > counted ? db->leaves.n - counted : 0;
     if (++db->changes >= RECOUNT_EVERY &&
-        (uint64_t)db->changes >= 2 * (uint64_t)db->leaves.n)
+        ((uint64_t)db->changes >= 2 * (uint64_t)counted ||
+         decoded >= counted / 8))
         recount(db);
     note_dirty_age(db);
     int old = db->opt.flush_delay_ms && db->dirty.n &&
