@@ -438,6 +438,21 @@ static uint32_t grp_find(const grp *gr, const uint8_t *end, uint64_t key,
     return j;
 }
 
+/* *pos = the first index from the group on whose key >= key, *eq = it
+ * equals key, for a group (read by grp_next or ix_group) whose first key
+ * is <= key.  Returns 0 or -1. */
+static int grp_search(grp *gr, const uint8_t *end, uint64_t key,
+                      uint32_t *pos, int *eq)
+{
+    if (grp_base(gr, end))
+        return -1;
+    uint64_t k;
+    uint32_t j = grp_find(gr, end, key, &k);
+    *pos = gr->start + j;
+    *eq = j < gr->cnt && k == key;
+    return 0;
+}
+
 /* Key j of a group whose base grp_base read. */
 static uint64_t grp_key(const grp *gr, const uint8_t *end, uint32_t j)
 {
@@ -572,14 +587,9 @@ static int ix_search(const uint8_t *s, const uint8_t *end, uint32_t n,
         *eq = q < n && exact;
         return 0;
     }
-    if (ix_group(&x, ix_group_of(&x, key), &gr, &after) ||
-        grp_base(&gr, end))
+    if (ix_group(&x, ix_group_of(&x, key), &gr, &after))
         return -1;
-    uint64_t k;
-    uint32_t j = grp_find(&gr, end, key, &k);
-    *pos = gr.start + j;
-    *eq = j < gr.cnt && k == key;
-    return 0;
+    return grp_search(&gr, end, key, pos, eq);
 }
 
 static int ix_key_at(const uint8_t *s, const uint8_t *end, uint32_t n,
@@ -621,13 +631,7 @@ static int walk_search(const uint8_t *s, const uint8_t *end, uint32_t n,
             break;
         cur = next;
     }
-    if (grp_base(&cur, end))
-        return -1;
-    uint64_t k;
-    uint32_t j = grp_find(&cur, end, key, &k);
-    *pos = cur.start + j;
-    *eq = j < cur.cnt && k == key;
-    return 0;
+    return grp_search(&cur, end, key, pos, eq);
 }
 
 static int walk_key_at(const uint8_t *s, const uint8_t *end, uint32_t n,
