@@ -590,7 +590,6 @@ int bonsai_db_stat(bonsai_db *db, bonsai_stat *st)
 
 /* ---- changing the cap ---------------------------------------------------- */
 
-
 /* The cap of the open store, then (files) recorded in a commit. */
 static int set_cap(bonsai_db *db, uint64_t bytes)
 {

@@ -1415,28 +1415,33 @@ static uint64_t index_len(const bn_node *node, const bn_layout *lay)
     return 2 + ((uint64_t)last * (lay->ix_rw + lay->ix_ow) + 7) / 8;
 }
 
+/* Group g's gdelta in format 2's walked form. */
+static uint64_t walked_gdelta(const bn_node *node, uint32_t g)
+{
+    return g ? node->k64[g] - node->k64[g - GROUP] : node->k64[0];
+}
+
 /* Format 2's walked form: each group starts with gdelta. */
 static uint64_t walked_keys_len(const bn_node *node)
 {
     uint64_t len = 0;
-    for (uint32_t g = 0; g < node->n; g += GROUP) {
-        uint64_t gdelta = g ? node->k64[g] - node->k64[g - GROUP] : node->k64[0];
-        len += vlen(gdelta) + group_len(node->k64 + g, min_u32(GROUP, node->n - g));
-    }
+    for (uint32_t g = 0; g < node->n; g += GROUP)
+        len += vlen(walked_gdelta(node, g)) +
+               group_len(node->k64 + g, min_u32(GROUP, node->n - g));
     return len;
 }
 
-/* The indexed form's length; the index widths into lay. */
+/* The indexed form's length; its step or index widths into lay. */
 static uint64_t u64_keys_len(const bn_node *node, bn_layout *lay)
 {
-    uint64_t step, len = 0, off = 0;
+    uint64_t len = 0, off = 0;
     if (node->n == 0)
         return 0;
     len = vlen(node->k64[0]);
     if (node->n == 1)
         return len;
-    if (evenly_spaced(node, &step))
-        return len + 1 + vlen(step);
+    if (evenly_spaced(node, &lay->ix_step))
+        return len + 1 + vlen(lay->ix_step);
     for (uint32_t g = 0; g + GROUP < node->n; g += GROUP)
         off += group_len(node->k64 + g, GROUP);
     uint32_t last = (node->n - 1) / GROUP * GROUP;
@@ -1603,28 +1608,26 @@ static uint8_t *put_group(const bn_node *node, uint32_t g, uint8_t *p)
 static uint8_t *put_walked_keys(const bn_node *node, uint8_t *p)
 {
     for (uint32_t g = 0; g < node->n && p; g += GROUP) {
-        p = varint_put(p, g ? node->k64[g] - node->k64[g - GROUP]
-                            : node->k64[0]);
+        p = varint_put(p, walked_gdelta(node, g));
         p = put_group(node, g, p);
     }
     return p;
 }
 
-/* Writes the key section in the indexed form, with the index widths
- * lay measured; NULL if the keys do not strictly increase or no longer
- * fit those widths. */
+/* Writes the key section in the indexed form, with the step or index
+ * widths lay measured; NULL if the keys do not strictly increase or no
+ * longer fit those widths. */
 static uint8_t *put_u64_keys(const bn_node *node, uint8_t *p,
                              const bn_layout *lay)
 {
-    uint64_t step;
     if (node->n == 0)
         return p;
     p = varint_put(p, node->k64[0]);
     if (node->n == 1)
         return p;
-    if (evenly_spaced(node, &step)) {
+    if (lay->ix_step) {
         *p++ = 0;
-        return varint_put(p, step);
+        return varint_put(p, lay->ix_step);
     }
     *p++ = 1;
     uint8_t *index = p + 2;
@@ -1638,7 +1641,8 @@ static uint8_t *put_u64_keys(const bn_node *node, uint8_t *p,
     uint8_t *g0 = p;
     for (uint32_t g = 0; g < node->n && p; g += GROUP) {
         if (g > 0) {
-            uint64_t rel = node->k64[g] - node->k64[0], off = (uint64_t)(p - g0);
+            uint64_t rel = node->k64[g] - node->k64[0];
+            uint64_t off = (uint64_t)(p - g0);
             if (bit_len(rel) > rw || bit_len(off) > ow)
                 return NULL;
             put_bits_at(index, (uint64_t)(g / GROUP - 1) * rec, rel, rw);

@@ -82,6 +82,7 @@ typedef struct bn_layout {
     unsigned vform;    /* leaf: BN_F_VALS_EMPTY, _FIXED, BN_F_OVERFLOW or 0 */
     uint64_t tail_len; /* the value or child section */
     uint32_t count;    /* entries when measured */
+    uint64_t ix_step;  /* u64 keys evenly spaced: the step; else 0 */
     uint8_t ix_rw;     /* u64 keys in groups: index widths (0: no index) */
     uint8_t ix_ow;
 } bn_layout;

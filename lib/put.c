@@ -147,10 +147,17 @@ int put_append_direct(bonsai_db *db, map_slot *s, bn_key key,
     return change_settle_cached(db, rc, gen0);
 }
 
+/* The key and value bytes a waiting put holds (a u64 key sits in its
+ * record). */
+static size_t entry_payload(const bt_tree *t, bn_key key, uint32_t vlen)
+{
+    return (t->kind == BONSAI_KEY_U64 ? 0 : key.len) + vlen;
+}
+
 static size_t entry_bytes(const bt_tree *t, bn_key key, uint32_t vlen)
 {
-    size_t k = t->kind == BONSAI_KEY_U64 ? 0 : key.len;
-    return sizeof(pb_entry) + 2 * sizeof(uint64_t) + k + vlen;
+    return sizeof(pb_entry) + 2 * sizeof(uint64_t) +
+           entry_payload(t, key, vlen);
 }
 
 /* The putbuf b held mem0 bytes of memory and payload0 of keys and values
@@ -198,8 +205,7 @@ static int choose(bonsai_db *db, const bt_tree *t, bn_key key, uint32_t vlen)
     if (db->waiting_bytes + entry_bytes(t, key, vlen) >
             waiting_budget(db) ||
         !room_waiting(db, room_put_any(db, t), db->waiting + 1,
-                      db->waiting_payload + vlen +
-                          (t->kind == BONSAI_KEY_U64 ? 0 : key.len)))
+                      db->waiting_payload + entry_payload(t, key, vlen)))
         return db->waiting ? GO_APPLY_FIRST : GO_NOW;
     return GO_WAIT;
 }
