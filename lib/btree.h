@@ -194,6 +194,12 @@ int bt_finger_leaves(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
  * before its search. */
 void bt_prefetch_keys(const bonsai_db *db, const bt_rd *rd, bn_child ref);
 
+/* Once a leaf's first bytes are there (bt_finger_leaves asked for them),
+ * asks the CPU for the part of it a search for key reads: for a u64 leaf
+ * in the indexed form, key's group alone. */
+void bt_prefetch_search(const bonsai_db *db, const bt_rd *rd, unsigned kind,
+                        bn_child leaf, bn_key key);
+
 /* bt_get's last step: key's value in the leaf bt_finger_leaves gave. */
 int bt_leaf_get(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
                 bn_child leaf, bn_key key, bonsai_val *val);

@@ -8,11 +8,11 @@
  * the branches above stay there too, and a key goes down without a
  * search where the key before it went (bt_finger).  They go in groups of
  * BT_FINGER_KEYS: the group descends level by level, the nodes of each
- * level prefetched before they are searched, then its leaves' keys are
- * prefetched, and it is searched once the next group has come so far, so
- * that the cache misses of many keys overlap.  A value of an unpacked
- * (compressed) leaf is copied aside (pk_keep): the unpack cache may reuse
- * the leaf's buffer before the batch ends.
+ * level prefetched before they are searched; one group later the part of
+ * each leaf its key's search reads is prefetched, and one group after
+ * that it is searched, so that the cache misses of many keys overlap.  A
+ * value of an unpacked (compressed) leaf is copied aside (pk_keep): the
+ * unpack cache may reuse the leaf's buffer before the batch ends.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -197,11 +197,6 @@ static int keep(pk_cache *uc, bonsai_val *val)
     return rc;
 }
 
-static int same_leaf(bn_child a, bn_child b)
-{
-    return a.mem == b.mem && (a.mem || a.ext.pgno == b.ext.pgno);
-}
-
 /* A group of the sorted keys, order[from, to), and what each still needs
  * once the leaves of those to search are found. */
 enum { DONE, SAME_AS_BEFORE, SEARCH };
@@ -271,8 +266,8 @@ static int search(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
     return 0;
 }
 
-/* The group of keys from `from` on: what needs no leaf is answered, the
- * leaves of the others are found, and their keys asked for. */
+/* The group of keys from `from` on: what needs no leaf is answered, and
+ * the leaves of the others are found (their first bytes asked for). */
 static int find_group(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
                       bt_finger *f, batch *b, group *g, size_t from)
 {
@@ -282,13 +277,22 @@ static int find_group(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
     int rc = g->n ? bt_finger_leaves(db, rd, t, f, g->keys, g->n, g->leaves)
                   : 0;
     g->empty = rc == BONSAI_NOTFOUND;
-    if (rc && !g->empty)
-        return rc;
-    for (unsigned j = 0; !g->empty && j < g->n; j++)
-        if (j == 0 || !same_leaf(g->leaves[j], g->leaves[j - 1]))
-            bt_prefetch_keys(db, rd, g->leaves[j]);
-    return 0;
+    return rc && !g->empty ? rc : 0;
 }
+
+/* Asks for the part of each leaf the group's searches read, once the
+ * leaves' first bytes, which say where that part is, have come. */
+static void aim(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
+                const group *g)
+{
+    for (unsigned j = 0; !g->empty && j < g->n; j++)
+        bt_prefetch_search(db, rd, t->kind, g->leaves[j], g->keys[j]);
+}
+
+/* Groups pass three stages, one group a stage at a time: found, aimed,
+ * searched.  Each stage's cache misses have the time of the other two
+ * groups' work to come. */
+#define STAGES 3u
 
 static int batch_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
 {
@@ -302,18 +306,16 @@ static int batch_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     /* this batch's values replace the last one's */
     pk_keep_reset(rd.uc);
     b->waiting = !(txn && txn->rdonly);
-    /* a group is searched once the next one's leaves are found and
-     * asked for: their cache misses overlap the search */
-    group g[2];
-    rc = find_group(db, &rd, t, f, b, &g[0], 0);
-    for (unsigned cur = 0; rc == 0; cur ^= 1) {
-        const group *now = &g[cur];
-        if (now->to < b->n)
-            rc = find_group(db, &rd, t, f, b, &g[cur ^ 1], now->to);
-        if (rc == 0)
-            rc = search(db, &rd, t, b, now);
-        if (now->to == b->n)
-            break;
+    group g[STAGES];
+    size_t groups = (b->n + BT_FINGER_KEYS - 1) / BT_FINGER_KEYS;
+    for (size_t k = 0; rc == 0 && k < groups + STAGES - 1; k++) {
+        if (k < groups)
+            rc = find_group(db, &rd, t, f, b, &g[k % STAGES],
+                            k * BT_FINGER_KEYS);
+        if (rc == 0 && k >= 1 && k - 1 < groups)
+            aim(db, &rd, t, &g[(k - 1) % STAGES]);
+        if (rc == 0 && k >= 2 && k - 2 < groups)
+            rc = search(db, &rd, t, b, &g[(k - 2) % STAGES]);
     }
     bt_finger_free(f);
     return rc;

@@ -845,6 +845,26 @@ int bn_img_search(const uint8_t *img, const bn_info *info, unsigned kind,
     return 0;
 }
 
+void bn_img_search_span(const uint8_t *img, const bn_info *info,
+                        unsigned kind, bn_key key, size_t *off, size_t *len)
+{
+    const uint8_t *s = img + BN_HEADER_SIZE, *end = s + info->keys_len;
+    ixsec x;
+    *off = BN_HEADER_SIZE;
+    *len = info->keys_len;
+    if (kind != BONSAI_KEY_U64 || !(info->flags & BN_F_KEY_INDEX) ||
+        info->count < 2 || ix_open(&x, s, end, info->count) ||
+        x.ngroups < 2 || key.u <= x.first)
+        return;
+    uint32_t g = ix_group_of(&x, key.u);
+    uint64_t from = ix_off(&x, g), size = (uint64_t)(end - x.groups);
+    uint64_t to = g + 1 < x.ngroups ? ix_off(&x, g + 1) : size;
+    if (from < to && to <= size) {
+        *off = (size_t)(x.groups - img) + (size_t)from;
+        *len = (size_t)(to - from);
+    }
+}
+
 int bn_img_key(const uint8_t *img, const bn_info *info, unsigned kind,
                uint32_t idx, uint8_t *buf, bn_key *out)
 {

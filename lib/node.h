@@ -163,6 +163,14 @@ int bn_img_check(const uint8_t *img, size_t avail, unsigned kind,
 int bn_img_search(const uint8_t *img, const bn_info *info, unsigned kind,
                   bn_key key, uint32_t *idx, int *found);
 
+/* The bytes [*off, *off + *len) of an image that bn_img_search reads
+ * for key beyond the header and a u64 section's index: key's group of an
+ * indexed u64 section, else the whole key section.  Reads the header and
+ * the index, so a batch asks for those first and for the span later.  An
+ * unreadable section gives the whole key section (the search reports it). */
+void bn_img_search_span(const uint8_t *img, const bn_info *info,
+                        unsigned kind, bn_key key, size_t *off, size_t *len);
+
 /* Key idx of an image.  Byte keys are rebuilt into buf (BONSAI_MAX_KEY
  * bytes) and out->b points there.  Returns 0 or BONSAI_CORRUPT. */
 int bn_img_key(const uint8_t *img, const bn_info *info, unsigned kind,

@@ -544,6 +544,27 @@ void bt_prefetch_keys(const bonsai_db *db, const bt_rd *rd, bn_child ref)
         __builtin_prefetch(p + i);
 }
 
+void bt_prefetch_search(const bonsai_db *db, const bt_rd *rd, unsigned kind,
+                        bn_child leaf, bn_key key)
+{
+    if (leaf.mem) {
+        bt_prefetch_keys(db, rd, leaf);
+        return;
+    }
+    if (!tree_ext_ok(db, rd->end, leaf.ext))
+        return;
+    const uint8_t *p = tree_ext_ptr(db, leaf.ext);
+    bn_info info;
+    size_t off, len;
+    if (pk_is_packed(p) ||
+        bn_img_check(p, (size_t)leaf.ext.npages * db->page_size, kind, 0,
+                     &info))
+        return; /* unpacked whole, or a search that will fail anyway */
+    bn_img_search_span(p, &info, kind, key, &off, &len);
+    for (size_t i = off & ~(size_t)63; i < off + len; i += 64)
+        __builtin_prefetch(p + i);
+}
+
 /* From the branch at `at` to its child for key, into *to: the child's
  * range ends at the next separator or, past the last, where at's does.  A
  * separator beyond at's end is cut to it, so that ranges nest even in a
