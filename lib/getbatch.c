@@ -23,7 +23,7 @@
 #include "put.h"
 #include "txn.h"
 
-/* Runs sorted by insertion before merging. */
+/* Keys few enough to sort by insertion. */
 #define RUN 16u
 
 /* The spreading pass of the sort makes at most 2^this buckets. */
@@ -50,10 +50,11 @@ typedef struct batch {
 
 /* ---- sorting ----------------------------------------------------------- */
 
-/* The number a key sorts by first: a u64 key itself; a byte key's first
- * 8 bytes read big-endian, which orders most pairs of keys without a look
- * at their bytes (ties are broken by them). */
-static uint64_t number_of(const batch *b, size_t i)
+/* The number a key sorts by at byte off: a u64 key itself (off 0); for a
+ * byte key, its bytes [off, off + 8) read big-endian, zeros past its end.
+ * Among keys whose first off bytes are the same, a smaller number means a
+ * smaller key, and equal numbers leave the order to the bytes after. */
+static uint64_t number_at(const batch *b, size_t i, size_t off)
 {
     if (b->ukeys)
         return b->ukeys[i];
@@ -64,10 +65,19 @@ static uint64_t number_of(const batch *b, size_t i)
         return u;
     }
     uint8_t be[8] = {0};
-    memcpy(be, key->data, key->size < 8 ? key->size : 8);
+    if (key->size > off) {
+        size_t len = key->size - off;
+        memcpy(be, (const uint8_t *)key->data + off, len < 8 ? len : 8);
+    }
     return __builtin_bswap64(get_le64(be));
 }
 
+static uint64_t number_of(const batch *b, size_t i)
+{
+    return number_at(b, i, 0);
+}
+
+/* x before y: by number, then (byte keys) by all their bytes. */
 static int bkey_less(const batch *b, const bkey *x, const bkey *y)
 {
     if (x->k != y->k || !b->bytes)
@@ -87,37 +97,6 @@ static void insertion_sort(const batch *b, bkey *a, size_t n)
     }
 }
 
-static void merge(const batch *b, const bkey *l, size_t nl, const bkey *r,
-                  size_t nr, bkey *out)
-{
-    size_t i = 0, j = 0;
-    while (i < nl && j < nr)
-        *out++ = bkey_less(b, &r[j], &l[i]) ? r[j++] : l[i++];
-    memcpy(out, l + i, (nl - i) * sizeof *l);
-    memcpy(out + (nl - i), r + j, (nr - j) * sizeof *r);
-}
-
-/* Sorts a[0, n) by comparison, with room for n more at tmp (unused when
- * n <= RUN): a merge sort, n log n however the keys come. */
-static void merge_sort(const batch *b, bkey *a, bkey *tmp, size_t n)
-{
-    bkey *src = a, *dst = tmp;
-    for (size_t at = 0; at < n; at += RUN)
-        insertion_sort(b, src + at, n - at < RUN ? n - at : RUN);
-    for (size_t w = RUN; w < n; w *= 2) {
-        for (size_t at = 0; at < n; at += 2 * w) {
-            size_t nl = n - at < w ? n - at : w;
-            size_t nr = n - at - nl < w ? n - at - nl : w;
-            merge(b, src + at, nl, src + at + nl, nr, dst + at);
-        }
-        bkey *t = src;
-        src = dst;
-        dst = t;
-    }
-    if (src != a)
-        memcpy(a, src, n * sizeof *a);
-}
-
 /* Bits of a key's number that pick its bucket: about four keys a bucket. */
 static unsigned spread_bits(size_t n)
 {
@@ -127,47 +106,112 @@ static unsigned spread_bits(size_t n)
     return bits;
 }
 
-/* Puts the keys into b->order bucket by bucket, a bucket for each value
- * of the highest `bits` bits in which their numbers differ (differ: the
- * bits in which some differ from the first): the bits above are the same
- * in every key, so the buckets come in key order.  Then c[j] = where
- * bucket j ends (c: 2^bits + 1 counts); *largest = the most keys a bucket
- * got. */
-static void spread(batch *b, uint64_t differ, unsigned bits, size_t *c,
-                   size_t *largest)
+/* Moves a[0, n) bucket by bucket through tmp, a bucket for each value of
+ * the highest `bits` bits in which their numbers differ (differ: the bits
+ * in which some differ from the first): the bits above are the same in
+ * every key, so the buckets come in key order.  Then c[j] = where bucket
+ * j ends (c: 2^bits + 1 counts). */
+static void spread(bkey *a, bkey *tmp, size_t n, uint64_t differ,
+                   unsigned bits, size_t *c)
 {
-    unsigned top = differ ? 64 - (unsigned)__builtin_clzll(differ) : 0;
-    unsigned shift = bits && top > bits ? top - bits : 0; /* < 64 */
+    unsigned top = 64 - (unsigned)__builtin_clzll(differ); /* differ > 0 */
+    unsigned shift = top > bits ? top - bits : 0;          /* < 64 */
     size_t nb = (size_t)1 << bits, mask = nb - 1;
     memset(c, 0, (nb + 1) * sizeof *c);
-    for (size_t i = 0; i < b->n; i++)
-        c[((number_of(b, i) >> shift) & mask) + 1]++;
-    *largest = 0;
-    for (size_t j = 1; j <= nb; j++) {
-        *largest = c[j] > *largest ? c[j] : *largest;
+    for (size_t i = 0; i < n; i++)
+        c[((a[i].k >> shift) & mask) + 1]++;
+    for (size_t j = 1; j <= nb; j++)
         c[j] += c[j - 1];
-    }
     /* c[j], where bucket j starts, moves on to where it ends */
-    for (size_t i = 0; i < b->n; i++) {
-        uint64_t k = number_of(b, i);
-        b->order[c[(k >> shift) & mask]++] = (bkey){k, i};
-    }
+    for (size_t i = 0; i < n; i++)
+        tmp[c[(a[i].k >> shift) & mask]++] = a[i];
+    memcpy(a, tmp, n * sizeof *a);
 }
 
-/* Sorts the keys into b->order: one pass spreads them over buckets (a
- * few keys each for most sets of keys), then each bucket is sorted by
- * comparison.  c: room for 2^bits + 1 counts. */
-static int sort_keys(batch *b, uint64_t differ, unsigned bits, size_t *c)
+/* Keys whose numbers at off are all the same: each takes its number at
+ * off + 8.  Returns 0 when none has bytes there (they are all equal). */
+static int renumber(const batch *b, bkey *a, size_t n, size_t off)
 {
-    size_t largest;
-    spread(b, differ, bits, c, &largest);
-    bkey *tmp = NULL;
-    if (largest > RUN && !(tmp = malloc(largest * sizeof *tmp)))
-        return BONSAI_NOMEM;
-    for (size_t j = 0, from = 0; j < (size_t)1 << bits; from = c[j++])
-        merge_sort(b, b->order + from, tmp, c[j] - from);
-    free(tmp);
+    int more = 0;
+    for (size_t i = 0; i < n; i++) {
+        a[i].k = number_at(b, a[i].i, off + 8);
+        more |= b->keys[a[i].i].size > off + 8;
+    }
+    return more;
+}
+
+static int sort_range(const batch *b, bkey *a, bkey *tmp, size_t n,
+                      size_t off);
+
+/* Sorts the buckets of a[0, n) that spread left in c, all but the largest
+ * (sort_range's recursion); *big = where that one starts, *nbig its size. */
+static int sort_buckets(const batch *b, bkey *a, bkey *tmp, const size_t *c,
+                        size_t nb, size_t off, size_t *big, size_t *nbig)
+{
+    int rc = 0;
+    *big = *nbig = 0;
+    for (size_t j = 0, from = 0; j < nb; from = c[j++])
+        if (c[j] - from > *nbig) {
+            *big = from;
+            *nbig = c[j] - from;
+        }
+    for (size_t j = 0, from = 0; rc == 0 && j < nb; from = c[j++])
+        if (from != *big)
+            rc = sort_range(b, a + from, tmp + from, c[j] - from, off);
+    return rc;
+}
+
+/* Sorts a[0, n), whose keys share their first off bytes and carry their
+ * numbers at off, with room for n more at tmp: each pass spreads the keys
+ * over buckets of a few keys each, the buckets of more are sorted the
+ * same way (on lower bits), and byte keys equal in all 8 bytes go on to
+ * the next 8.  The largest bucket is sorted by the loop, not a call, so
+ * that calls nest at most log2(n) deep, whatever the keys. */
+static int sort_range(const batch *b, bkey *a, bkey *tmp, size_t n,
+                      size_t off)
+{
+    while (n > RUN) {
+        uint64_t differ = 0;
+        for (size_t i = 1; i < n; i++)
+            differ |= a[i].k ^ a[0].k;
+        if (!differ) {
+            if (!b->bytes || !renumber(b, a, n, off))
+                return 0; /* all the same key */
+            off += 8;
+            continue;
+        }
+        unsigned bits = spread_bits(n);
+        size_t nb = (size_t)1 << bits, big, nbig;
+        size_t *c = malloc((nb + 1) * sizeof *c);
+        if (!c)
+            return BONSAI_NOMEM;
+        spread(a, tmp, n, differ, bits, c);
+        int rc = sort_buckets(b, a, tmp, c, nb, off, &big, &nbig);
+        free(c);
+        if (rc)
+            return rc;
+        a += big;
+        tmp += big;
+        n = nbig;
+    }
+    insertion_sort(b, a, n);
     return 0;
+}
+
+/* Sorts the keys into b->order. */
+static int sort_keys(batch *b)
+{
+    for (size_t i = 0; i < b->n; i++)
+        b->order[i] = (bkey){number_of(b, i), i};
+    bkey *tmp = malloc(b->n * sizeof *tmp);
+    if (!tmp)
+        return BONSAI_NOMEM;
+    int rc = sort_range(b, b->order, tmp, b->n, 0);
+    free(tmp);
+    /* keys compared later (a key repeated) carry their numbers at 0 */
+    for (size_t i = 0; b->bytes && i < b->n; i++)
+        b->order[i].k = number_of(b, b->order[i].i);
+    return rc;
 }
 
 /* ---- lookups ----------------------------------------------------------- */
@@ -323,17 +367,14 @@ static int batch_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
 
 /* ---- the calls --------------------------------------------------------- */
 
-/* Checks every key for the map; *differ = the bits in which some key's
- * number differs from the first's.  0, BONSAI_KEYSIZE, BONSAI_INVALID. */
-static int check_keys(const batch *b, uint64_t *differ)
+/* Checks every key for the map.  0, BONSAI_KEYSIZE, BONSAI_INVALID. */
+static int check_keys(const batch *b)
 {
-    *differ = 0;
-    for (size_t i = 0; i < b->n; i++) {
+    for (size_t i = 0; b->keys && i < b->n; i++) {
         bn_key key;
-        int rc = b->keys ? api_key(b->map->kind, &b->keys[i], &key) : 0;
+        int rc = api_key(b->map->kind, &b->keys[i], &key);
         if (rc)
             return rc;
-        *differ |= number_of(b, i) ^ number_of(b, 0);
     }
     return 0;
 }
@@ -345,22 +386,17 @@ static int get_batch(bonsai_txn *txn, batch *b)
     if (!b->vals || !b->found || !(b->ukeys || b->keys))
         return BONSAI_INVALID;
     b->bytes = b->map->kind == BONSAI_KEY_BYTES;
-    uint64_t differ;
-    int rc = check_keys(b, &differ);
+    int rc = check_keys(b);
     if (rc)
         return rc;
-    unsigned bits = differ ? spread_bits(b->n) : 0;
-    size_t counts = ((size_t)1 << bits) + 1;
-    if (b->n > (SIZE_MAX - counts * sizeof(size_t)) / sizeof(bkey))
+    if (b->n > SIZE_MAX / sizeof(bkey))
         return BONSAI_NOMEM;
-    void *mem = malloc(b->n * sizeof(bkey) + counts * sizeof(size_t));
-    if (!mem)
+    if (!(b->order = malloc(b->n * sizeof(bkey))))
         return BONSAI_NOMEM;
-    b->order = mem;
-    rc = sort_keys(b, differ, bits, (size_t *)(b->order + b->n));
+    rc = sort_keys(b);
     if (rc == 0)
         rc = txn_read(b->map->db, txn, batch_fn, b);
-    free(mem);
+    free(b->order);
     return rc;
 }
 
