@@ -6,10 +6,12 @@
  * For every workload (a key stream fixed by the seed and the size) each
  * engine runs in a forked child process of its own, one after the other,
  * the order rotating from workload to workload.  A child loads the stream,
- * then does random lookups of present keys, of absent keys, and a full
- * ordered scan, and reports sizes, times, its peak RSS and digests of what
- * it read back through a pipe.  The parent checks that the engines agree on
- * every lookup and on the scan, prints a table, and writes a CSV.
+ * then does random lookups of present keys, of absent keys, a full
+ * ordered scan, and the same lookups again in batches of BATCH_GETS keys
+ * (only engines with a batched get: bonsai), and reports sizes, times, its
+ * peak RSS and digests of what it read back through a pipe.  The parent
+ * checks that the engines agree on every lookup and on the scan (and the
+ * batched lookups with the single ones), prints a table, and writes a CSV.
  *
  * Engines:
  *   lmdb         a file in --dir (default /tmp): MDB_WRITEMAP, MDB_NOSYNC,
@@ -38,11 +40,13 @@
  * injective (splitmix64 is a bijection; string keys spell the id).
  *
  * Figures: bytes per entry three ways (the store's bytes in use, the file's
- * allocated blocks, the child's peak RSS), inserts/s (the whole load,
- * commits and the final flush included), lookups/s present and absent,
- * scan entries/s (every key and value byte is read), and the ratios of
- * bonsai to LMDB and of bonsai-mem to each peer.  Times include making
- * keys, the same work for every engine.
+ * allocated blocks, the child's peak RSS before the batched lookups),
+ * inserts/s (the whole load, commits and the final flush included),
+ * lookups/s present and absent, single and batched, scan entries/s (every
+ * key and value byte is read), and the ratios of bonsai to LMDB and of
+ * bonsai-mem to each peer (bonsai's batched rates over the other engine's
+ * single ones when it has no batched get).  Times include making keys,
+ * the same work for every engine.
  *
  * Only bonsai's public API (bonsai.h) is used.
  */
@@ -75,6 +79,7 @@
 #define BATCH 1000000u              /* puts per write transaction */
 #define LOOKUPS_PRESENT 5000000.0   /* at scale 1 */
 #define LOOKUPS_ABSENT 1000000.0
+#define BATCH_GETS (1u << 20)       /* keys per batched get */
 #define MAP_SIZE (UINT64_C(64) << 30) /* LMDB mapsize, bonsai max_size */
 #define DEFAULT_SEED UINT64_C(20240601)
 #define MAX_VALUE 16u
@@ -304,6 +309,13 @@ static int is_u64(const struct stream *st)
 
 /* ---- what a child reports ------------------------------------------------- */
 
+/* What one way of looking up (single gets or batched ones) found: the
+ * present keys found, absent keys found, wrong values, and a digest of
+ * every answer in order. */
+struct tally {
+    uint64_t hits, absent_found, bad_values, digest;
+};
+
 struct result {
     int ran;                 /* the child finished and reported */
     char error[ERROR_LEN];   /* empty when all went well */
@@ -311,11 +323,14 @@ struct result {
     uint64_t bytes_used;     /* store bytes in use after the load */
     uint64_t tree_bytes;     /* pages of the map's tree alone */
     uint64_t file_bytes;     /* allocated blocks of the file, 0 in memory */
-    uint64_t peak_rss;       /* bytes */
+    uint64_t peak_rss;       /* bytes, before the batched lookups */
+    uint64_t batch_peak_rss; /* bytes, at the end */
     double wall_s, cpu_s;    /* the whole child: cpu/wall < 1 = it waited */
-    double load_s, hit_s, miss_s, scan_s;
-    uint64_t hits, absent_found, bad_values, scanned;
-    uint64_t lookup_digest, scan_digest;
+    double load_s, hit_s, miss_s, bhit_s, bmiss_s, scan_s;
+    struct tally single;     /* single gets: present keys, then absent */
+    struct tally batch;      /* batched gets of the same keys */
+    int batched;             /* the engine has get_batch */
+    uint64_t scanned, scan_digest;
     int unordered_scan;      /* in no key order: not compared, no rate */
 };
 
@@ -335,6 +350,9 @@ struct ctx {
     bonsai_txn *btxn;        /* NULL in no-transaction mode */
     bonsai_map map;
     int bonsai_txns;
+    void *batch_keys;        /* get_batch's: u64s or bonsai_vals */
+    bonsai_val *batch_vals;
+    size_t batch_cap;        /* entries of both */
     /* the in-memory peers */
     size_t heap0;            /* malloc's bytes in use before the load */
     struct peer *peer;
@@ -361,7 +379,10 @@ static int bonsai_check(struct ctx *c, const char *what, int rc)
 
 /* The operations a child runs, in this order: open; put... with commit
  * after every BATCH puts; end_load (last commit, flush, start reading);
- * stat; get...; scan; close.  get returns 1 found, 0 absent, -1 error. */
+ * stat; get...; get_batch...; scan; close.  get returns 1 found, 0 absent,
+ * -1 error.  get_batch (NULL if the engine has none) looks up n keys at
+ * once: found[i] 1 with v[i], vlen[i] the value (valid until the next
+ * call), or 0; it returns 0 or -1 on an error. */
 struct engine_ops {
     int (*open)(struct ctx *c);
     int (*put)(struct ctx *c, const struct key *k, const void *v, size_t vlen);
@@ -371,6 +392,8 @@ struct engine_ops {
                 uint64_t *tree_bytes);
     int (*get)(struct ctx *c, const struct key *k, const void **v,
                size_t *vlen);
+    int (*get_batch)(struct ctx *c, const struct key *keys, size_t n,
+                     const void **v, size_t *vlen, uint8_t *found);
     int (*scan)(struct ctx *c, uint64_t *count, uint64_t *digest);
     void (*close)(struct ctx *c);
 };
@@ -493,7 +516,7 @@ static void lmdb_close(struct ctx *c)
 
 static const struct engine_ops LMDB_OPS = {
     lmdb_open, lmdb_put, lmdb_commit, lmdb_end_load,
-    lmdb_stat, lmdb_get, lmdb_scan, lmdb_close};
+    lmdb_stat, lmdb_get, NULL, lmdb_scan, lmdb_close};
 
 /* ---- bonsai --------------------------------------------------------------- */
 
@@ -596,6 +619,49 @@ static int bonsai_get_key(struct ctx *c, const struct key *k, const void **v,
     return 1;
 }
 
+/* Grows the arrays of keys and values bonsai's batched get takes to n
+ * entries: u64 keys or bonsai_vals, as the map's keys are. */
+static int bonsai_batch_room(struct ctx *c, size_t n)
+{
+    if (n <= c->batch_cap)
+        return 0;
+    free(c->batch_keys);
+    free(c->batch_vals);
+    c->batch_keys = malloc(n * (is_u64(c->st) ? sizeof(uint64_t)
+                                              : sizeof(bonsai_val)));
+    c->batch_vals = malloc(n * sizeof *c->batch_vals);
+    c->batch_cap = c->batch_keys && c->batch_vals ? n : 0;
+    return c->batch_cap ? 0 : fail(c, "malloc", "out of memory");
+}
+
+/* The batch in the map's key form, with c->btxn as bonsai_get_key does. */
+static int bonsai_get_batch_keys(struct ctx *c, const struct key *keys,
+                                 size_t n, const void **v, size_t *vlen,
+                                 uint8_t *found)
+{
+    int rc;
+    if (bonsai_batch_room(c, n))
+        return -1;
+    if (is_u64(c->st)) {
+        uint64_t *u = c->batch_keys;
+        for (size_t i = 0; i < n; i++)
+            u[i] = keys[i].u;
+        rc = bonsai_get_batch_u64(c->btxn, c->map, u, n, c->batch_vals, found);
+    } else {
+        bonsai_val *s = c->batch_keys;
+        for (size_t i = 0; i < n; i++)
+            s[i] = (bonsai_val){keys[i].len, keys[i].s};
+        rc = bonsai_get_batch(c->btxn, c->map, s, n, c->batch_vals, found);
+    }
+    if (bonsai_check(c, "bonsai_get_batch", rc))
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        v[i] = c->batch_vals[i].data;
+        vlen[i] = c->batch_vals[i].size;
+    }
+    return 0;
+}
+
 static int bonsai_scan(struct ctx *c, uint64_t *count, uint64_t *digest)
 {
     bonsai_cursor *cur;
@@ -623,6 +689,8 @@ static void bonsai_close_store(struct ctx *c)
 {
     bonsai_txn_abort(c->btxn);
     c->btxn = NULL;
+    free(c->batch_keys);
+    free(c->batch_vals);
     int rc = bonsai_close(c->db);
     if (rc != BONSAI_OK && !c->error[0])
         bonsai_check(c, "bonsai_close", rc);
@@ -630,7 +698,8 @@ static void bonsai_close_store(struct ctx *c)
 
 static const struct engine_ops BONSAI_OPS = {
     bonsai_open_store, bonsai_put_key, bonsai_commit_batch, bonsai_end_load,
-    bonsai_stat_store, bonsai_get_key, bonsai_scan, bonsai_close_store};
+    bonsai_stat_store, bonsai_get_key, bonsai_get_batch_keys, bonsai_scan,
+    bonsai_close_store};
 
 /* ---- the in-memory peers -------------------------------------------------- */
 
@@ -741,11 +810,11 @@ static void std_close(struct ctx *c)
 
 static const struct engine_ops STD_MAP_OPS = {
     std_map_open, std_put, peer_nothing, peer_nothing,
-    std_stat, std_get, std_scan, std_close};
+    std_stat, std_get, NULL, std_scan, std_close};
 
 static const struct engine_ops STD_UNORDERED_OPS = {
     std_unordered_open, std_put, peer_nothing, peer_nothing,
-    std_stat, std_get, std_scan, std_close};
+    std_stat, std_get, NULL, std_scan, std_close};
 
 /* Judy: JudyL for u64 keys, JudySL for string keys.  A Judy word holds one
  * pointer: to a malloc'd copy of the value, or to JUDY_EMPTY when values
@@ -871,7 +940,7 @@ static void judy_close(struct ctx *c)
 
 static const struct engine_ops JUDY_OPS = {
     judy_open, judy_put, peer_nothing, peer_nothing,
-    judy_stat, judy_get, judy_scan, judy_close};
+    judy_stat, judy_get, NULL, judy_scan, judy_close};
 
 /* ---- the run in a child --------------------------------------------------- */
 
@@ -928,38 +997,136 @@ static int load(const struct engine_ops *e, struct ctx *c, struct result *r)
     return e->stat(c, &r->entries, &r->bytes_used, &r->tree_bytes);
 }
 
-/* Present lookups check each value against the stream. */
+static uint64_t lookup_id(const struct stream *st, uint64_t q, int absent)
+{
+    return absent ? absent_id(st, q) : present_id(st, q);
+}
+
+/* Counts one lookup's answer into t, a present key's value checked
+ * against the stream, and folds the answer into t's digest.  Inline: it
+ * is in the timed loops, as this code was before it was shared. */
+static inline void tally(const struct stream *st, struct tally *t,
+                         uint64_t id, int absent, int found, const void *v,
+                         size_t vlen)
+{
+    unsigned char want[MAX_VALUE];
+    t->digest = fold(t->digest, (uint64_t)found);
+    if (!found)
+        return;
+    t->digest = fold_bytes(t->digest, v, vlen);
+    if (absent) {
+        t->absent_found++;
+        return;
+    }
+    t->hits++;
+    value_of(st, id, want);
+    if (vlen != st->w->value_len || (vlen && memcmp(v, want, vlen)))
+        t->bad_values++;
+}
+
 static int lookups(const struct engine_ops *e, struct ctx *c,
                    struct result *r, int absent)
 {
     const struct stream *st = c->st;
     uint64_t count = absent ? st->absent : st->present;
-    unsigned char want[MAX_VALUE];
     struct key k;
     double t0 = now();
     for (uint64_t q = 0; q < count; q++) {
-        uint64_t id = absent ? absent_id(st, q) : present_id(st, q);
-        const void *v;
-        size_t vlen;
+        uint64_t id = lookup_id(st, q, absent);
+        const void *v = NULL;
+        size_t vlen = 0;
         key_of(st, id, &k);
         int found = e->get(c, &k, &v, &vlen);
         if (found < 0)
             return -1;
-        r->lookup_digest = fold(r->lookup_digest, (uint64_t)found);
-        if (!found)
-            continue;
-        r->lookup_digest = fold_bytes(r->lookup_digest, v, vlen);
-        if (absent) {
-            r->absent_found++;
-            continue;
-        }
-        r->hits++;
-        value_of(st, id, want);
-        if (vlen != st->w->value_len || (vlen && memcmp(v, want, vlen)))
-            r->bad_values++;
+        tally(st, &r->single, id, absent, found, v, vlen);
     }
     *(absent ? &r->miss_s : &r->hit_s) = now() - t0;
     return 0;
+}
+
+/* The caller's side of a batched get: the keys of one call, their ids
+ * (to check the answers), and the answers. */
+struct batch {
+    size_t cap;
+    struct key *keys;
+    uint64_t *ids;
+    const void **v;
+    size_t *vlen;
+    uint8_t *found;
+};
+
+static void batch_free(struct batch *b)
+{
+    free(b->keys);
+    free(b->ids);
+    free(b->v);
+    free(b->vlen);
+    free(b->found);
+}
+
+/* The arrays are written once before any clock starts, as a program
+ * would reuse its buffers: the single lookups pay no page faults for their
+ * one key either. */
+static int batch_alloc(struct ctx *c, struct batch *b, size_t cap)
+{
+    *b = (struct batch){.cap = cap};
+    b->keys = malloc(cap * sizeof *b->keys);
+    b->ids = malloc(cap * sizeof *b->ids);
+    b->v = malloc(cap * sizeof *b->v);
+    b->vlen = malloc(cap * sizeof *b->vlen);
+    b->found = malloc(cap * sizeof *b->found);
+    if (!b->keys || !b->ids || !b->v || !b->vlen || !b->found)
+        return fail(c, "malloc", "out of memory");
+    memset(b->keys, 0, cap * sizeof *b->keys);
+    memset(b->ids, 0, cap * sizeof *b->ids);
+    memset(b->v, 0, cap * sizeof *b->v);
+    memset(b->vlen, 0, cap * sizeof *b->vlen);
+    memset(b->found, 0, cap * sizeof *b->found);
+    return 0;
+}
+
+/* The keys of lookups() in calls of b->cap keys (the last one shorter),
+ * timed as a whole, making the keys included; the answers are tallied as
+ * lookups() does, into r->batch. */
+static int batch_lookups(const struct engine_ops *e, struct ctx *c,
+                         struct result *r, struct batch *b, int absent)
+{
+    const struct stream *st = c->st;
+    uint64_t count = absent ? st->absent : st->present;
+    double t0 = now();
+    for (uint64_t q0 = 0; q0 < count; q0 += b->cap) {
+        size_t n = count - q0 < b->cap ? (size_t)(count - q0) : b->cap;
+        for (size_t i = 0; i < n; i++) {
+            b->ids[i] = lookup_id(st, q0 + i, absent);
+            key_of(st, b->ids[i], &b->keys[i]);
+        }
+        if (e->get_batch(c, b->keys, n, b->v, b->vlen, b->found))
+            return -1;
+        for (size_t i = 0; i < n; i++)
+            tally(st, &r->batch, b->ids[i], absent, b->found[i], b->v[i],
+                  b->vlen[i]);
+    }
+    *(absent ? &r->bmiss_s : &r->bhit_s) = now() - t0;
+    return 0;
+}
+
+/* Present keys, then absent ones, in calls of at most BATCH_GETS keys:
+ * for engines with a batched get. */
+static int batched_phase(const struct engine_ops *e, struct ctx *c,
+                         struct result *r)
+{
+    const struct stream *st = c->st;
+    uint64_t most = st->present > st->absent ? st->present : st->absent;
+    struct batch b;
+    if (!e->get_batch)
+        return 0;
+    r->batched = 1;
+    int rc = batch_alloc(c, &b, most < BATCH_GETS ? (size_t)most : BATCH_GETS);
+    if (rc == 0)
+        rc = batch_lookups(e, c, r, &b, 0) || batch_lookups(e, c, r, &b, 1);
+    batch_free(&b);
+    return rc ? -1 : 0;
 }
 
 static int scan(const struct engine_ops *e, struct ctx *c, struct result *r)
@@ -986,6 +1153,21 @@ static const struct engine_run {
     [ENG_JUDY] = {&JUDY_OPS, 0, 1},
 };
 
+/* The phases in order, up to the first that fails. */
+static int run_phases(const struct engine_ops *e, struct ctx *c,
+                      struct result *r)
+{
+    if (e->open(c) || load(e, c, r) || lookups(e, c, r, 0) ||
+        lookups(e, c, r, 1) || scan(e, c, r))
+        return -1;
+    /* The store's peak, taken before the batched phase: its key and answer
+     * arrays (some 100 MB at BATCH_GETS keys) are the caller's transient
+     * buffers and would be charged to the store's bytes per entry.
+     * batch_peak_rss, taken at the end, still shows them. */
+    r->peak_rss = peak_rss_bytes();
+    return batched_phase(e, c, r);
+}
+
 static void run_engine(enum engine_id id, const struct stream *st,
                        const char *dir, struct result *r)
 {
@@ -996,10 +1178,11 @@ static void run_engine(enum engine_id id, const struct stream *st,
     if (ENGINE_RUNS[id].in_file &&
         snprintf(c.path, sizeof c.path, "%s/store", dir) >= (int)sizeof c.path)
         fail(&c, "store path", "too long");
-    else if (e->open(&c) == 0 && load(e, &c, r) == 0 &&
-        lookups(e, &c, r, 0) == 0 && lookups(e, &c, r, 1) == 0)
-        scan(e, &c, r);
-    r->peak_rss = peak_rss_bytes();
+    else
+        run_phases(e, &c, r);
+    r->batch_peak_rss = peak_rss_bytes();
+    if (!r->peak_rss) /* an earlier phase failed */
+        r->peak_rss = r->batch_peak_rss;
     e->close(&c);
     r->wall_s = now() - t0;
     r->cpu_s = cpu_seconds() - cpu0;
@@ -1175,21 +1358,41 @@ static int complain(char *buf, size_t size, const char *fmt, ...)
     return 1;
 }
 
-/* One engine against the stream itself. */
+/* One way of looking up against the stream: every present key found with
+ * its value, no absent key found.  how: "" or " (batched)". */
+static int check_tally(const struct stream *st, const char *name,
+                       const char *how, const struct tally *t, char *buf,
+                       size_t size)
+{
+    int bad = 0;
+    if (t->hits != st->present || t->bad_values)
+        bad += complain(buf, size,
+                        "  %s%s: %" PRIu64 " of %" PRIu64 " present keys "
+                        "found, %" PRIu64 " wrong values\n",
+                        name, how, t->hits, st->present, t->bad_values);
+    if (t->absent_found)
+        bad += complain(buf, size, "  %s%s: %" PRIu64 " absent keys found\n",
+                        name, how, t->absent_found);
+    return bad;
+}
+
+/* One engine against the stream itself, its batched lookups also against
+ * its single ones. */
 static int check_self(const struct stream *st, const char *name,
                       const struct result *r, char *buf, size_t size)
 {
     int bad = 0;
     if (r->error[0])
         return complain(buf, size, "  %s: FAILED: %s\n", name, r->error);
-    if (r->hits != st->present || r->bad_values)
-        bad += complain(buf, size,
-                        "  %s: %" PRIu64 " of %" PRIu64 " present keys found, "
-                        "%" PRIu64 " wrong values\n",
-                        name, r->hits, st->present, r->bad_values);
-    if (r->absent_found)
-        bad += complain(buf, size, "  %s: %" PRIu64 " absent keys found\n",
-                        name, r->absent_found);
+    bad += check_tally(st, name, "", &r->single, buf, size);
+    if (r->batched) {
+        bad += check_tally(st, name, " (batched)", &r->batch, buf, size);
+        if (r->batch.digest != r->single.digest)
+            bad += complain(buf, size,
+                            "  %s: batched and single lookups DISAGREE: "
+                            "digest %016" PRIx64 "/%016" PRIx64 "\n",
+                            name, r->batch.digest, r->single.digest);
+    }
     if (r->scanned != r->entries)
         bad += complain(buf, size,
                         "  %s: scan saw %" PRIu64 " entries, count says %"
@@ -1204,15 +1407,16 @@ static int check_pair(const char *a_name, const struct result *a,
                       size_t size)
 {
     int ordered = !a->unordered_scan && !b->unordered_scan;
-    if (a->entries != b->entries || a->lookup_digest != b->lookup_digest ||
+    if (a->entries != b->entries || a->single.digest != b->single.digest ||
         (ordered && a->scan_digest != b->scan_digest) ||
         a->scanned != b->scanned)
         return complain(buf, size,
                         "  %s and %s DISAGREE: entries %" PRIu64 "/%" PRIu64
                         ", lookup digest %016" PRIx64 "/%016" PRIx64
                         ", scan digest %016" PRIx64 "/%016" PRIx64 "\n",
-                        a_name, b_name, a->entries, b->entries, a->lookup_digest,
-                        b->lookup_digest, a->scan_digest, b->scan_digest);
+                        a_name, b_name, a->entries, b->entries,
+                        a->single.digest, b->single.digest, a->scan_digest,
+                        b->scan_digest);
     return 0;
 }
 
@@ -1241,13 +1445,15 @@ static int check_workload(const struct stream *st, const int *selected,
 /* ---- figures ------------------------------------------------------------ */
 
 enum figure {
-    FIG_USED, FIG_TREE, FIG_FILE, FIG_RSS, FIG_INSERT, FIG_HIT, FIG_MISS, FIG_SCAN,
+    FIG_USED, FIG_TREE, FIG_FILE, FIG_RSS, FIG_INSERT, FIG_HIT, FIG_MISS,
+    FIG_BHIT, FIG_BMISS, FIG_SCAN,
     N_FIGURES
 };
 
 static const char *const FIGURE_NAMES[N_FIGURES] = {
     "bytes_per_entry", "tree_bytes_per_entry", "file_bytes_per_entry", "rss_bytes_per_entry",
-    "inserts_per_s", "hits_per_s", "misses_per_s", "scan_per_s"};
+    "inserts_per_s", "hits_per_s", "misses_per_s", "batch_hits_per_s",
+    "batch_misses_per_s", "scan_per_s"};
 
 /* A figure of one run; NAN when it does not apply or the run failed. */
 static double figure(const struct stream *st, const struct result *r,
@@ -1265,17 +1471,25 @@ static double figure(const struct stream *st, const struct result *r,
     case FIG_INSERT: return (double)st->n / r->load_s;
     case FIG_HIT: return (double)st->present / r->hit_s;
     case FIG_MISS: return (double)st->absent / r->miss_s;
+    case FIG_BHIT: return r->batched ? (double)st->present / r->bhit_s : NAN;
+    case FIG_BMISS: return r->batched ? (double)st->absent / r->bmiss_s : NAN;
     case FIG_SCAN:
         return r->unordered_scan ? NAN : (double)r->scanned / r->scan_s;
     default: return NAN;
     }
 }
 
-/* Engine e's figure over engine base's. */
+/* Engine e's figure over engine base's.  A batched rate goes over base's
+ * single rate when base has no batched get: what the ratio tells is how
+ * bonsai's batched gets fare against the only gets LMDB and the peers
+ * have. */
 static double ratio(const struct stream *st, const struct result *res,
                     enum engine_id e, enum engine_id base, enum figure f)
 {
-    return figure(st, &res[e], f) / figure(st, &res[base], f);
+    double b = figure(st, &res[base], f);
+    if (isnan(b) && (f == FIG_BHIT || f == FIG_BMISS))
+        b = figure(st, &res[base], f == FIG_BHIT ? FIG_HIT : FIG_MISS);
+    return figure(st, &res[e], f) / b;
 }
 
 /* ---- the table ----------------------------------------------------------- */
@@ -1300,11 +1514,12 @@ static void print_num(double v, const char *fmt)
 
 static void print_header(void)
 {
-    printf("%-13s %-13s %9s %8s %8s %8s %8s %8s %8s %4s %8s %8s %8s %8s\n",
+    printf("%-13s %-13s %9s %8s %8s %8s %8s %8s %8s %4s %8s %8s %8s %8s %8s "
+           "%8s\n",
            "workload", "engine", "entries", "B/entry", "tree B/e", "file B/e",
            "RSS B/e",
            "RSS MiB", "load s", "cpu", "insert/s", "hit/s", "miss/s",
-           "scan/s");
+           "bhit/s", "bmiss/s", "scan/s");
 }
 
 static void print_row(const char *wname, const struct stream *st,
@@ -1375,8 +1590,8 @@ static void csv_num(FILE *f, double v)
 static void csv_header(FILE *f)
 {
     fputs("workload,workload_index,engine,engine_index,entries,bytes_used,"
-          "tree_bytes,file_bytes,peak_rss,load_s,hit_s,miss_s,scan_s,wall_s,cpu_s,"
-          "lookups_present,"
+          "tree_bytes,file_bytes,peak_rss,batch_peak_rss,load_s,hit_s,miss_s,"
+          "bhit_s,bmiss_s,scan_s,wall_s,cpu_s,lookups_present,"
           "lookups_absent,ok", f);
     for (int i = 0; i < N_FIGURES; i++)
         fprintf(f, ",%s", FIGURE_NAMES[i]);
@@ -1392,10 +1607,15 @@ static void csv_row(FILE *f, int wi, const struct stream *st,
 {
     const struct result *r = &res[e];
     fprintf(f, "%s,%d,%s,%d,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
-            ",%" PRIu64 ",%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%" PRIu64 ",%" PRIu64 ",%d",
+            ",%" PRIu64 ",%" PRIu64 ",%.4f,%.4f,%.4f",
             st->w->name, wi, ENGINE_NAMES[e], (int)e, r->entries,
-            r->bytes_used, r->tree_bytes, r->file_bytes, r->peak_rss, r->load_s, r->hit_s,
-            r->miss_s, r->scan_s, r->wall_s, r->cpu_s, st->present, st->absent, ok);
+            r->bytes_used, r->tree_bytes, r->file_bytes, r->peak_rss,
+            r->batch_peak_rss, r->load_s, r->hit_s, r->miss_s);
+    /* no batched gets: empty, as a figure that does not apply */
+    csv_num(f, r->batched ? r->bhit_s : NAN);
+    csv_num(f, r->batched ? r->bmiss_s : NAN);
+    fprintf(f, ",%.4f,%.4f,%.4f,%" PRIu64 ",%" PRIu64 ",%d", r->scan_s,
+            r->wall_s, r->cpu_s, st->present, st->absent, ok);
     for (int i = 0; i < N_FIGURES; i++)
         csv_num(f, figure(st, r, i));
     for (int i = 0; i < N_FIGURES; i++)
@@ -1443,8 +1663,10 @@ static void usage(FILE *out)
         "  --timeout S      stop a child after S seconds: its run fails\n"
         "  --help           this text\n"
         "\nWorkloads (sizes at scale 1; then %.0f M present-key and %.0f M\n"
-        "absent-key lookups and a full scan on each):\n",
-        DEFAULT_SEED, LOOKUPS_PRESENT / 1e6, LOOKUPS_ABSENT / 1e6);
+        "absent-key lookups, a full scan, and the lookups again in batched\n"
+        "gets of up to %u keys (engines with one: bonsai) on each):\n",
+        DEFAULT_SEED, LOOKUPS_PRESENT / 1e6, LOOKUPS_ABSENT / 1e6,
+        BATCH_GETS);
     for (size_t i = 0; i < N_WORKLOADS; i++)
         fprintf(out, "  %-13s %5.0f M  %s\n", WORKLOADS[i].name,
                 WORKLOADS[i].entries / 1e6, WORKLOADS[i].about);
@@ -1580,9 +1802,11 @@ static void print_intro(const struct args *a)
            MDB_VERSION_STRING);
     printf("B/entry: store bytes in use (free pages included; for std-map, "
            "std-unordered and judy\nmalloc's bytes in use); tree B/e: the "
-           "map's tree alone; file B/e: file blocks;\nRSS: the child's peak; "
-           "cpu: child cpu/wall; rates per second; ratio A/B: A's\nfigure "
-           "over B's; std-unordered's scan is a walk in no order%s\n\n",
+           "map's tree alone; file B/e: file blocks;\nRSS: the child's peak "
+           "before the batched lookups; cpu: child cpu/wall; rates per\n"
+           "second; bhit/s, bmiss/s: batched lookups (bonsai only); ratio "
+           "A/B: A's figure over\nB's (a batched rate over B's single one "
+           "if B has none); std-unordered's scan is\na walk in no order%s\n\n",
            a->jobs > 1 ? "; children ran in parallel: times are not "
                          "comparable" : "");
     fflush(stdout);
