@@ -2761,6 +2761,43 @@ Test(api, get_batch_byte_keys)
     free(keys);
 }
 
+/* Byte keys that share a prefix longer than 8 bytes, many of them a
+ * prefix of another and many repeated: a batch sorts them 8 bytes at a
+ * time, and keys equal so far in large numbers are what it must get
+ * right. */
+Test(api, get_batch_long_shared_prefixes)
+{
+    tu_rng rng = {tu_seed("get_batch_long_shared_prefixes", 79)};
+    enum { NK = 600, N = 3000 };
+    static char text[NK][48];
+    bonsai_val all[NK];
+    for (unsigned i = 0; i < NK; i++) {
+        /* 24 shared bytes, then 0 to 13 more: "...:" ends some keys */
+        int more = (int)(i % 14);
+        snprintf(text[i], sizeof text[i], "customer:profile:000000:%.*s",
+                 more, "0123456789abcd" + (i / 14) % 2);
+        all[i] = tu_val(text[i], strlen(text[i]) - (i / 28) % 3);
+    }
+    bonsai_val *keys = malloc(N * sizeof *keys);
+    cr_assert(keys);
+    bonsai_db *db = tu_open(NULL, NULL);
+    bonsai_map m = tu_map_create(db, NULL, "b", BONSAI_KEY_BYTES);
+    tm_model model;
+    tm_init(&model, BONSAI_KEY_BYTES);
+    for (size_t i = 0; i < NK; i += 3) { /* a third of them present */
+        char v[64];
+        bonsai_val val = tu_val(v, batch_value(i, v));
+        TU_OK(bonsai_put(NULL, m, &all[i], &val, 0));
+        tm_put(&model, all[i].data, all[i].size, v, val.size);
+    }
+    for (size_t i = 0; i < N; i++)
+        keys[i] = all[tu_below(&rng, NK)];
+    expect_batch(NULL, m, &model, keys, N);
+    tm_free(&model);
+    TU_OK(bonsai_close(db));
+    free(keys);
+}
+
 Test(api, get_batch_empty_and_bad_arguments)
 {
     bonsai_options o = file_opts();
