@@ -184,15 +184,11 @@ void bt_finger_free(bt_finger *f);
  * keys go down level by level together: the nodes of a level are found
  * for all of them and asked of the CPU's caches before any is searched,
  * so that the cache misses of the keys overlap.  The leaves' first bytes
- * are asked for too (bt_prefetch_keys asks for the rest).
+ * are asked for too (bt_prefetch_search asks for the part a search reads).
  * BONSAI_NOTFOUND for an empty tree. */
 int bt_finger_leaves(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
                      bt_finger *f, const bn_key *keys, unsigned n,
                      bn_child *leaves);
-
-/* Asks the CPU for all the keys of a node (a leaf bt_finger_leaves gave)
- * before its search. */
-void bt_prefetch_keys(const bonsai_db *db, const bt_rd *rd, bn_child ref);
 
 /* Once a leaf's first bytes are there (bt_finger_leaves asked for them),
  * asks the CPU for the part of it a search for key reads: for a u64 leaf

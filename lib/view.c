@@ -519,10 +519,10 @@ static void prefetch_node(const bonsai_db *db, const bt_rd *rd, bn_child ref)
         __builtin_prefetch(p + 64 * i);
 }
 
-/* Once a node's first bytes are there (prefetch_node), the part its
- * search reads: a search of a 4 KiB image then waits for one cache miss
- * instead of one for each group of keys it walks. */
-void bt_prefetch_keys(const bonsai_db *db, const bt_rd *rd, bn_child ref)
+/* Once a node's first bytes are there (prefetch_node), its whole key
+ * section (a branch's; a decoded node's key array): a search of a 4 KiB
+ * image then waits for one cache miss, not one for each group it walks. */
+static void prefetch_keys(const bonsai_db *db, const bt_rd *rd, bn_child ref)
 {
     const uint8_t *p;
     size_t len;
@@ -548,7 +548,7 @@ void bt_prefetch_search(const bonsai_db *db, const bt_rd *rd, unsigned kind,
                         bn_child leaf, bn_key key)
 {
     if (leaf.mem) {
-        bt_prefetch_keys(db, rd, leaf);
+        prefetch_keys(db, rd, leaf);
         return;
     }
     if (!tree_ext_ok(db, rd->end, leaf.ext))
@@ -608,7 +608,7 @@ static int finger_level(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
     fpos *cur = f->row[d % 2], *next = f->row[(d + 1) % 2];
     for (unsigned j = 0; j < n; j++)
         if (j == 0 || !same_node(cur[j].ref, cur[j - 1].ref))
-            bt_prefetch_keys(db, rd, cur[j].ref);
+            prefetch_keys(db, rd, cur[j].ref);
     for (unsigned j = 0; j < n; j++) {
         const fpos *pn = j ? &cur[j - 1] : f->held ? &f->path[d] : NULL;
         const fpos *pc = j ? &next[j - 1] : &f->path[d + 1];
