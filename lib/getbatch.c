@@ -29,8 +29,8 @@
 /* The spreading pass of the sort makes at most 2^this buckets. */
 #define SPREAD_BITS_MAX 16u
 
-/* A key of the batch: its number (see number_of) and its index in the
- * caller's arrays. */
+/* A key of the batch: its number (see number_at; after the sort, of the
+ * offset its sort ended on) and its index in the caller's arrays. */
 typedef struct bkey {
     uint64_t k;
     size_t i;
@@ -208,9 +208,6 @@ static int sort_keys(batch *b)
         return BONSAI_NOMEM;
     int rc = sort_range(b, b->order, tmp, b->n, 0);
     free(tmp);
-    /* keys compared later (a key repeated) carry their numbers at 0 */
-    for (size_t i = 0; b->bytes && i < b->n; i++)
-        b->order[i].k = number_of(b, b->order[i].i);
     return rc;
 }
 
@@ -218,12 +215,24 @@ static int sort_keys(batch *b)
 
 static bn_key key_of(const batch *b, const bkey *e)
 {
-    bn_key key = {.u = e->k};
+    bn_key key = {0};
     if (b->bytes) {
         key.b = b->keys[e->i].data;
         key.len = (uint32_t)b->keys[e->i].size;
+    } else {
+        key.u = e->k;
     }
     return key;
+}
+
+/* The same key twice (a sorted byte key's number is of whichever 8 bytes
+ * its sort ended on, so the bytes decide). */
+static int same_key(const batch *b, const bkey *x, const bkey *y)
+{
+    if (!b->bytes)
+        return x->k == y->k;
+    const bonsai_val *p = &b->keys[x->i], *q = &b->keys[y->i];
+    return p->size == q->size && memcmp(p->data, q->data, p->size) == 0;
 }
 
 static void answer(batch *b, size_t i, const bonsai_val *val)
@@ -264,7 +273,7 @@ static void triage(batch *b, group *g)
         bonsai_val val;
         uint8_t *step = &g->step[j - g->from];
         *step = DONE;
-        if (j > 0 && !bkey_less(b, &b->order[j - 1], e)) {
+        if (j > 0 && same_key(b, &b->order[j - 1], e)) {
             *step = SAME_AS_BEFORE;
             continue;
         }
