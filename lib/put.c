@@ -228,7 +228,7 @@ static int wait_put(bonsai_db *db, map_slot *s, bn_key key,
     int rc = pb_put(b, key, val, vlen);
     if (rc)
         return rc;
-    db->waiting += b->n - n0;
+    db->waiting = db->waiting + b->n - n0; /* n may shrink: pb_settle */
     note_bytes(db, b, mem0, payload0);
     db->write_gen++;
     return 0;
@@ -238,6 +238,11 @@ int put_key(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key,
             const uint8_t *val, uint32_t vlen, unsigned flags)
 {
     int rc;
+    /* a put that waits needs not know whether its key waits already (the
+     * putbuf keeps the newest value): that question is a memory miss */
+    if (s->pb.n && !(flags & BONSAI_NOOVERWRITE) && vlen <= db->inline_max &&
+        choose(db, t, key, vlen) == GO_WAIT)
+        return wait_put(db, s, key, val, vlen);
     if (pb_find(&s->pb, key) != UINT32_MAX) {
         if (flags & BONSAI_NOOVERWRITE)
             return BONSAI_EXISTS;
@@ -390,13 +395,14 @@ int put_apply_waiting(bonsai_db *db, map_slot *s)
         return 0;
     size_t mem0 = pb_mem_bytes(b), payload0 = pb_payload_bytes(b);
     size_t waiting0 = db->waiting_bytes;
+    uint32_t n0 = b->n;
     pb_sort(b);
     uint32_t i = 0;
     int rc = 0;
     while (i < b->n && (rc = apply_run(db, s, i, &i)) == 0)
         ;
-    db->waiting -= i;
     pb_keep_from(b, i);
+    db->waiting -= n0 - b->n;
     db->waiting_bytes = waiting0; /* note_applied's estimates give way */
     note_bytes(db, b, mem0, payload0);    /* to the count of what is left */
     return rc;
@@ -412,8 +418,14 @@ int put_apply_all(bonsai_db *db)
     return 0;
 }
 
-int put_new_keys(bonsai_db *db, const map_slot *s, uint64_t *n)
+int put_new_keys(bonsai_db *db, map_slot *s, uint64_t *n)
 {
+    putbuf *b = &s->pb;
+    size_t mem0 = pb_mem_bytes(b), payload0 = pb_payload_bytes(b);
+    uint32_t n0 = b->n;
+    pb_settle(b); /* a key counted once */
+    db->waiting -= n0 - b->n;
+    note_bytes(db, b, mem0, payload0);
     *n = 0;
     for (uint32_t i = 0; i < s->pb.n; i++) {
         int rc = check_absent(db, &s->w, pb_key(&s->pb, i));

@@ -88,7 +88,7 @@ int put_apply_all(bonsai_db *db);
 
 /* How many of the map's waiting puts add a key (the others overwrite):
  * found by looking each up, without applying any. */
-int put_new_keys(bonsai_db *db, const map_slot *s, uint64_t *n);
+int put_new_keys(bonsai_db *db, map_slot *s, uint64_t *n);
 
 /* A waiting put's value for key: 0, or BONSAI_NOTFOUND. */
 int put_waiting_get(const map_slot *s, bn_key key, bonsai_val *out);

@@ -9,6 +9,15 @@
  * each into the entries and the arena).  Keys
  * of a BYTES map and all values sit in one arena; a replaced value's
  * bytes stay there, dead, until the batch is applied.
+ *
+ * A large batch's index is far larger than the CPU's caches, and a probe
+ * of it is a memory miss: most of a random put's time when every put
+ * probed it.  The newest PB_FRONT_MAX entries are therefore indexed in a
+ * small front index alone, which stays in the caches, and join the main
+ * index together, each slot asked for ahead of its probe (index_range),
+ * so that the misses overlap.  A key put again once its entry has left
+ * the front gets a second entry there; joining the main index gives the
+ * older entry the newer value and drops the newer one.
  */
 #include "putbuf.h"
 
@@ -32,13 +41,22 @@ void pb_free(putbuf *b)
 {
     free(b->e);
     free(b->slot);
+    free(b->front);
     free(b->arena);
     pb_init(b, b->kind);
 }
 
+static void clear_front(putbuf *b)
+{
+    if (b->front && b->n > b->indexed)
+        memset(b->front, 0, PB_FRONT_SLOTS * sizeof *b->front);
+}
+
 void pb_reset(putbuf *b)
 {
+    clear_front(b);
     b->n = 0;
+    b->indexed = 0;
     b->alen = 0;
     if (b->slot)
         memset(b->slot, 0, (size_t)b->nslots * sizeof *b->slot);
@@ -101,42 +119,86 @@ static int same_key(const putbuf *b, uint32_t i, bn_key key)
 #define SLOT_ENTRY(v) ((uint32_t)(v))
 #define SLOT_TAG(h) ((h) & ~(uint64_t)UINT32_MAX)
 
-/* The slot holding key's entry, or the empty slot where it would go;
- * *tag = the hash half a slot for key holds. */
-static uint32_t probe_tag(const putbuf *b, bn_key key, uint64_t *tag)
+/* The slot of an index of nslots slots holding key's entry, or the empty
+ * slot where it would go; h = key's hash. */
+static uint32_t probe_in(const putbuf *b, const uint64_t *slot,
+                         uint32_t nslots, bn_key key, uint64_t h)
 {
-    uint32_t mask = b->nslots - 1;
-    uint64_t h = hash_key(b->kind, key);
+    uint32_t mask = nslots - 1;
     uint32_t s = (uint32_t)h & mask;
-    *tag = SLOT_TAG(h);
-    for (uint64_t v; (v = b->slot[s]) != 0; s = (s + 1) & mask)
-        if (SLOT_TAG(v) == *tag && same_key(b, SLOT_ENTRY(v) - 1, key))
+    for (uint64_t v; (v = slot[s]) != 0; s = (s + 1) & mask)
+        if (SLOT_TAG(v) == SLOT_TAG(h) && same_key(b, SLOT_ENTRY(v) - 1, key))
             break;
     return s;
-}
-
-static uint32_t probe(const putbuf *b, bn_key key)
-{
-    uint64_t tag;
-    return probe_tag(b, key, &tag);
 }
 
 uint32_t pb_find(const putbuf *b, bn_key key)
 {
     if (b->n == 0)
         return UINT32_MAX;
-    uint32_t s = probe(b, key);
+    uint64_t h = hash_key(b->kind, key);
+    uint32_t s;
+    if (b->n > b->indexed) { /* the newer entry first */
+        s = probe_in(b, b->front, PB_FRONT_SLOTS, key, h);
+        if (b->front[s])
+            return SLOT_ENTRY(b->front[s]) - 1;
+    }
+    if (b->indexed == 0)
+        return UINT32_MAX;
+    s = probe_in(b, b->slot, b->nslots, key, h);
     return b->slot[s] ? SLOT_ENTRY(b->slot[s]) - 1 : UINT32_MAX;
+}
+
+/* Entry i joins the main index at w (w <= i), or gives its value to the
+ * older entry of its key there.  Returns where the next entry goes. */
+static uint32_t index_one(putbuf *b, uint32_t i, uint64_t h, uint32_t w)
+{
+    uint32_t s = probe_in(b, b->slot, b->nslots, pb_key(b, i), h);
+    if (b->slot[s]) {
+        pb_entry *old = &b->e[SLOT_ENTRY(b->slot[s]) - 1];
+        old->voff = b->e[i].voff;
+        old->vlen = b->e[i].vlen;
+        return w;
+    }
+    b->e[w] = b->e[i];
+    b->slot[s] = SLOT_TAG(h) | (w + 1);
+    return w + 1;
+}
+
+/* Entries [from, to) join the main index, which has room for them, in
+ * steps of AHEAD: each step hashes its keys and asks for their slots,
+ * then probes, so that a step's memory misses overlap.  Returns the
+ * entries kept: from plus those whose key the index did not hold. */
+static uint32_t index_range(putbuf *b, uint32_t from, uint32_t to)
+{
+    enum { AHEAD = 32 };
+    uint64_t h[AHEAD];
+    uint32_t w = from, mask = b->nslots - 1;
+    for (uint32_t i = from; i < to; i += AHEAD) {
+        uint32_t m = to - i < AHEAD ? to - i : AHEAD;
+        for (uint32_t j = 0; j < m; j++) {
+            h[j] = hash_key(b->kind, pb_key(b, i + j));
+            __builtin_prefetch(&b->slot[(uint32_t)h[j] & mask], 1);
+        }
+        for (uint32_t j = 0; j < m; j++)
+            w = index_one(b, i + j, h[j], w);
+    }
+    return w;
+}
+
+void pb_settle(putbuf *b)
+{
+    if (b->n == b->indexed)
+        return;
+    clear_front(b);
+    b->n = index_range(b, b->indexed, b->n);
+    b->indexed = b->n;
 }
 
 static void rehash(putbuf *b)
 {
     memset(b->slot, 0, (size_t)b->nslots * sizeof *b->slot);
-    for (uint32_t i = 0; i < b->n; i++) {
-        uint64_t tag;
-        uint32_t s = probe_tag(b, pb_key(b, i), &tag);
-        b->slot[s] = tag | (i + 1);
-    }
+    b->indexed = index_range(b, 0, b->indexed);
 }
 
 /* The first capacity of a batch: half the last large batch, so that a
@@ -152,6 +214,8 @@ static uint32_t first_cap(const putbuf *b)
     return cap;
 }
 
+/* Doubles the entry array and the main index (the front's entries then
+ * join it as they do when the front is full). */
 static int grow_entries(putbuf *b)
 {
     if (b->cap >= UINT32_MAX / 4)
@@ -199,30 +263,32 @@ static uint64_t arena_add(putbuf *b, const uint8_t *p, uint32_t len)
 
 int pb_put(putbuf *b, bn_key key, const uint8_t *val, uint32_t vlen)
 {
-    /* one probe finds the entry, or the slot a new one takes */
-    uint64_t tag = 0;
-    uint32_t s = b->nslots ? probe_tag(b, key, &tag) : 0;
-    int found = b->nslots && b->slot[s];
+    if (!b->front &&
+        !(b->front = calloc(PB_FRONT_SLOTS, sizeof *b->front)))
+        return BONSAI_NOMEM;
+    if (b->n - b->indexed == PB_FRONT_MAX)
+        pb_settle(b);
+    /* one probe of the front finds the entry, or the slot a new one takes */
+    uint64_t h = hash_key(b->kind, key);
+    uint32_t s = probe_in(b, b->front, PB_FRONT_SLOTS, key, h);
+    int found = b->front[s] != 0;
     size_t kbytes = b->kind == BONSAI_KEY_U64 || found ? 0 : key.len;
     if (reserve_arena(b, kbytes + vlen))
         return BONSAI_NOMEM;
     if (found) {
-        pb_entry *e = &b->e[SLOT_ENTRY(b->slot[s]) - 1];
+        pb_entry *e = &b->e[SLOT_ENTRY(b->front[s]) - 1];
         e->voff = arena_add(b, val, vlen);
         e->vlen = vlen;
         return 0;
     }
-    if (b->n == b->cap) {
-        if (grow_entries(b))
-            return BONSAI_NOMEM;
-        s = probe_tag(b, key, &tag); /* the index was rebuilt */
-    }
+    if (b->n == b->cap && grow_entries(b))
+        return BONSAI_NOMEM;
     pb_entry *e = &b->e[b->n];
     e->k = b->kind == BONSAI_KEY_U64 ? key.u : arena_add(b, key.b, key.len);
     e->klen = b->kind == BONSAI_KEY_U64 ? 0 : key.len;
     e->voff = arena_add(b, val, vlen);
     e->vlen = vlen;
-    b->slot[s] = tag | ++b->n;
+    b->front[s] = SLOT_TAG(h) | ++b->n;
     return 0;
 }
 
@@ -391,6 +457,7 @@ static void sort_bytes(putbuf *b)
 
 void pb_sort(putbuf *b)
 {
+    pb_settle(b);
     if (b->n < 2)
         return;
     if (b->kind != BONSAI_KEY_U64) {
@@ -419,6 +486,7 @@ void pb_keep_from(putbuf *b, uint32_t i)
     }
     memmove(b->e, b->e + i, (size_t)(b->n - i) * sizeof *b->e);
     b->n -= i;
+    b->indexed = b->n; /* sorted: settled */
     rehash(b);
 }
 

@@ -29,13 +29,21 @@ typedef struct putbuf {
     unsigned kind;
     pb_entry *e;
     uint32_t n, cap;
+    uint32_t indexed; /* entries [0, indexed) are in slot, later ones in
+                         front */
     uint64_t *slot;  /* hash index: entry + 1 (0 for empty) in the low
                         half, the key's hash's high half above */
     uint32_t nslots; /* a power of two, at least 2 * cap */
+    uint64_t *front; /* PB_FRONT_SLOTS slots, as slot, for the newest
+                        entries: a key there may also be in slot, older */
     uint8_t *arena;  /* key bytes and values, live or replaced */
     size_t alen, acap;
     uint32_t hint;   /* entries of the last batch that freed the arrays */
 } putbuf;
+
+/* Entries the front index holds before they join the main one. */
+#define PB_FRONT_MAX 4096u
+#define PB_FRONT_SLOTS (2 * PB_FRONT_MAX)
 
 void pb_init(putbuf *b, unsigned kind);
 void pb_free(putbuf *b);
@@ -47,7 +55,9 @@ void pb_reset(putbuf *b);
 uint32_t pb_find(const putbuf *b, bn_key key);
 
 /* Adds key with its value, or replaces the value of its entry.  Returns
- * 0 or BONSAI_NOMEM (the buffer unchanged). */
+ * 0 or BONSAI_NOMEM (the buffer unchanged).  A key put again after
+ * PB_FRONT_MAX newer puts may hold two entries, the newer one last, until
+ * pb_settle; n counts both. */
 int pb_put(putbuf *b, bn_key key, const uint8_t *val, uint32_t vlen);
 
 /* Entry i's key (byte keys point into the arena) and value. */
@@ -58,7 +68,10 @@ bn_key pb_key(const putbuf *b, uint32_t i);
 void pb_prefetch(const putbuf *b, uint32_t i);
 const uint8_t *pb_value(const putbuf *b, uint32_t i, uint32_t *vlen);
 
-/* Orders the entries by key.  The hash index is stale until pb_keep_from
+/* Gives each key one entry again (the newest value).  n may shrink. */
+void pb_settle(putbuf *b);
+
+/* Orders the entries by key, settled first.  The hash index is stale until pb_keep_from
  * or pb_reset. */
 void pb_sort(putbuf *b);
 

@@ -448,3 +448,84 @@ Test(pending, batch_sort_orders_u64_keys)
                   "entry %zu of %zu out of order", i, n);
     pb_free(&b);
 }
+
+/* The value pb_find finds for key, as a u64 (0 when absent). */
+static uint64_t pb_value_of(const putbuf *b, bn_key key)
+{
+    uint32_t i = pb_find(b, key), vlen;
+    if (i == UINT32_MAX)
+        return 0;
+    uint64_t v;
+    const uint8_t *p = pb_value(b, i, &vlen);
+    cr_assert_eq(vlen, 8);
+    memcpy(&v, p, 8);
+    return v;
+}
+
+/* Key number k: spread bits above k for u64, "keyNNNNNNNN" for bytes. */
+static bn_key key_of(unsigned kind, uint8_t (*bytes)[12], uint32_t k)
+{
+    if (kind == BONSAI_KEY_U64)
+        return (bn_key){.u = (uint64_t)k << 32 | (k * 2654435761u)};
+    return (bn_key){.b = bytes[k], .len = 11};
+}
+
+/* Keys put again long after their first put (so the newer entry sits in
+ * the front index and the older in the main one), against a model: every
+ * lookup finds the newest value, and the sorted batch holds each key
+ * once with it.  Both key kinds; values count the puts, so 0 is none. */
+static void repeats_keep_the_newest(unsigned kind, uint64_t seed)
+{
+    enum { KEYS = 3 * PB_FRONT_MAX, PUTS = 12 * PB_FRONT_MAX };
+    static uint64_t model[KEYS];
+    memset(model, 0, sizeof model);
+    tu_rng r = {seed};
+    putbuf b;
+    pb_init(&b, kind);
+    uint8_t bytes[KEYS][12];
+    for (uint32_t k = 0; k < KEYS; k++)
+        snprintf((char *)bytes[k], sizeof bytes[k], "key%08u", k);
+    for (uint64_t v = 1; v <= PUTS; v++) {
+        uint32_t k = (uint32_t)tu_below(&r, KEYS);
+        bn_key key = key_of(kind, bytes, k);
+        cr_assert_eq(pb_put(&b, key, (const uint8_t *)&v, 8), 0);
+        model[k] = v;
+        uint32_t probe = (uint32_t)tu_below(&r, KEYS);
+        bn_key pk = key_of(kind, bytes, probe);
+        cr_assert_eq(pb_value_of(&b, pk), model[probe],
+                     "seed=%llu: key %u after %llu puts",
+                     (unsigned long long)seed, probe, (unsigned long long)v);
+    }
+    pb_sort(&b);
+    uint32_t present = 0;
+    for (uint32_t k = 0; k < KEYS; k++)
+        present += model[k] != 0;
+    cr_assert_eq(b.n, present, "seed=%llu: %u entries for %u keys",
+                 (unsigned long long)seed, b.n, present);
+    for (uint32_t i = 0; i < b.n; i++) {
+        bn_key key = pb_key(&b, i);
+        uint32_t k = 0;
+        if (kind == BONSAI_KEY_U64)
+            k = (uint32_t)(key.u >> 32);
+        else /* the arena's key bytes end with no NUL */
+            for (uint32_t j = 3; j < key.len; j++)
+                k = k * 10 + (uint32_t)(key.b[j] - '0');
+        uint32_t vlen;
+        uint64_t v;
+        memcpy(&v, pb_value(&b, i, &vlen), 8);
+        cr_assert_eq(v, model[k], "seed=%llu: entry %u holds an old value",
+                     (unsigned long long)seed, i);
+    }
+    pb_free(&b);
+}
+
+Test(pending, repeated_u64_keys_keep_the_newest_value)
+{
+    repeats_keep_the_newest(BONSAI_KEY_U64, tu_seed("pb-repeat-u64", 0x5049));
+}
+
+Test(pending, repeated_byte_keys_keep_the_newest_value)
+{
+    repeats_keep_the_newest(BONSAI_KEY_BYTES,
+                            tu_seed("pb-repeat-bytes", 0x504a));
+}
