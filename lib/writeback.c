@@ -136,9 +136,13 @@ static int plan_node(bonsai_db *db, bn_node *n)
         n->plan = n->home;
         return 0;
     }
-    if (own_home && np < n->home.npages) {
+    if (own_home && np < n->home.npages && db->cow) {
         /* shrink in place: a node left half empty by a split or deletes
-         * gives its tail back rather than keeping it */
+         * gives its tail back rather than keeping it.  Without
+         * copy-on-write it moves instead, as a grown node does (its run
+         * freed first, then the best fit): a split's left half kept its
+         * run and freed a tail shorter than any leaf, and such tails
+         * were a tenth of a random fill's store, free but of no use */
         bn_ext tail = {n->home.pgno + np, n->home.npages - (uint32_t)np};
         n->plan = (bn_ext){n->home.pgno, (uint32_t)np};
         int rc = release_old(db, tail);
