@@ -140,16 +140,19 @@ void bt_release_now(bonsai_db *db);
 /* Drops clean decoded leaves (not roots) when more than keep are held. */
 void bt_evict_leaves(bonsai_db *db, size_t keep);
 
+/* Drops the clean decoded branches (not roots) with no decoded node below
+ * them, the lowest first (freeing those may leave their parents so).
+ * Lookups search decoded branches faster than images, so the cache keeps
+ * them while its budget allows. */
+void bt_evict_branches(bonsai_db *db);
+
 /* Forgets every change since the last flush: frees runs handed out by the
  * operation (no-transaction mode) and all decoded nodes of the trees. */
 void bt_forget_changes(bonsai_db *db);
 
-/* Frees the decoded nodes of t (its images are untouched). */
+/* Frees the decoded nodes of t (its images are untouched); they leave
+ * the writer's lists of decoded nodes first. */
 void bt_discard(bonsai_db *db, bt_tree *t);
-
-/* bt_discard for a tree that holds no unwritten change, whose leaves may
- * be in the writer's list of decoded leaves: they leave it first. */
-void bt_forget_tree(bonsai_db *db, bt_tree *t);
 
 /* Calls fn (unless NULL) for every extent t references: nodes (is_value
  * 0) and overflow values (is_value 1), reading branches, the leaves of a

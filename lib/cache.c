@@ -3,7 +3,7 @@
  * cache.c - when to write cached changes back (the room a change needs
  * is decided in room.c).
  *
- * Budget: db->cache_bytes counts the memory of decoded leaves and changed
+ * Budget: db->cache_bytes counts the memory of decoded leaves and
  * branches.  It is recounted rather than kept exact: after RECOUNT_EVERY
  * changes at least, once the changes since the last recount reach twice
  * the decoded leaves counted then, or the leaves decoded since reach an
@@ -47,9 +47,9 @@ static void recount(bonsai_db *db)
         if (!n->dead)
             bytes += bn_mem_bytes(n);
     }
-    for (size_t i = 0; i < db->dirty.n; i++) {
-        bn_node *n = db->dirty.v[i];
-        if (!n->dead && !n->leaf)
+    for (size_t i = 0; i < db->branches.n; i++) {
+        bn_node *n = db->branches.v[i];
+        if (!n->dead)
             bytes += bn_mem_bytes(n);
     }
     db->cache_bytes = bytes;
@@ -75,13 +75,31 @@ static int write_nodes(bonsai_db *db)
     return rc;
 }
 
+static int over_budget(const bonsai_db *db)
+{
+    return db->cache_bytes + db->waiting_bytes > db->opt.write_cache_bytes;
+}
+
+/* Frees the clean decoded leaves, and the clean branches too when the
+ * budget is still short (a tree of tiny leaves has many branches). */
+static void evict_clean(bonsai_db *db)
+{
+    bt_evict_leaves(db, 0);
+    recount(db);
+    if (over_budget(db)) {
+        bt_evict_branches(db);
+        recount(db);
+    }
+}
+
 int cache_flush(bonsai_db *db)
 {
     int rc = db->write_back ? db->write_back(db) : write_nodes(db);
-    if (rc == 0)
-        bt_evict_leaves(db, 0);
     cache_note_failure(db, rc);
-    recount(db);
+    if (rc == 0)
+        evict_clean(db);
+    else
+        recount(db);
     return rc;
 }
 
@@ -107,11 +125,6 @@ int cache_write_back(bonsai_db *db)
     return rc ? rc : cache_flush(db);
 }
 
-static int over_budget(const bonsai_db *db)
-{
-    return db->cache_bytes + db->waiting_bytes > db->opt.write_cache_bytes;
-}
-
 int cache_after_change(bonsai_db *db)
 {
     /* a recount walks every decoded leaf: its cost per change and per
@@ -128,8 +141,7 @@ int cache_after_change(bonsai_db *db)
     if (!over_budget(db) && !old)
         return 0;
     if (db->dirty.n == 0) {
-        bt_evict_leaves(db, 0);
-        recount(db);
+        evict_clean(db);
         return 0;
     }
     return cache_write_back(db);

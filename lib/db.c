@@ -542,6 +542,7 @@ int bonsai_close(bonsai_db *db)
     bt_discard(db, &db->catalog);
     ptrvec_free(&db->dirty);
     ptrvec_free(&db->leaves);
+    ptrvec_free(&db->branches);
     ptrvec_free(&db->graveyard);
     extvec_free(&db->op_alloc);
     extvec_free(&db->op_release);

@@ -116,6 +116,8 @@ struct bonsai_db {
     uint32_t nmaps, cap_maps;
     ptrvec dirty;        /* decoded nodes changed since the last flush */
     ptrvec leaves;       /* decoded leaves (evicted after a flush) */
+    ptrvec branches;     /* decoded branches (evicted once no decoded
+                          * node lies below them) */
     ptrvec graveyard;    /* nodes removed from trees, freed after a flush */
     uint64_t nodes_max;      /* at least the nodes of every tree: counted
                               * at open, raised as nodes are made */

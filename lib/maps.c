@@ -177,7 +177,7 @@ void maps_forget_waiting(bonsai_db *db, map_slot *s)
 void maps_release_slot(bonsai_db *db, map_slot *s)
 {
     if (s->loaded)
-        bt_forget_tree(db, &s->w);
+        bt_discard(db, &s->w);
     maps_forget_waiting(db, s);
     pb_free(&s->pb);
     pthread_mutex_lock(&db->lock);

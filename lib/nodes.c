@@ -98,8 +98,8 @@ static int decode_node(bonsai_db *db, bt_tree *t, bn_ext e, unsigned level,
     n->walked = 0; /* rewritten in the current form */
     if (rc == 0 && n->leaf != (level == 0))
         rc = BONSAI_CORRUPT;
-    if (rc == 0 && n->leaf)
-        rc = ptrvec_push(&db->leaves, n);
+    if (rc == 0)
+        rc = ptrvec_push(n->leaf ? &db->leaves : &db->branches, n);
     if (rc) {
         tree_free_node(n);
         return rc;
@@ -166,6 +166,50 @@ void tree_adopt_children(bn_node *n)
             n->child[i].mem->parent = n;
 }
 
+/* Drops the dead nodes from the lists of decoded ones: before they are
+ * freed. */
+static void drop_dead(ptrvec *list)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < list->n; i++)
+        if (!((bn_node *)list->v[i])->dead)
+            list->v[kept++] = list->v[i];
+    list->n = kept;
+}
+
+static int has_decoded_child(const bn_node *n)
+{
+    for (uint32_t i = 0; i < n->n; i++)
+        if (n->child[i].mem)
+            return 1;
+    return 0;
+}
+
+void bt_evict_branches(bonsai_db *db)
+{
+    tree_forget_tail(db);
+    for (unsigned level = 1; level < BT_MAX_DEPTH; level++) {
+        size_t kept = 0, above = 0;
+        for (size_t i = 0; i < db->branches.n; i++) {
+            bn_node *n = db->branches.v[i];
+            uint32_t idx = UINT32_MAX;
+            if (!n->dead && n->level == level && !n->dirty && n->parent &&
+                !has_decoded_child(n))
+                idx = tree_slot_of(n->parent, n);
+            if (idx == UINT32_MAX) {
+                above += !n->dead && n->level > level;
+                db->branches.v[kept++] = n;
+                continue;
+            }
+            n->parent->child[idx].mem = NULL;
+            tree_free_node(n);
+        }
+        db->branches.n = kept;
+        if (!above)
+            return;
+    }
+}
+
 void bt_evict_leaves(bonsai_db *db, size_t keep)
 {
     if (db->leaves.n <= keep)
@@ -193,11 +237,8 @@ static void free_graveyard(bonsai_db *db)
     if (db->graveyard.n == 0)
         return;
     tree_forget_tail(db);
-    size_t kept = 0;
-    for (size_t i = 0; i < db->leaves.n; i++)
-        if (!((bn_node *)db->leaves.v[i])->dead)
-            db->leaves.v[kept++] = db->leaves.v[i];
-    db->leaves.n = kept;
+    drop_dead(&db->leaves);
+    drop_dead(&db->branches);
     for (size_t i = 0; i < db->graveyard.n; i++)
         tree_free_node(db->graveyard.v[i]);
     db->graveyard.n = 0;
@@ -232,24 +273,8 @@ void bt_forget_changes(bonsai_db *db)
     db->dirty_nodes = 0;
     db->dirty_since_ms = 0;
     db->leaves.n = 0;
+    db->branches.n = 0;
     free_graveyard(db);
-}
-
-static void discard_node(bn_node *n)
-{
-    if (!n->leaf)
-        for (uint32_t i = 0; i < n->n; i++)
-            if (n->child[i].mem)
-                discard_node(n->child[i].mem);
-    tree_free_node(n);
-}
-
-void bt_discard(bonsai_db *db, bt_tree *t)
-{
-    tree_forget_tail(db);
-    if (t->root.mem)
-        discard_node(t->root.mem);
-    t->root.mem = NULL;
 }
 
 static void mark_dead(bn_node *n)
@@ -261,15 +286,24 @@ static void mark_dead(bn_node *n)
                 mark_dead(n->child[i].mem);
 }
 
-void bt_forget_tree(bonsai_db *db, bt_tree *t)
+static void discard_node(bn_node *n)
 {
+    if (!n->leaf)
+        for (uint32_t i = 0; i < n->n; i++)
+            if (n->child[i].mem)
+                discard_node(n->child[i].mem);
+    tree_free_node(n);
+}
+
+/* Frees t's decoded nodes, once the lists of decoded nodes hold none. */
+void bt_discard(bonsai_db *db, bt_tree *t)
+{
+    tree_forget_tail(db);
     if (!t->root.mem)
         return;
     mark_dead(t->root.mem);
-    size_t kept = 0;
-    for (size_t i = 0; i < db->leaves.n; i++)
-        if (!((bn_node *)db->leaves.v[i])->dead)
-            db->leaves.v[kept++] = db->leaves.v[i];
-    db->leaves.n = kept;
-    bt_discard(db, t);
+    drop_dead(&db->leaves);
+    drop_dead(&db->branches);
+    discard_node(t->root.mem);
+    t->root.mem = NULL;
 }

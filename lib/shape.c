@@ -64,6 +64,10 @@ static int new_root_above(bonsai_db *db, bt_tree *t, bn_node *n)
     bn_node *root = tree_new_node(t, 0, n->level + 1u);
     if (!root)
         return BONSAI_NOMEM;
+    if (ptrvec_reserve(&db->branches, 1)) {
+        tree_free_node(root);
+        return BONSAI_NOMEM;
+    }
     db->nodes_max++;
     bn_child c = {t->root.ext, n};
     int rc = bn_insert_child(root, 0, lowest_key(), c);
@@ -73,6 +77,7 @@ static int new_root_above(bonsai_db *db, bt_tree *t, bn_node *n)
         tree_free_node(root);
         return rc;
     }
+    ptrvec_push(&db->branches, root); /* reserved: cannot fail */
     n->parent = root;
     t->root = (bn_child){{0, 0}, root};
     t->depth++;
@@ -117,7 +122,7 @@ int tree_split(bonsai_db *db, bt_tree *t, bn_node *n, int append,
         return rc;
     }
     tree_adopt_children(r);
-    if (r->leaf && (rc = ptrvec_push(&db->leaves, r)))
+    if ((rc = ptrvec_push(r->leaf ? &db->leaves : &db->branches, r)))
         goto orphan;
     if (!n->parent && (rc = new_root_above(db, t, n)))
         goto orphan;
