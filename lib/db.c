@@ -38,7 +38,7 @@ static void options_defaults(bonsai_options *o)
 {
     memset(o, 0, sizeof *o);
     o->struct_size = (uint32_t)sizeof *o;
-    o->page_size = 512;
+    o->page_size = 0; /* the mode's own: bx_page_size_for */
     o->node_bytes = 4096;
     o->node_entries = 4096;
     o->transactions = -1;
@@ -92,7 +92,7 @@ static int cache_fits_cap(const bonsai_options *o, uint64_t cap)
 static const char *options_problem(const bonsai_options *o)
 {
     uint32_t p = o->page_size;
-    if (p < BX_PAGE_MIN || p > BX_PAGE_MAX || (p & (p - 1)))
+    if (p != 0 && (p < BX_PAGE_MIN || p > BX_PAGE_MAX || (p & (p - 1))))
         return "page_size must be a power of two from 64 to 65536";
     if (o->node_bytes < 256 || o->node_bytes > (1u << 20))
         return "node_bytes must be from 256 to 1048576";
@@ -352,10 +352,18 @@ static int never_created(bonsai_db *db, uint64_t fsize, int *yes)
     return 0;
 }
 
+uint32_t bx_page_size_for(const bonsai_options *o, int anonymous)
+{
+    if (o->page_size)
+        return o->page_size;
+    return anonymous ? BX_PAGE_ANON : BX_PAGE_FILE;
+}
+
 static int create_file(bonsai_db *db, uint64_t *fsize)
 {
     if (db->opt.read_only)
         return BONSAI_CORRUPT;
+    db->opt.page_size = bx_page_size_for(&db->opt, 0);
     db->page_size = db->opt.page_size;
     db->first_pgno = head_bytes(db->page_size) / db->page_size;
     int rc = write_header(db);
@@ -424,6 +432,7 @@ static int open_anon(bonsai_db *db)
 {
     if (db->opt.read_only)
         return BONSAI_INVALID;
+    db->opt.page_size = bx_page_size_for(&db->opt, 1);
     db->page_size = db->opt.page_size;
     db->first_pgno = head_bytes(db->page_size) / db->page_size;
     db->meta = (bx_meta){.end = db->first_pgno};

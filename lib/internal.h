@@ -194,4 +194,8 @@ struct bonsai_txn {
  * library does not know.  opts NULL gives the defaults. */
 int bx_options_take(const bonsai_options *opts, bonsai_options *out);
 
+/* The page size a new store of these options gets (page_size 0: the
+ * mode's own, meta.h). */
+uint32_t bx_page_size_for(const bonsai_options *o, int anonymous);
+
 #endif

@@ -88,7 +88,7 @@ Test(api, options_defaults)
     memset(&o, 0xA5, sizeof o);
     bonsai_options_init(&o);
     cr_assert_eq(o.max_size, 0); /* the store's own cap, 1 GiB when new */
-    cr_assert_eq(o.page_size, 512u);
+    cr_assert_eq(o.page_size, 0u); /* the mode's own */
     cr_assert_eq(o.node_bytes, 4096u);
     cr_assert_eq(o.node_entries, 4096u);
     cr_assert_eq(o.transactions, -1);
@@ -107,7 +107,7 @@ Test(api, open_close_anonymous)
     cr_assert_eq(st.anonymous, 1);
     cr_assert_eq(st.transactions, 0, "anonymous default is no-transaction");
     cr_assert_eq(st.max_size, UINT64_C(1) << 30);
-    cr_assert_eq(st.page_size, 512u);
+    cr_assert_eq(st.page_size, 128u); /* anonymous memory's */
     cr_assert_eq(st.node_bytes, 4096u);
     cr_assert_eq(st.node_entries, 4096u);
 

@@ -142,9 +142,9 @@ const char *tool_store_rule(const char *option)
     uint32_t *field = store_field(&o, option);
     if (!field)
         return NULL;
-    /* 0 is out of range for each of them: the library's sentence names
+    /* 1 is out of range for each of them: the library's sentence names
      * the field, then says what it takes */
-    *field = 0;
+    *field = 1;
     const char *why = bonsai_options_check(&o);
     const char *rest = why ? strchr(why, ' ') : NULL;
     return rest ? rest + 1 : why;
