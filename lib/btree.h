@@ -199,8 +199,10 @@ int bt_finger_leaves(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
 void bt_prefetch_search(const bonsai_db *db, const bt_rd *rd, unsigned kind,
                         bn_child leaf, bn_key key);
 
-/* bt_get's last step: key's value in the leaf bt_finger_leaves gave. */
+/* bt_get's last step: key's value in the leaf bt_finger_leaves gave,
+ * for keys in increasing order: in the leaf of the key before, the search
+ * goes on from where that key's ended. */
 int bt_leaf_get(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
-                bn_child leaf, bn_key key, bonsai_val *val);
+                bt_finger *f, bn_child leaf, bn_key key, bonsai_val *val);
 
 #endif

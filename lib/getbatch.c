@@ -293,7 +293,7 @@ static void triage(batch *b, group *g)
 
 /* Answers the group's keys in order, searching the leaves found. */
 static int search(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
-                  batch *b, const group *g)
+                  bt_finger *f, batch *b, const group *g)
 {
     unsigned n = 0;
     for (size_t j = g->from; j < g->to; j++) {
@@ -307,8 +307,8 @@ static int search(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
         if (g->step[j - g->from] != SEARCH)
             continue;
         int rc = g->empty ? BONSAI_NOTFOUND
-                       : bt_leaf_get(db, rd, t, g->leaves[n], g->keys[n],
-                                     &val);
+                       : bt_leaf_get(db, rd, t, f, g->leaves[n],
+                                     g->keys[n], &val);
         n++;
         if (rc == 0)
             rc = keep(rd->uc, &val);
@@ -368,7 +368,7 @@ static int batch_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
         if (rc == 0 && k >= 1 && k - 1 < groups)
             aim(db, &rd, t, &g[(k - 1) % STAGES]);
         if (rc == 0 && k >= 2 && k - 2 < groups)
-            rc = search(db, &rd, t, b, &g[(k - 2) % STAGES]);
+            rc = search(db, &rd, t, f, b, &g[(k - 2) % STAGES]);
     }
     bt_finger_free(f);
     return rc;

@@ -163,6 +163,22 @@ int bn_img_check(const uint8_t *img, size_t avail, unsigned kind,
 int bn_img_search(const uint8_t *img, const bn_info *info, unsigned kind,
                   bn_key key, uint32_t *idx, int *found);
 
+/* Where the last of a run of searches of one leaf image for rising keys
+ * ended: the next search goes on from there (bn_img_search_on). */
+typedef struct bn_mark {
+    int set;      /* idx and key hold the last answer; 0 before the first */
+    uint32_t idx; /* that answer: the first index whose key >= the key */
+    uint64_t key; /* u64 keys: the key at idx (when idx < count) */
+} bn_mark;
+
+/* bn_img_search of a leaf for a key above every key searched in it since
+ * *mark was cleared, answering from *mark on and leaving the answer in
+ * it: a sorted batch then walks each leaf once instead of searching it
+ * from the top for each key.  Indexed u64 sections go on from the mark;
+ * other forms are searched whole.  Returns 0 or BONSAI_CORRUPT. */
+int bn_img_search_on(const uint8_t *img, const bn_info *info, unsigned kind,
+                     bn_key key, bn_mark *mark, uint32_t *idx, int *found);
+
 /* The bytes [*off, *off + *len) of an image that bn_img_search reads
  * for key beyond the header and a u64 section's index: key's group of an
  * indexed u64 section, else the whole key section.  Reads the header and

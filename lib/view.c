@@ -455,6 +455,8 @@ struct bt_finger {
     fpos *path;     /* [depth]: path[0] the root ... a leaf */
     fpos *row[2];   /* [BT_FINGER_KEYS]: a group's keys at a level, and
                        at the next */
+    bn_child leaf;  /* the leaf bt_leaf_get searched last ... */
+    bn_mark mark;   /* ... and where that search ended */
 };
 
 /* Gives each position room for a byte key (none for u64 keys). */
@@ -475,6 +477,7 @@ int bt_finger_new(const bt_tree *t, bt_finger **out)
         return BONSAI_NOMEM;
     f->depth = t->depth;
     f->held = 0;
+    f->mark.set = 0;
     f->path = (fpos *)(f + 1);
     f->row[0] = f->path + t->depth;
     f->row[1] = f->row[0] + BT_FINGER_KEYS;
@@ -662,8 +665,21 @@ int bt_finger_leaves(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
     return 0;
 }
 
+/* In a leaf searched last for a smaller key, from where that search
+ * ended; *m holds this search's end. */
+static int search_on(const nview *v, unsigned kind, bn_key key, bn_mark *m,
+                     uint32_t *idx, int *found)
+{
+    if (!v->mem)
+        return bn_img_search_on(v->img, &v->info, kind, key, m, idx, found);
+    *idx = bn_search_leaf_from(v->mem, m->set ? m->idx : 0, key, found);
+    m->set = 1;
+    m->idx = *idx;
+    return 0;
+}
+
 int bt_leaf_get(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
-                bn_child leaf, bn_key key, bonsai_val *val)
+                bt_finger *f, bn_child leaf, bn_key key, bonsai_val *val)
 {
     nview v;
     uint32_t idx;
@@ -672,7 +688,11 @@ int bt_leaf_get(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
         return rc;
     if (!view_leaf(&v))
         return BONSAI_CORRUPT;
-    if ((rc = view_search(&v, t->kind, key, &idx, &found)))
+    if (!f->mark.set || !same_node(f->leaf, leaf)) {
+        f->leaf = leaf;
+        f->mark.set = 0;
+    }
+    if ((rc = search_on(&v, t->kind, key, &f->mark, &idx, &found)))
         return rc;
     return found ? leaf_value(db, rd, &v, idx, val) : BONSAI_NOTFOUND;
 }

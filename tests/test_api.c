@@ -2703,6 +2703,70 @@ Test(api, get_batch_u64_hits_misses_repeats)
     free(keys);
 }
 
+/* Random keys in leaves of the default size, hundreds of keys in groups
+ * of 64: a sorted batch goes on in a leaf from where the key before it
+ * landed, within its group or in a later one.  Every present key, its
+ * neighbours either side (absent but for a clash) and random keys, in
+ * order and shuffled, in stores raw and lz4, with and without
+ * transactions. */
+Test(api, get_batch_u64_walks_each_leaf_on)
+{
+    tu_rng rng = {tu_seed("get_batch_u64_walks_each_leaf_on", 79)};
+    enum { KEYS = 20000, N = 4 * KEYS };
+    uint64_t *keys = malloc(N * sizeof *keys);
+    cr_assert(keys);
+    for (size_t si = 0; si < sizeof cstores / sizeof cstores[0]; si++) {
+        cr_log_info("store: %s", cstores[si].name);
+        bonsai_options o = file_opts();
+        o.compression = cstores[si].compression;
+        char name[32];
+        snprintf(name, sizeof name, "walk%zu.db", si);
+        bonsai_db *db = tu_open(cstores[si].file ? tu_path(name) : NULL, &o);
+        bonsai_map m = tu_map_create(db, NULL, "u", BONSAI_KEY_U64);
+        bonsai_txn *txn = NULL;
+        int cow = bonsai_txn_begin(db, 0, &txn) == 0;
+        tm_model model;
+        tm_init(&model, BONSAI_KEY_U64);
+        for (size_t i = 0; i < KEYS; i++) {
+            uint64_t k = tu_rand(&rng) | 1; /* k - 1 stays above 0 */
+            char v[64];
+            bonsai_val val = tu_val(v, i % 3 ? 0 : batch_value(k, v));
+            TU_OK(bonsai_put_u64(cow ? txn : NULL, m, k, &val, 0));
+            tm_put(&model, &k, 8, v, val.size);
+            keys[4 * i] = k;
+            keys[4 * i + 1] = k - 1;
+            keys[4 * i + 2] = k + 1;
+            keys[4 * i + 3] = tu_rand(&rng);
+        }
+        if (cow)
+            TU_OK(bonsai_txn_commit(txn));
+        else
+            TU_OK(bonsai_sync(db));
+        qsort(keys, N, sizeof *keys, cmp_u64);
+        expect_batch_u64(NULL, m, &model, keys, N, 0);
+        expect_batch_u64(NULL, m, &model, keys + N / 3, N / 3, 1);
+        /* sparse batches: a key's group can lie groups past the last's */
+        for (size_t stride = 7; stride < 400; stride *= 3) {
+            uint64_t *some = malloc(N / stride * sizeof *some);
+            cr_assert(some);
+            for (size_t i = 0; i < N / stride; i++)
+                some[i] = keys[i * stride + tu_below(&rng, stride)];
+            expect_batch_u64(NULL, m, &model, some, N / stride, 0);
+            free(some);
+        }
+        for (size_t i = N - 1; i > 0; i--) {
+            size_t j = tu_below(&rng, i + 1);
+            uint64_t t = keys[i];
+            keys[i] = keys[j];
+            keys[j] = t;
+        }
+        expect_batch_u64(NULL, m, &model, keys, N, 0);
+        tm_free(&model);
+        TU_OK(bonsai_close(db));
+    }
+    free(keys);
+}
+
 /* Byte keys: prefixes of one another, keys alike in their first 8 bytes
  * (which the batch sorts by first), NUL bytes, the longest key. */
 Test(api, get_batch_byte_keys)
