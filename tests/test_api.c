@@ -2712,7 +2712,7 @@ Test(api, get_batch_u64_hits_misses_repeats)
 Test(api, get_batch_u64_walks_each_leaf_on)
 {
     tu_rng rng = {tu_seed("get_batch_u64_walks_each_leaf_on", 79)};
-    enum { KEYS = 20000, N = 4 * KEYS };
+    enum { KEYS = 10000, N = 4 * KEYS };
     uint64_t *keys = malloc(N * sizeof *keys);
     cr_assert(keys);
     for (size_t si = 0; si < sizeof cstores / sizeof cstores[0]; si++) {

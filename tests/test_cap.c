@@ -179,7 +179,7 @@ static uint64_t bytes_used(bonsai_db *db)
 
 /* cache_in_cap: in memory the cap holds the store and its write cache, so
  * a store filled to BONSAI_FULL leaves the cache's share of the cap; the
- * cache must be below half of the cap, when set and when the cap moves. */
+ * cache must be below half of the cap when the cap moves. */
 Test(cap, cache_in_cap_leaves_the_cache_its_share)
 {
     bonsai_options o;
@@ -200,10 +200,20 @@ Test(cap, cache_in_cap_leaves_the_cache_its_share)
     cr_assert(fill(db, &next) > 0, "no room after the cap was raised");
     cr_assert(bytes_used(db) <= 13 * MiB);
     TU_OK(bonsai_close(db));
-    /* without it the store takes the whole cap */
+}
+
+/* Without cache_in_cap the store takes the whole cap; the cache must be
+ * below half of the cap, and cache_in_cap is 0 or 1. */
+Test(cap, cache_outside_the_cap_and_cache_in_cap_checked)
+{
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.max_size = 8 * MiB;
+    o.write_cache_bytes = 3 * MiB;
     o.cache_in_cap = 0;
+    bonsai_db *db;
     TU_OK(bonsai_open(NULL, &o, &db));
-    next = 0;
+    uint64_t next = 0;
     fill(db, &next);
     cr_assert(bytes_used(db) > 7 * MiB);
     TU_OK(bonsai_close(db));
