@@ -10,9 +10,12 @@
  * BT_FINGER_KEYS: the group descends level by level, the nodes of each
  * level prefetched before they are searched; one group later the part of
  * each leaf its key's search reads is prefetched, and one group after
- * that it is searched, so that the cache misses of many keys overlap.  A
- * value of an unpacked (compressed) leaf is copied aside (pk_keep): the
- * unpack cache may reuse the leaf's buffer before the batch ends.
+ * that it is searched, so that the cache misses of many keys overlap; in
+ * the leaf of the key before it, a key's search goes on from where that
+ * key's ended (bt_leaf_get), so a leaf is walked once, not searched
+ * from the top for each of its keys.  A value of an unpacked (compressed)
+ * leaf is copied aside (pk_keep): the unpack cache may reuse the leaf's
+ * buffer before the batch ends.
  */
 #include <stdlib.h>
 #include <string.h>
