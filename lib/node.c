@@ -586,34 +586,10 @@ static uint32_t ix_group_of(const ixsec *x, uint64_t key, uint32_t lo)
     return lo;
 }
 
-static int ix_search(const uint8_t *s, const uint8_t *end, uint32_t n,
-                     uint64_t key, uint32_t *pos, int *eq)
-{
-    ixsec x;
-    grp gr;
-    const uint8_t *after;
-    if (ix_open(&x, s, end, n))
-        return -1;
-    if (key <= x.first || n == 1) {
-        *pos = key > x.first;
-        *eq = key == x.first;
-        return 0;
-    }
-    if (x.step) { /* key = first + pos * step, or falls between two */
-        uint64_t gap = key - x.first, q = gap / x.step;
-        int exact = gap % x.step == 0;
-        *pos = q >= n ? n : (uint32_t)q + !exact;
-        *eq = q < n && exact;
-        return 0;
-    }
-    if (ix_group(&x, ix_group_of(&x, key, 0), &gr, &after))
-        return -1;
-    return grp_search(&gr, end, key, pos, eq);
-}
-
-/* ix_search from where *m, a search of the same section for a smaller
- * key, ended: in its group when key is below the next group's first key,
- * else from the next group on.  Leaves the answer in *m. */
+/* The grouped form's search, above key 0: from the top when *m is clear,
+ * else from where *m, a search of the same section for a smaller key,
+ * ended (in its group when key is below the next group's first key, else
+ * from the next group on).  Leaves the answer in *m. */
 static int ix_search_on(const ixsec *x, uint64_t key, bn_mark *m,
                         uint32_t *pos, int *eq)
 {
@@ -644,6 +620,28 @@ static int ix_search_on(const ixsec *x, uint64_t key, bn_mark *m,
         k = g + 1 < x->ngroups ? x->first + ix_rel(x, g + 1) : 0;
     m->key = k;
     return 0;
+}
+
+static int ix_search(const uint8_t *s, const uint8_t *end, uint32_t n,
+                     uint64_t key, uint32_t *pos, int *eq)
+{
+    ixsec x;
+    if (ix_open(&x, s, end, n))
+        return -1;
+    if (key <= x.first || n == 1) {
+        *pos = key > x.first;
+        *eq = key == x.first;
+        return 0;
+    }
+    if (x.step) { /* key = first + pos * step, or falls between two */
+        uint64_t gap = key - x.first, q = gap / x.step;
+        int exact = gap % x.step == 0;
+        *pos = q >= n ? n : (uint32_t)q + !exact;
+        *eq = q < n && exact;
+        return 0;
+    }
+    bn_mark none = {0};
+    return ix_search_on(&x, key, &none, pos, eq);
 }
 
 static int ix_key_at(const uint8_t *s, const uint8_t *end, uint32_t n,

@@ -280,10 +280,10 @@ Test(pending, sequential_byte_key_load_among_other_changes_matches_the_model)
     sequential_load_among_other_changes(BONSAI_KEY_BYTES);
 }
 
-static int cmp_acked(const void *a, const void *b)
+static int cmp_u64_ref(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
+    return (x > y) - (x < y);
 }
 
 /* Puts that wait count their room ahead: filling to the cap, every put
@@ -313,7 +313,7 @@ Test(pending, full_keeps_every_acknowledged_put)
         acked[n++] = k;
     }
     TU_RC(rc, BONSAI_FULL);
-    qsort(acked, n, sizeof *acked, cmp_acked);
+    qsort(acked, n, sizeof *acked, cmp_u64_ref);
     tm_model model;
     tm_init(&model, BONSAI_KEY_U64);
     for (size_t i = 0; i < n; i++)
@@ -434,12 +434,6 @@ Test(pending, batch_sort_orders_byte_keys)
                   "entry %zu of %zu out of order (seed in the log)", i, n);
     }
     pb_free(&b);
-}
-
-static int cmp_u64_ref(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
 }
 
 Test(pending, batch_sort_orders_u64_keys)
