@@ -191,7 +191,8 @@ typedef struct bonsai_options {
     /* The write cache: changed nodes stay decoded in memory and are
      * encoded once, when the cache holds more than this many bytes, when
      * flush_delay_ms has passed, at commit, bonsai_sync or close.
-     * Up to 15/16 of it also holds puts waiting for their leaf:
+     * Up to 15/16 of it also holds puts waiting for their leaf (their
+     * entries, index and bytes, counted as allocated):
      * a put that does not append to a decoded leaf waits, and waiting
      * puts are applied in key order, each leaf decoded and encoded once
      * per batch (gets see them at once; cursors, counts, deletes and

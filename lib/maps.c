@@ -179,6 +179,7 @@ void maps_release_slot(bonsai_db *db, map_slot *s)
     if (s->loaded)
         bt_discard(db, &s->w);
     maps_forget_waiting(db, s);
+    db->waiting_bytes -= pb_mem_bytes(&s->pb); /* the arrays kept */
     pb_free(&s->pb);
     pthread_mutex_lock(&db->lock);
     char *name = s->name;

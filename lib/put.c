@@ -154,12 +154,6 @@ static size_t entry_payload(const bt_tree *t, bn_key key, uint32_t vlen)
     return (t->kind == BONSAI_KEY_U64 ? 0 : key.len) + vlen;
 }
 
-static size_t entry_bytes(const bt_tree *t, bn_key key, uint32_t vlen)
-{
-    return sizeof(pb_entry) + 2 * sizeof(uint64_t) +
-           entry_payload(t, key, vlen);
-}
-
 /* The putbuf b held mem0 bytes of memory and payload0 of keys and values
  * before a change: the totals of what waits follow it. */
 static void note_bytes(bonsai_db *db, const putbuf *b, size_t mem0,
@@ -187,6 +181,20 @@ static size_t waiting_budget(const bonsai_db *db)
     return share < left ? share : left;
 }
 
+/* Is there room in the budget for one more waiting put in b?  Its arrays
+ * grow now if they must, to at most what the budget leaves them. */
+static int batch_takes(bonsai_db *db, putbuf *b, size_t payload)
+{
+    size_t budget = waiting_budget(db);
+    size_t others = db->waiting_bytes - pb_mem_bytes(b);
+    if (others >= budget)
+        return 0;
+    size_t mem0 = pb_mem_bytes(b);
+    int rc = pb_make_room(b, payload, budget - others);
+    db->waiting_bytes = db->waiting_bytes - mem0 + pb_mem_bytes(b);
+    return rc == 0;
+}
+
 /* Does this put wait, go to the tree now, or wait once the waiting puts
  * are applied (the budget or the room is short)?  Appends to a decoded
  * leaf and puts into the last leaf (a sequential load, whose leaf a
@@ -196,16 +204,17 @@ static size_t waiting_budget(const bonsai_db *db)
  * order.  Once puts wait, an append to a decoded leaf waits too: finding
  * its leaf costs a search of every branch on the way, which a put that
  * waits never makes. */
-static int choose(bonsai_db *db, const bt_tree *t, bn_key key, uint32_t vlen)
+static int choose(bonsai_db *db, putbuf *b, const bt_tree *t, bn_key key,
+                  uint32_t vlen)
 {
     if (!db->opt.write_cache_bytes || vlen > db->inline_max ||
         t->depth == 0 || bt_goes_last(t, key) ||
         (!db->waiting && bt_appends_to_cached_leaf(t, key)))
         return GO_NOW;
-    if (db->waiting_bytes + entry_bytes(t, key, vlen) >
-            waiting_budget(db) ||
-        !room_waiting(db, room_put_any(db, t), db->waiting + 1,
-                      db->waiting_payload + entry_payload(t, key, vlen)))
+    size_t payload = entry_payload(t, key, vlen);
+    if (!room_waiting(db, room_put_any(db, t), db->waiting + 1,
+                      db->waiting_payload + payload) ||
+        !batch_takes(db, b, payload))
         return db->waiting ? GO_APPLY_FIRST : GO_NOW;
     return GO_WAIT;
 }
@@ -241,7 +250,7 @@ int put_key(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key,
     /* a put that waits needs not know whether its key waits already (the
      * putbuf keeps the newest value): that question is a memory miss */
     if (s->pb.n && !(flags & BONSAI_NOOVERWRITE) && vlen <= db->inline_max &&
-        choose(db, t, key, vlen) == GO_WAIT)
+        choose(db, &s->pb, t, key, vlen) == GO_WAIT)
         return wait_put(db, s, key, val, vlen);
     if (pb_find(&s->pb, key) != UINT32_MAX) {
         if (flags & BONSAI_NOOVERWRITE)
@@ -258,11 +267,11 @@ int put_key(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key,
     /* a put that changes nothing needs no room: found before any is made */
     if ((flags & BONSAI_NOOVERWRITE) && (rc = check_absent(db, t, key)))
         return rc;
-    int go = choose(db, t, key, vlen);
+    int go = choose(db, &s->pb, t, key, vlen);
     if (go == GO_APPLY_FIRST) {
         if ((rc = put_apply_all(db)))
             return rc;
-        go = choose(db, t, key, vlen);
+        go = choose(db, &s->pb, t, key, vlen);
     }
     if (go == GO_WAIT)
         return wait_put(db, s, key, val, vlen);
@@ -331,23 +340,6 @@ static void fail_writer(bonsai_db *db)
         db->failed = 1;
 }
 
-/* Entries from .. to - 1 of the batch are in the tree now: the cache
- * counts them there, no longer as waiting (put_apply_waiting recounts the
- * batch exactly at its end).  Else a cache filled by a batch would be
- * written back while the batch is applied, for memory counted twice. */
-static void note_applied(bonsai_db *db, const map_slot *s, uint32_t from,
-                         uint32_t to)
-{
-    size_t bytes = 0;
-    for (uint32_t i = from; i < to; i++) {
-        uint32_t vlen;
-        pb_value(&s->pb, i, &vlen);
-        bytes += entry_bytes(&s->w, pb_key(&s->pb, i), vlen);
-    }
-    db->waiting_bytes -= bytes < db->waiting_bytes ? bytes
-                                                   : db->waiting_bytes;
-}
-
 /* Entries from, from + 1, ... of the sorted batch that share a leaf, all
  * at once when there is room for a whole run, else just the first, with
  * its room counted exactly.  *to = the first entry not applied. */
@@ -375,7 +367,6 @@ static int apply_run(bonsai_db *db, map_slot *s, uint32_t from, uint32_t *to)
     }
     if (!db->cow)
         bt_release_now(db);
-    note_applied(db, s, from, *to);
     uint64_t failed_ms = db->wb_error_ms;
     rc = cache_after_change(db); /* a failed write leaves changes cached */
     db->settled_gen = db->write_gen;
@@ -394,7 +385,6 @@ int put_apply_waiting(bonsai_db *db, map_slot *s)
     if (b->n == 0)
         return 0;
     size_t mem0 = pb_mem_bytes(b), payload0 = pb_payload_bytes(b);
-    size_t waiting0 = db->waiting_bytes;
     uint32_t n0 = b->n;
     pb_sort(b);
     uint32_t i = 0;
@@ -403,8 +393,7 @@ int put_apply_waiting(bonsai_db *db, map_slot *s)
         ;
     pb_keep_from(b, i);
     db->waiting -= n0 - b->n;
-    db->waiting_bytes = waiting0; /* note_applied's estimates give way */
-    note_bytes(db, b, mem0, payload0);    /* to the count of what is left */
+    note_bytes(db, b, mem0, payload0);
     return rc;
 }
 

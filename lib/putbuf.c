@@ -49,7 +49,7 @@ void pb_free(putbuf *b)
 static void clear_front(putbuf *b)
 {
     if (b->front && b->n > b->indexed)
-        memset(b->front, 0, PB_FRONT_SLOTS * sizeof *b->front);
+        memset(b->front, 0, (size_t)b->front_slots * sizeof *b->front);
 }
 
 void pb_reset(putbuf *b)
@@ -116,6 +116,15 @@ static int same_key(const putbuf *b, uint32_t i, bn_key key)
            memcmp(b->arena + b->e[i].k, key.b, key.len) == 0;
 }
 
+/* The slot key's hash h points at in an index of nslots slots: any
+ * number, so that a batch's arrays grow to what its budget allows rather
+ * than to the next power of two.  The low half of h; the tag is the high
+ * half. */
+static uint32_t home_slot(uint64_t h, uint32_t nslots)
+{
+    return (uint32_t)(((h & UINT32_MAX) * nslots) >> 32);
+}
+
 #define SLOT_ENTRY(v) ((uint32_t)(v))
 #define SLOT_TAG(h) ((h) & ~(uint64_t)UINT32_MAX)
 
@@ -124,9 +133,8 @@ static int same_key(const putbuf *b, uint32_t i, bn_key key)
 static uint32_t probe_in(const putbuf *b, const uint64_t *slot,
                          uint32_t nslots, bn_key key, uint64_t h)
 {
-    uint32_t mask = nslots - 1;
-    uint32_t s = (uint32_t)h & mask;
-    for (uint64_t v; (v = slot[s]) != 0; s = (s + 1) & mask)
+    uint32_t s = home_slot(h, nslots);
+    for (uint64_t v; (v = slot[s]) != 0; s = s + 1 == nslots ? 0 : s + 1)
         if (SLOT_TAG(v) == SLOT_TAG(h) && same_key(b, SLOT_ENTRY(v) - 1, key))
             break;
     return s;
@@ -139,7 +147,7 @@ uint32_t pb_find(const putbuf *b, bn_key key)
     uint64_t h = hash_key(b->kind, key);
     uint32_t s;
     if (b->n > b->indexed) { /* the newer entry first */
-        s = probe_in(b, b->front, PB_FRONT_SLOTS, key, h);
+        s = probe_in(b, b->front, b->front_slots, key, h);
         if (b->front[s])
             return SLOT_ENTRY(b->front[s]) - 1;
     }
@@ -173,12 +181,12 @@ static uint32_t index_range(putbuf *b, uint32_t from, uint32_t to)
 {
     enum { AHEAD = 32 };
     uint64_t h[AHEAD];
-    uint32_t w = from, mask = b->nslots - 1;
+    uint32_t w = from;
     for (uint32_t i = from; i < to; i += AHEAD) {
         uint32_t m = to - i < AHEAD ? to - i : AHEAD;
         for (uint32_t j = 0; j < m; j++) {
             h[j] = hash_key(b->kind, pb_key(b, i + j));
-            __builtin_prefetch(&b->slot[(uint32_t)h[j] & mask], 1);
+            __builtin_prefetch(&b->slot[home_slot(h[j], b->nslots)], 1);
         }
         for (uint32_t j = 0; j < m; j++)
             w = index_one(b, i + j, h[j], w);
@@ -214,42 +222,105 @@ static uint32_t first_cap(const putbuf *b)
     return cap;
 }
 
-/* Doubles the entry array and the main index (the front's entries then
- * join it as they do when the front is full). */
-static int grow_entries(putbuf *b)
+/* Memory a putbuf holds with cap entries (each with two index slots),
+ * an arena of acap bytes and a front index of front_slots. */
+#define PER_ENTRY (sizeof(pb_entry) + 2 * sizeof(uint64_t))
+
+static size_t arrays_bytes(uint32_t cap, size_t acap, uint32_t front_slots)
 {
-    if (b->cap >= UINT32_MAX / 4)
+    return (size_t)cap * PER_ENTRY + acap +
+           (size_t)front_slots * sizeof(uint64_t);
+}
+
+static int alloc_front(putbuf *b, uint32_t slots)
+{
+    if (!(b->front = calloc(slots, sizeof *b->front)))
         return BONSAI_NOMEM;
-    uint32_t cap = b->cap ? b->cap * 2 : first_cap(b);
-    uint32_t nslots = cap * 2;
+    b->front_slots = slots;
+    return 0;
+}
+
+/* The front's slots in a budget of max_bytes: at most an eighth of it, so
+ * that a small write cache still holds a batch. */
+static uint32_t front_slots_for(size_t max_bytes)
+{
+    uint32_t slots = PB_FRONT_SLOTS;
+    while (slots > 64 && (size_t)slots * sizeof(uint64_t) > max_bytes / 8)
+        slots /= 2;
+    return slots;
+}
+
+/* Grows the entry array and the main index to cap entries (the front's
+ * entries then join it as they do when the front is full).  The index is
+ * resized, not copied beside the old one: it is rebuilt from the
+ * entries. */
+static int grow_to(putbuf *b, uint32_t cap)
+{
     pb_entry *e = realloc(b->e, (size_t)cap * sizeof *e);
     if (!e)
         return BONSAI_NOMEM;
     b->e = e;
-    uint64_t *slot = malloc((size_t)nslots * sizeof *slot);
+    uint64_t *slot = realloc(b->slot, (size_t)cap * 2 * sizeof *slot);
     if (!slot)
         return BONSAI_NOMEM; /* the larger entry array is harmless */
-    free(b->slot);
     b->slot = slot;
-    b->nslots = nslots;
+    b->nslots = cap * 2;
     b->cap = cap;
     rehash(b);
     return 0;
 }
 
-static int reserve_arena(putbuf *b, size_t more)
+/* The entries the arrays grow to next: twice as many. */
+static uint32_t next_cap(const putbuf *b)
+{
+    if (b->cap >= UINT32_MAX / 4)
+        return b->cap;
+    return b->cap ? b->cap * 2 : first_cap(b);
+}
+
+/* The arena's capacity once it holds more bytes. */
+static size_t arena_cap_for(const putbuf *b, size_t more)
 {
     if (b->alen + more <= b->acap)
-        return 0;
-    size_t cap = b->acap ? b->acap : 4096;
+        return b->acap;
+    size_t cap = b->acap ? b->acap : 256;
     while (cap < b->alen + more)
         cap *= 2;
+    return cap;
+}
+
+static int reserve_arena(putbuf *b, size_t more)
+{
+    size_t cap = arena_cap_for(b, more);
+    if (cap == b->acap)
+        return 0;
     uint8_t *a = realloc(b->arena, cap);
     if (!a)
         return BONSAI_NOMEM;
     b->arena = a;
     b->acap = cap;
     return 0;
+}
+
+int pb_make_room(putbuf *b, size_t payload, size_t max_bytes)
+{
+    uint32_t front = b->front ? b->front_slots : front_slots_for(max_bytes);
+    size_t acap = arena_cap_for(b, payload);
+    uint32_t cap = b->cap;
+    if (b->n == cap) {
+        size_t fixed = arrays_bytes(0, acap, front);
+        size_t most = max_bytes > fixed ? (max_bytes - fixed) / PER_ENTRY : 0;
+        cap = next_cap(b);
+        if (cap > most)
+            cap = (uint32_t)most; /* below cap, which is below 2^32 */
+        if (cap <= b->n)
+            return BONSAI_FULL;
+    }
+    if (arrays_bytes(cap, acap, front) > max_bytes)
+        return BONSAI_FULL;
+    if (!b->front && alloc_front(b, front))
+        return BONSAI_NOMEM;
+    return cap > b->cap ? grow_to(b, cap) : 0;
 }
 
 static uint64_t arena_add(putbuf *b, const uint8_t *p, uint32_t len)
@@ -263,14 +334,13 @@ static uint64_t arena_add(putbuf *b, const uint8_t *p, uint32_t len)
 
 int pb_put(putbuf *b, bn_key key, const uint8_t *val, uint32_t vlen)
 {
-    if (!b->front &&
-        !(b->front = calloc(PB_FRONT_SLOTS, sizeof *b->front)))
+    if (!b->front && alloc_front(b, PB_FRONT_SLOTS))
         return BONSAI_NOMEM;
-    if (b->n - b->indexed == PB_FRONT_MAX)
+    if (b->n - b->indexed == b->front_slots / 2)
         pb_settle(b);
     /* one probe of the front finds the entry, or the slot a new one takes */
     uint64_t h = hash_key(b->kind, key);
-    uint32_t s = probe_in(b, b->front, PB_FRONT_SLOTS, key, h);
+    uint32_t s = probe_in(b, b->front, b->front_slots, key, h);
     int found = b->front[s] != 0;
     size_t kbytes = b->kind == BONSAI_KEY_U64 || found ? 0 : key.len;
     if (reserve_arena(b, kbytes + vlen))
@@ -281,7 +351,7 @@ int pb_put(putbuf *b, bn_key key, const uint8_t *val, uint32_t vlen)
         e->vlen = vlen;
         return 0;
     }
-    if (b->n == b->cap && grow_entries(b))
+    if (b->n == b->cap && (next_cap(b) == b->cap || grow_to(b, next_cap(b))))
         return BONSAI_NOMEM;
     pb_entry *e = &b->e[b->n];
     e->k = b->kind == BONSAI_KEY_U64 ? key.u : arena_add(b, key.b, key.len);
@@ -321,6 +391,9 @@ static void insertion_sort_u64(pb_entry *e, uint32_t n)
 }
 
 #define FEW 32u /* at most so many entries are insertion sorted */
+/* at least so many are sorted in buckets first: fewer would pay more for
+ * the 64 Ki buckets than they save */
+#define BUCKETED 4096u
 
 /* The smallest k xor the largest: its top set bit is the highest bit in
  * which any two entries differ (0: all equal). */
@@ -364,41 +437,66 @@ static void sort_bucket(pb_entry *e, uint32_t n, pb_entry *tmp)
         qsort(e, n, sizeof *e, cmp_u64);
 }
 
-/* The 16 bits below those every key shares pick a bucket: a counting
- * pass into tmp, then each bucket sorted on its own (a handful of entries
- * for spread keys).  Keys that agree on their top bits (decimal digits
- * of string keys) still spread over the buckets. */
-static void sort_u64(pb_entry *e, uint32_t n, pb_entry *tmp)
+/* Moves each entry into its bucket, in place (cycle leader): bucket d
+ * spans [next[d], end[d]) of e once every entry is home.  A batch's
+ * entries hold most of the cache's budget; a sort beside them would hold
+ * as much again. */
+#define BUCKET(k, shared) ((uint32_t)(((k) << (shared)) >> (64 - SORT_BITS)))
+enum { SORT_BITS = 16, SORT_BUCKETS = 1u << SORT_BITS };
+
+static void place_in_buckets(pb_entry *e, uint32_t *next, const uint32_t *end,
+                             unsigned shared)
 {
-    enum { BITS = 16, BUCKETS = 1u << BITS };
+    for (uint32_t d = 0; d < SORT_BUCKETS; d++) {
+        while (next[d] < end[d]) {
+            pb_entry x = e[next[d]];
+            uint32_t home = BUCKET(x.k, shared);
+            while (home != d) { /* x goes home; what was there moves on */
+                pb_entry y = e[next[home]];
+                e[next[home]++] = x;
+                x = y;
+                home = BUCKET(x.k, shared);
+            }
+            e[next[d]++] = x;
+        }
+    }
+}
+
+/* The 16 bits below those every key shares pick a bucket: a counting
+ * pass, the entries moved to their buckets in place, then each bucket
+ * sorted on its own (a handful of entries for spread keys).  Keys that
+ * agree on their top bits (decimal digits of string keys) still spread
+ * over the buckets. */
+static void sort_u64(pb_entry *e, uint32_t n)
+{
     uint64_t differ = differing_bits(e, n);
     if (!differ)
         return; /* all equal: sorted */
     unsigned shared = (unsigned)__builtin_clzll(differ);
-    uint32_t *start = calloc(BUCKETS + 1u, sizeof *start);
-    if (!start) {
+    uint32_t *end = calloc(2u * SORT_BUCKETS, sizeof *end);
+    if (!end) {
         qsort(e, n, sizeof *e, cmp_u64);
         return;
     }
-#define BUCKET(k) ((uint32_t)(((k) << shared) >> (64 - BITS)))
+    uint32_t *next = end + SORT_BUCKETS;
     for (uint32_t i = 0; i < n; i++)
-        start[BUCKET(e[i].k) + 1]++;
-    for (uint32_t d = 0; d < BUCKETS; d++)
-        start[d + 1] += start[d];
-    for (uint32_t i = 0; i < n; i++)
-        tmp[start[BUCKET(e[i].k)]++] = e[i];
-#undef BUCKET
-    /* start[d] is now the end of bucket d */
-    uint32_t from = 0;
-    for (uint32_t d = 0; d < BUCKETS; d++) {
-        uint32_t to = start[d];
-        if (to - from > 1) /* e is free scratch once scattered */
-            sort_bucket(tmp + from, to - from, e + from);
-        from = to;
+        end[BUCKET(e[i].k, shared)]++;
+    uint32_t most = 0;
+    for (uint32_t d = 0, at = 0; d < SORT_BUCKETS; d++) {
+        most = end[d] > most ? end[d] : most;
+        next[d] = at;
+        at += end[d];
+        end[d] = at;
     }
-    memcpy(e, tmp, (size_t)n * sizeof *e);
-    free(start);
+    place_in_buckets(e, next, end, shared);
+    pb_entry *tmp = most > FEW ? malloc((size_t)most * sizeof *tmp) : NULL;
+    for (uint32_t d = 0, from = 0; d < SORT_BUCKETS; from = end[d++])
+        if (end[d] - from > 1)
+            sort_bucket(e + from, end[d] - from, tmp);
+    free(tmp);
+    free(end);
 }
+#undef BUCKET
 
 /* Key bytes [off, off + 8) of e big-endian, zeros past the end: ordered
  * as the keys are, ties left to the bytes beyond. */
@@ -422,10 +520,10 @@ static void sort_chunks(const putbuf *b, pb_entry *e, pb_entry *pre,
 {
     for (uint32_t i = 0; i < n; i++)
         pre[i] = (pb_entry){.k = chunk_at(b, &e[i], off), .voff = i};
-    if (n < 4096) /* the radix pass's 64 Ki buckets cost more */
+    if (n < BUCKETED)
         sort_bucket(pre, n, tmp);
     else
-        sort_u64(pre, n, tmp);
+        sort_u64(pre, n);
     for (uint32_t i = 0; i < n; i++)
         tmp[i] = e[pre[i].voff];
     memcpy(e, tmp, (size_t)n * sizeof *e);
@@ -464,11 +562,12 @@ void pb_sort(putbuf *b)
         sort_bytes(b);
         return;
     }
-    pb_entry *tmp = b->n > 64 ? malloc((size_t)b->n * sizeof *tmp) : NULL;
-    if (tmp)
-        sort_u64(b->e, b->n, tmp);
-    else
-        qsort(b->e, b->n, sizeof *b->e, cmp_u64);
+    if (b->n >= BUCKETED) {
+        sort_u64(b->e, b->n);
+        return;
+    }
+    pb_entry *tmp = b->n > FEW ? malloc((size_t)b->n * sizeof *tmp) : NULL;
+    sort_bucket(b->e, b->n, tmp);
     free(tmp);
 }
 
@@ -492,9 +591,7 @@ void pb_keep_from(putbuf *b, uint32_t i)
 
 size_t pb_mem_bytes(const putbuf *b)
 {
-    /* the hash keeps two to four slots an entry: two are counted, so
-     * that a batch's size does not halve each time the hash doubles */
-    return (size_t)b->n * (sizeof(pb_entry) + 2 * sizeof *b->slot) + b->alen;
+    return arrays_bytes(b->cap, b->acap, b->front ? b->front_slots : 0);
 }
 
 size_t pb_payload_bytes(const putbuf *b)

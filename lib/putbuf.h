@@ -33,15 +33,17 @@ typedef struct putbuf {
                          front */
     uint64_t *slot;  /* hash index: entry + 1 (0 for empty) in the low
                         half, the key's hash's high half above */
-    uint32_t nslots; /* a power of two, at least 2 * cap */
-    uint64_t *front; /* PB_FRONT_SLOTS slots, as slot, for the newest
+    uint32_t nslots; /* 2 * cap */
+    uint64_t *front; /* front_slots slots, as slot, for the newest
                         entries: a key there may also be in slot, older */
+    uint32_t front_slots; /* PB_FRONT_SLOTS, or fewer in a small budget */
     uint8_t *arena;  /* key bytes and values, live or replaced */
     size_t alen, acap;
     uint32_t hint;   /* entries of the last batch that freed the arrays */
 } putbuf;
 
-/* Entries the front index holds before they join the main one. */
+/* Entries the front index holds before they join the main one (at
+ * most: half its slots). */
 #define PB_FRONT_MAX 4096u
 #define PB_FRONT_SLOTS (2 * PB_FRONT_MAX)
 
@@ -71,15 +73,21 @@ const uint8_t *pb_value(const putbuf *b, uint32_t i, uint32_t *vlen);
 /* Gives each key one entry again (the newest value).  n may shrink. */
 void pb_settle(putbuf *b);
 
-/* Orders the entries by key, settled first.  The hash index is stale until pb_keep_from
- * or pb_reset. */
+/* Orders the entries by key, settled first.  The hash index is stale
+ * until pb_keep_from or pb_reset. */
 void pb_sort(putbuf *b);
 
 /* After a sorted batch applied entries [0, i): keeps the rest. */
 void pb_keep_from(putbuf *b, uint32_t i);
 
-/* Memory the putbuf's entries stand for: each entry, two hash slots and
- * its bytes (for the write cache budget). */
+/* Makes room for one more entry holding payload key and value bytes,
+ * growing the arrays now if they must, so that the putbuf's memory stays
+ * within max_bytes.  0, BONSAI_FULL (not within max_bytes: nothing
+ * changed) or BONSAI_NOMEM. */
+int pb_make_room(putbuf *b, size_t payload, size_t max_bytes);
+
+/* Memory the putbuf holds: its entry array, indexes and arena (for the
+ * write cache budget). */
 size_t pb_mem_bytes(const putbuf *b);
 /* The key and value bytes it holds (replaced values too). */
 size_t pb_payload_bytes(const putbuf *b);

@@ -544,3 +544,41 @@ Test(pending, repeated_byte_keys_keep_the_newest_value)
     repeats_keep_the_newest(BONSAI_KEY_BYTES,
                             tu_seed("pb-repeat-bytes", 0x504a));
 }
+
+/* A batch grows only as far as the room it is given, and what it reports
+ * holding covers its arrays (the write cache budget counts it so, and a
+ * fill's peak memory depends on it): for tiny to large budgets, with
+ * empty values and with values in the arena. */
+Test(pending, batch_memory_stays_within_its_budget)
+{
+    static const size_t budgets[] = {4096, 64 * 1024, 1u << 20, 6u << 20};
+    for (size_t bi = 0; bi < sizeof budgets / sizeof *budgets; bi++) {
+        for (uint32_t vlen = 0; vlen <= 24; vlen += 24) {
+            size_t max = budgets[bi];
+            putbuf b;
+            pb_init(&b, BONSAI_KEY_U64);
+            uint8_t val[24] = {0};
+            uint64_t k = 0;
+            int rc;
+            while ((rc = pb_make_room(&b, vlen, max)) == 0) {
+                k = k * 6364136223846793005u + 1442695040888963407u;
+                cr_assert_eq(pb_put(&b, (bn_key){.u = k}, val, vlen), 0);
+                cr_assert_leq(pb_mem_bytes(&b), max, "budget %zu vlen %u",
+                              max, vlen);
+            }
+            cr_assert_eq(rc, BONSAI_FULL);
+            size_t held = (size_t)b.cap * sizeof(pb_entry) +
+                          (size_t)b.nslots * sizeof(uint64_t) + b.acap +
+                          (size_t)b.front_slots * sizeof(uint64_t);
+            cr_assert_geq(pb_mem_bytes(&b), held, "budget %zu", max);
+            /* the batch uses the room: half of it at least where the
+             * arena's doublings leave that much */
+            cr_assert_gt(b.n, 0, "budget %zu vlen %u", max, vlen);
+            if (max >= 64 * 1024)
+                cr_assert_geq((size_t)b.n * (sizeof(pb_entry) + 16 + vlen),
+                              max / 2, "budget %zu vlen %u: %u entries", max,
+                              vlen, b.n);
+            pb_free(&b);
+        }
+    }
+}
