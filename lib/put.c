@@ -386,7 +386,9 @@ int put_apply_waiting(bonsai_db *db, map_slot *s)
         return 0;
     size_t mem0 = pb_mem_bytes(b), payload0 = pb_payload_bytes(b);
     uint32_t n0 = b->n;
-    pb_sort(b);
+    pb_sort(b); /* its scratch may have grown the index's block */
+    note_bytes(db, b, mem0, payload0);
+    mem0 = pb_mem_bytes(b);
     uint32_t i = 0;
     int rc = 0;
     while (i < b->n && (rc = apply_run(db, s, i, &i)) == 0)

@@ -222,9 +222,10 @@ static uint32_t first_cap(const putbuf *b)
     return cap;
 }
 
-/* Memory a putbuf holds with cap entries (each with two index slots),
- * an arena of acap bytes and a front index of front_slots. */
-#define PER_ENTRY (sizeof(pb_entry) + 2 * sizeof(uint64_t))
+/* Memory a putbuf may hold with cap entries, an arena of acap bytes and
+ * a front index of front_slots: the entries, and the index's block (two
+ * slots an entry, or an entry's copy while the batch is sorted). */
+#define PER_ENTRY (2 * sizeof(pb_entry))
 
 static size_t arrays_bytes(uint32_t cap, size_t acap, uint32_t front_slots)
 {
@@ -260,10 +261,14 @@ static int grow_to(putbuf *b, uint32_t cap)
     if (!e)
         return BONSAI_NOMEM;
     b->e = e;
-    uint64_t *slot = realloc(b->slot, (size_t)cap * 2 * sizeof *slot);
-    if (!slot)
-        return BONSAI_NOMEM; /* the larger entry array is harmless */
-    b->slot = slot;
+    size_t bytes = (size_t)cap * 2 * sizeof *b->slot;
+    if (b->slot_bytes < bytes) {
+        uint64_t *slot = realloc(b->slot, bytes);
+        if (!slot)
+            return BONSAI_NOMEM; /* the larger entry array is harmless */
+        b->slot = slot;
+        b->slot_bytes = bytes;
+    }
     b->nslots = cap * 2;
     b->cap = cap;
     rehash(b);
@@ -309,7 +314,9 @@ int pb_make_room(putbuf *b, size_t payload, size_t max_bytes)
     uint32_t cap = b->cap;
     if (b->n == cap) {
         size_t fixed = arrays_bytes(0, acap, front);
-        size_t most = max_bytes > fixed ? (max_bytes - fixed) / PER_ENTRY : 0;
+        /* the arena grows by doubling: up to twice its bytes an entry */
+        size_t per = PER_ENTRY + 2 * payload;
+        size_t most = max_bytes > fixed ? (max_bytes - fixed) / per : 0;
         cap = next_cap(b);
         if (cap > most)
             cap = (uint32_t)most; /* below cap, which is below 2^32 */
@@ -437,66 +444,41 @@ static void sort_bucket(pb_entry *e, uint32_t n, pb_entry *tmp)
         qsort(e, n, sizeof *e, cmp_u64);
 }
 
-/* Moves each entry into its bucket, in place (cycle leader): bucket d
- * spans [next[d], end[d]) of e once every entry is home.  A batch's
- * entries hold most of the cache's budget; a sort beside them would hold
- * as much again. */
-#define BUCKET(k, shared) ((uint32_t)(((k) << (shared)) >> (64 - SORT_BITS)))
-enum { SORT_BITS = 16, SORT_BUCKETS = 1u << SORT_BITS };
-
-static void place_in_buckets(pb_entry *e, uint32_t *next, const uint32_t *end,
-                             unsigned shared)
-{
-    for (uint32_t d = 0; d < SORT_BUCKETS; d++) {
-        while (next[d] < end[d]) {
-            pb_entry x = e[next[d]];
-            uint32_t home = BUCKET(x.k, shared);
-            while (home != d) { /* x goes home; what was there moves on */
-                pb_entry y = e[next[home]];
-                e[next[home]++] = x;
-                x = y;
-                home = BUCKET(x.k, shared);
-            }
-            e[next[d]++] = x;
-        }
-    }
-}
-
 /* The 16 bits below those every key shares pick a bucket: a counting
- * pass, the entries moved to their buckets in place, then each bucket
- * sorted on its own (a handful of entries for spread keys).  Keys that
- * agree on their top bits (decimal digits of string keys) still spread
- * over the buckets. */
-static void sort_u64(pb_entry *e, uint32_t n)
+ * pass into tmp, then each bucket sorted on its own (a handful of entries
+ * for spread keys).  Keys that agree on their top bits (decimal digits
+ * of string keys) still spread over the buckets. */
+static void sort_u64(pb_entry *e, uint32_t n, pb_entry *tmp)
 {
+    enum { BITS = 16, BUCKETS = 1u << BITS };
     uint64_t differ = differing_bits(e, n);
     if (!differ)
         return; /* all equal: sorted */
     unsigned shared = (unsigned)__builtin_clzll(differ);
-    uint32_t *end = calloc(2u * SORT_BUCKETS, sizeof *end);
-    if (!end) {
+    uint32_t *start = calloc(BUCKETS + 1u, sizeof *start);
+    if (!start) {
         qsort(e, n, sizeof *e, cmp_u64);
         return;
     }
-    uint32_t *next = end + SORT_BUCKETS;
+#define BUCKET(k) ((uint32_t)(((k) << shared) >> (64 - BITS)))
     for (uint32_t i = 0; i < n; i++)
-        end[BUCKET(e[i].k, shared)]++;
-    uint32_t most = 0;
-    for (uint32_t d = 0, at = 0; d < SORT_BUCKETS; d++) {
-        most = end[d] > most ? end[d] : most;
-        next[d] = at;
-        at += end[d];
-        end[d] = at;
-    }
-    place_in_buckets(e, next, end, shared);
-    pb_entry *tmp = most > FEW ? malloc((size_t)most * sizeof *tmp) : NULL;
-    for (uint32_t d = 0, from = 0; d < SORT_BUCKETS; from = end[d++])
-        if (end[d] - from > 1)
-            sort_bucket(e + from, end[d] - from, tmp);
-    free(tmp);
-    free(end);
-}
+        start[BUCKET(e[i].k) + 1]++;
+    for (uint32_t d = 0; d < BUCKETS; d++)
+        start[d + 1] += start[d];
+    for (uint32_t i = 0; i < n; i++)
+        tmp[start[BUCKET(e[i].k)]++] = e[i];
 #undef BUCKET
+    /* start[d] is now the end of bucket d */
+    uint32_t from = 0;
+    for (uint32_t d = 0; d < BUCKETS; d++) {
+        uint32_t to = start[d];
+        if (to - from > 1) /* e is free scratch once scattered */
+            sort_bucket(tmp + from, to - from, e + from);
+        from = to;
+    }
+    memcpy(e, tmp, (size_t)n * sizeof *e);
+    free(start);
+}
 
 /* Key bytes [off, off + 8) of e big-endian, zeros past the end: ordered
  * as the keys are, ties left to the bytes beyond. */
@@ -523,7 +505,7 @@ static void sort_chunks(const putbuf *b, pb_entry *e, pb_entry *pre,
     if (n < BUCKETED)
         sort_bucket(pre, n, tmp);
     else
-        sort_u64(pre, n);
+        sort_u64(pre, n, tmp);
     for (uint32_t i = 0; i < n; i++)
         tmp[i] = e[pre[i].voff];
     memcpy(e, tmp, (size_t)n * sizeof *e);
@@ -541,16 +523,33 @@ static void sort_chunks(const putbuf *b, pb_entry *e, pb_entry *pre,
     }
 }
 
+/* The index's block as the sort's scratch of n entries, grown if it
+ * must: the index is stale once the entries move, and rebuilt in the
+ * same block (which only grows) before it is used again.  Counting it at
+ * that size from the start (PER_ENTRY) keeps a sort inside the budget
+ * the batch grew in.  NULL if it cannot grow. */
+static pb_entry *index_as_scratch(putbuf *b)
+{
+    size_t need = (size_t)b->n * sizeof(pb_entry);
+    if (b->slot_bytes < need) {
+        uint64_t *p = realloc(b->slot, need);
+        if (!p)
+            return NULL;
+        b->slot = p;
+        b->slot_bytes = need;
+    }
+    return (pb_entry *)(void *)b->slot;
+}
+
 static void sort_bytes(putbuf *b)
 {
     pb_entry *pre = malloc((size_t)b->n * sizeof *pre);
-    pb_entry *tmp = malloc((size_t)b->n * sizeof *tmp);
-    if (pre && tmp)
+    pb_entry *tmp = pre ? index_as_scratch(b) : NULL;
+    if (tmp)
         sort_chunks(b, b->e, pre, tmp, b->n, 0);
     else
         qsort_r(b->e, b->n, sizeof *b->e, cmp_bytes, b->arena);
     free(pre);
-    free(tmp);
 }
 
 void pb_sort(putbuf *b)
@@ -562,13 +561,17 @@ void pb_sort(putbuf *b)
         sort_bytes(b);
         return;
     }
-    if (b->n >= BUCKETED) {
-        sort_u64(b->e, b->n);
+    if (b->n < BUCKETED) {
+        pb_entry *tmp = b->n > FEW ? malloc((size_t)b->n * sizeof *tmp) : NULL;
+        sort_bucket(b->e, b->n, tmp);
+        free(tmp);
         return;
     }
-    pb_entry *tmp = b->n > FEW ? malloc((size_t)b->n * sizeof *tmp) : NULL;
-    sort_bucket(b->e, b->n, tmp);
-    free(tmp);
+    pb_entry *tmp = index_as_scratch(b);
+    if (tmp)
+        sort_u64(b->e, b->n, tmp);
+    else
+        qsort(b->e, b->n, sizeof *b->e, cmp_u64);
 }
 
 void pb_keep_from(putbuf *b, uint32_t i)
@@ -591,7 +594,8 @@ void pb_keep_from(putbuf *b, uint32_t i)
 
 size_t pb_mem_bytes(const putbuf *b)
 {
-    return arrays_bytes(b->cap, b->acap, b->front ? b->front_slots : 0);
+    return (size_t)b->cap * sizeof(pb_entry) + b->slot_bytes + b->acap +
+           (size_t)b->front_slots * sizeof(uint64_t);
 }
 
 size_t pb_payload_bytes(const putbuf *b)

@@ -34,6 +34,8 @@ typedef struct putbuf {
     uint64_t *slot;  /* hash index: entry + 1 (0 for empty) in the low
                         half, the key's hash's high half above */
     uint32_t nslots; /* 2 * cap */
+    size_t slot_bytes; /* slot's block: nslots slots, or more once a
+                          sort used it as its scratch */
     uint64_t *front; /* front_slots slots, as slot, for the newest
                         entries: a key there may also be in slot, older */
     uint32_t front_slots; /* PB_FRONT_SLOTS, or fewer in a small budget */
