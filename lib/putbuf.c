@@ -294,9 +294,8 @@ static size_t arena_cap_for(const putbuf *b, size_t more)
     return cap;
 }
 
-static int reserve_arena(putbuf *b, size_t more)
+static int arena_to(putbuf *b, size_t cap)
 {
-    size_t cap = arena_cap_for(b, more);
     if (cap == b->acap)
         return 0;
     uint8_t *a = realloc(b->arena, cap);
@@ -307,15 +306,22 @@ static int reserve_arena(putbuf *b, size_t more)
     return 0;
 }
 
+static int reserve_arena(putbuf *b, size_t more)
+{
+    return arena_to(b, arena_cap_for(b, more));
+}
+
+/* The entries and the arena share the budget: the entries grow as far as
+ * an entry's arrays and bytes fit it, the arena (by doubling) as far as
+ * the entries leave, the last step cut to what is left. */
 int pb_make_room(putbuf *b, size_t payload, size_t max_bytes)
 {
     uint32_t front = b->front ? b->front_slots : front_slots_for(max_bytes);
-    size_t acap = arena_cap_for(b, payload);
+    size_t need = b->alen + payload;
     uint32_t cap = b->cap;
     if (b->n == cap) {
-        size_t fixed = arrays_bytes(0, acap, front);
-        /* the arena grows by doubling: up to twice its bytes an entry */
-        size_t per = PER_ENTRY + 2 * payload;
+        size_t fixed = arrays_bytes(0, need, front);
+        size_t per = PER_ENTRY + payload;
         size_t most = max_bytes > fixed ? (max_bytes - fixed) / per : 0;
         cap = next_cap(b);
         if (cap > most)
@@ -323,11 +329,20 @@ int pb_make_room(putbuf *b, size_t payload, size_t max_bytes)
         if (cap <= b->n)
             return BONSAI_FULL;
     }
-    if (arrays_bytes(cap, acap, front) > max_bytes)
+    size_t arrays = arrays_bytes(cap, 0, front);
+    if (arrays + need > max_bytes)
         return BONSAI_FULL;
-    if (!b->front && alloc_front(b, front))
-        return BONSAI_NOMEM;
-    return cap > b->cap ? grow_to(b, cap) : 0;
+    size_t acap = arena_cap_for(b, payload);
+    if (acap > max_bytes - arrays)
+        acap = max_bytes - arrays; /* at least need */
+    int rc = 0;
+    if (!b->front)
+        rc = alloc_front(b, front);
+    if (rc == 0 && acap > b->acap)
+        rc = arena_to(b, acap);
+    if (rc == 0 && cap > b->cap)
+        rc = grow_to(b, cap);
+    return rc;
 }
 
 static uint64_t arena_add(putbuf *b, const uint8_t *p, uint32_t len)
