@@ -185,11 +185,10 @@ static size_t waiting_budget(const bonsai_db *db)
  * grow now if they must, to at most what the budget leaves them. */
 static int batch_takes(bonsai_db *db, putbuf *b, size_t payload)
 {
-    size_t budget = waiting_budget(db);
-    size_t others = db->waiting_bytes - pb_mem_bytes(b);
+    size_t budget = waiting_budget(db), mem0 = pb_mem_bytes(b);
+    size_t others = db->waiting_bytes - mem0; /* other maps' batches */
     if (others >= budget)
         return 0;
-    size_t mem0 = pb_mem_bytes(b);
     int rc = pb_make_room(b, payload, budget - others);
     db->waiting_bytes = db->waiting_bytes - mem0 + pb_mem_bytes(b);
     return rc == 0;
