@@ -251,6 +251,20 @@ static uint32_t front_slots_for(size_t max_bytes)
     return slots;
 }
 
+/* The index's block, grown to at least bytes: its contents are not kept
+ * (the index is rebuilt, or the block is a sort's scratch). */
+static int slot_block_at_least(putbuf *b, size_t bytes)
+{
+    if (b->slot_bytes >= bytes)
+        return 0;
+    uint64_t *slot = realloc(b->slot, bytes);
+    if (!slot)
+        return BONSAI_NOMEM;
+    b->slot = slot;
+    b->slot_bytes = bytes;
+    return 0;
+}
+
 /* Grows the entry array and the main index to cap entries (the front's
  * entries then join it as they do when the front is full).  The index is
  * resized, not copied beside the old one: it is rebuilt from the
@@ -261,14 +275,8 @@ static int grow_to(putbuf *b, uint32_t cap)
     if (!e)
         return BONSAI_NOMEM;
     b->e = e;
-    size_t bytes = (size_t)cap * 2 * sizeof *b->slot;
-    if (b->slot_bytes < bytes) {
-        uint64_t *slot = realloc(b->slot, bytes);
-        if (!slot)
-            return BONSAI_NOMEM; /* the larger entry array is harmless */
-        b->slot = slot;
-        b->slot_bytes = bytes;
-    }
+    if (slot_block_at_least(b, (size_t)cap * 2 * sizeof *b->slot))
+        return BONSAI_NOMEM; /* the larger entry array is harmless */
     b->nslots = cap * 2;
     b->cap = cap;
     rehash(b);
@@ -545,14 +553,8 @@ static void sort_chunks(const putbuf *b, pb_entry *e, pb_entry *pre,
  * the batch grew in.  NULL if it cannot grow. */
 static pb_entry *index_as_scratch(putbuf *b)
 {
-    size_t need = (size_t)b->n * sizeof(pb_entry);
-    if (b->slot_bytes < need) {
-        uint64_t *p = realloc(b->slot, need);
-        if (!p)
-            return NULL;
-        b->slot = p;
-        b->slot_bytes = need;
-    }
+    if (slot_block_at_least(b, (size_t)b->n * sizeof(pb_entry)))
+        return NULL;
     return (pb_entry *)(void *)b->slot;
 }
 
@@ -576,14 +578,10 @@ void pb_sort(putbuf *b)
         sort_bytes(b);
         return;
     }
-    if (b->n < BUCKETED) {
-        pb_entry *tmp = b->n > FEW ? malloc((size_t)b->n * sizeof *tmp) : NULL;
-        sort_bucket(b->e, b->n, tmp);
-        free(tmp);
-        return;
-    }
-    pb_entry *tmp = index_as_scratch(b);
-    if (tmp)
+    pb_entry *tmp = b->n > FEW ? index_as_scratch(b) : NULL;
+    if (b->n < BUCKETED)
+        sort_bucket(b->e, b->n, tmp); /* a library sort without tmp */
+    else if (tmp)
         sort_u64(b->e, b->n, tmp);
     else
         qsort(b->e, b->n, sizeof *b->e, cmp_u64);
