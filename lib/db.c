@@ -560,6 +560,7 @@ int bonsai_close(bonsai_db *db)
     free(db->scratch);
     pk_cache_free(&db->uc);
     pk_cache_free(&db->auto_uc);
+    free(db->batch_sort);
     alloc_free_all(&db->al);
     region_close(&db->rg);
     rt_close(&db->rt);

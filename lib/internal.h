@@ -151,6 +151,9 @@ struct bonsai_db {
     size_t scratch_cap;
     pk_cache uc;         /* the writer's unpacked images */
     pk_cache auto_uc;    /* those of the last read without a txn */
+    void *batch_sort;    /* the sort arrays of the last batched get, kept
+                          * for the next one (getbatch.c; under lock) */
+    size_t batch_sort_bytes;
     struct {             /* the leaf the last append went to, and ... */
         const bt_tree *tree;
         bn_node *leaf;

@@ -457,3 +457,85 @@ Test(threads, snapshot_does_not_see_later_commits)
     cr_assert_eq(l.n_after, 1099);
     TU_OK(bonsai_close(s.db));
 }
+
+/* Batched gets in several threads at once, of batches of many sizes: each
+ * batch sorts its keys in memory the store keeps for the next one, which
+ * one thread at a time may hold. */
+typedef struct batcher {
+    bonsai_db *db;
+    bonsai_map map;
+    uint64_t seed;
+    char err[256];
+} batcher;
+
+#define BATCH_KEYS 20000 /* present: the even keys below 2 * BATCH_KEYS */
+
+static void *batcher_main(void *arg)
+{
+    batcher *b = arg;
+    tu_rng rng = {b->seed};
+    uint64_t *keys = malloc(5000 * sizeof *keys);
+    bonsai_val *vals = malloc(5000 * sizeof *vals);
+    uint8_t *found = malloc(5000);
+    for (int round = 0; round < 60 && !b->err[0] && keys && vals && found;
+         round++) {
+        size_t n = 1 + (size_t)(tu_below(&rng, round % 3 ? 5000 : 50));
+        for (size_t i = 0; i < n; i++)
+            keys[i] = tu_below(&rng, 4 * BATCH_KEYS);
+        bonsai_txn *t = NULL;
+        int rc = round % 2 ? bonsai_txn_begin(b->db, BONSAI_TXN_RDONLY, &t)
+                           : 0;
+        if (rc == 0)
+            rc = bonsai_get_batch_u64(t, b->map, keys, n, vals, found);
+        for (size_t i = 0; rc == 0 && i < n && !b->err[0]; i++) {
+            int present = keys[i] % 2 == 0 && keys[i] < 2 * BATCH_KEYS;
+            uint64_t v;
+            if (found[i] != present ||
+                (present && (vals[i].size != 8 ||
+                             (memcpy(&v, vals[i].data, 8), v) !=
+                                 tu_mix64(keys[i]))))
+                snprintf(b->err, sizeof b->err,
+                         "seed %" PRIu64 " round %d: key %" PRIu64
+                         " answered wrong",
+                         b->seed, round, keys[i]);
+        }
+        if (t)
+            bonsai_txn_abort(t);
+        if (rc && !b->err[0])
+            snprintf(b->err, sizeof b->err, "seed %" PRIu64 ": %s", b->seed,
+                     bonsai_strerror(rc));
+    }
+    if (!keys || !vals || !found)
+        snprintf(b->err, sizeof b->err, "out of memory");
+    free(keys);
+    free(vals);
+    free(found);
+    return NULL;
+}
+
+Test(threads, batched_gets_in_many_threads_answer_as_one)
+{
+    shared s;
+    memset(&s, 0, sizeof s);
+    open_store(&s, 1024);
+    bonsai_txn *t;
+    TU_OK(bonsai_txn_begin(s.db, 0, &t));
+    for (uint64_t k = 0; k < 2 * BATCH_KEYS; k += 2) {
+        uint64_t v = tu_mix64(k);
+        bonsai_val val = tu_val(&v, 8);
+        TU_OK(bonsai_put_u64(t, s.data, k, &val, 0));
+    }
+    TU_OK(bonsai_txn_commit(t));
+    uint64_t seed = tu_seed("batched_gets_in_many_threads", 0xBA7C0001);
+    batcher b[NREADERS];
+    pthread_t th[NREADERS];
+    for (int i = 0; i < NREADERS; i++) {
+        b[i] = (batcher){.db = s.db, .map = s.data, .seed = seed + (uint64_t)i};
+        cr_assert(pthread_create(&th[i], NULL, batcher_main, &b[i]) == 0);
+    }
+    for (int i = 0; i < NREADERS; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < NREADERS; i++)
+        cr_assert(b[i].err[0] == 0, "%s", b[i].err);
+    TU_OK(bonsai_close(s.db));
+}
