@@ -396,12 +396,18 @@ static bkey *take_sort_arrays(bonsai_db *db, size_t bytes)
     return p ? p : malloc(bytes);
 }
 
+/* The largest sort arrays a store keeps between batches (2 Mi keys): the
+ * page faults they save matter less a key in a batch larger still, and a
+ * store should not hold a once-in-a-while batch's memory to its close. */
+#define SORT_ARRAYS_KEPT_MAX ((size_t)64 << 20)
+
 /* Keeps the arrays (bytes long) for the next batch if they are larger than
- * those kept; frees the smaller. */
+ * those kept, up to SORT_ARRAYS_KEPT_MAX; frees the others. */
 static void keep_sort_arrays(bonsai_db *db, void *p, size_t bytes)
 {
     pthread_mutex_lock(&db->lock);
-    if (!db->batch_sort || db->batch_sort_bytes < bytes) {
+    if (bytes <= SORT_ARRAYS_KEPT_MAX &&
+        (!db->batch_sort || db->batch_sort_bytes < bytes)) {
         void *old = db->batch_sort;
         db->batch_sort = p;
         db->batch_sort_bytes = bytes;
