@@ -382,14 +382,17 @@ static int batch_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
 
 /* ---- the calls --------------------------------------------------------- */
 
-/* The sort's arrays, bytes long: the ones the last batch kept if they are
- * large enough (one thread at a time has them), else new ones. */
-static bkey *take_sort_arrays(bonsai_db *db, size_t bytes)
+/* The sort's arrays, at least bytes long (*got: how long): the ones the
+ * last batch kept if they are large enough (one thread at a time has
+ * them), else new ones. */
+static bkey *take_sort_arrays(bonsai_db *db, size_t bytes, size_t *got)
 {
     void *p = NULL;
+    *got = bytes;
     pthread_mutex_lock(&db->lock);
     if (db->batch_sort && db->batch_sort_bytes >= bytes) {
         p = db->batch_sort;
+        *got = db->batch_sort_bytes;
         db->batch_sort = NULL;
     }
     pthread_mutex_unlock(&db->lock);
@@ -441,8 +444,9 @@ static int get_batch(bonsai_txn *txn, batch *b)
         return rc;
     if (b->n > SIZE_MAX / 2 / sizeof(bkey))
         return BONSAI_NOMEM;
-    size_t bytes = 2 * b->n * sizeof(bkey);
-    if (!(b->order = take_sort_arrays(b->map->db, bytes)))
+    size_t bytes;
+    if (!(b->order = take_sort_arrays(b->map->db, 2 * b->n * sizeof(bkey),
+                                      &bytes)))
         return BONSAI_NOMEM;
     b->tmp = b->order + b->n;
     rc = sort_keys(b);
