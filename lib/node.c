@@ -2240,6 +2240,12 @@ static uint32_t lower_bound_u64(const uint64_t *k, uint32_t n, uint64_t key)
         return halve_u64(k, n, key);
     double frac = (double)(key - k[0]) / (double)(k[n - 1] - k[0]);
     uint32_t guess = (uint32_t)(frac * (n - 1));
+    if (k[guess] >= key) { /* evenly spaced keys: the guess itself */
+        if (k[guess - 1] < key)
+            return guess;
+    } else if (k[guess + 1] >= key) {
+        return guess + 1;
+    }
     uint32_t lo = guess > GUESS_SPAN / 2 ? guess - GUESS_SPAN / 2 : 0;
     if (lo > n - 1 - GUESS_SPAN)
         lo = n - 1 - GUESS_SPAN;
