@@ -388,7 +388,10 @@ BONSAI_API int bonsai_compact(bonsai_db *src, const char *dst_path,
 /* Begins a transaction.  flags 0 = write transaction (one at a time per
  * store: BONSAI_BUSY if one is active), BONSAI_TXN_RDONLY = a read
  * snapshot that sees the last commit and nothing after (in a read-only
- * handle: the newest commit in the file, made by whichever process).  In
+ * handle: the newest commit in the file, made by whichever process).  A
+ * read snapshot keeps the branch nodes its lookups pass through decoded,
+ * up to 8 MiB, so that a long one searches them as fast as a store in
+ * anonymous memory; that memory is freed when it ends.  In
  * no-transaction mode transactions are not supported (BONSAI_NOTSUP);
  * pass NULL instead.  Errors: BONSAI_READONLY, BONSAI_BUSY, BONSAI_NOMEM,
  * BONSAI_FAILED; in a read-only handle also BONSAI_READERS_FULL (every

@@ -17,6 +17,7 @@
 
 #include "alloc.h"
 #include "bonsai.h"
+#include "brcache.h"
 #include "io.h"
 #include "meta.h"
 #include "node.h"
@@ -28,11 +29,13 @@
 
 typedef struct bonsai_map_s map_slot;
 
-/* How a reader reads a tree: the page limit its snapshot vouches for, and
- * the cache its packed nodes unpack into. */
+/* How a reader reads a tree: the page limit its snapshot vouches for, the
+ * cache its packed nodes unpack into, and (a read transaction's; NULL for
+ * the writer, whose pages change) the branches it keeps decoded. */
 typedef struct bt_rd {
     uint64_t end;
     pk_cache *uc;
+    br_cache *br;
 } bt_rd;
 
 
@@ -184,6 +187,7 @@ struct bonsai_txn {
     int in_slot;         /* read: published in db->rt ... */
     uint32_t slot;       /* ... in this slot */
     pk_cache uc;         /* read: its unpacked images */
+    br_cache br;         /* read: its decoded branches */
     struct rmap {        /* read: trees by map slot, loaded lazily */
         bt_tree t;
         uint32_t gen;    /* the slot's gen when loaded */

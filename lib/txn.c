@@ -140,6 +140,7 @@ static void end_read(bonsai_txn *txn)
     pthread_mutex_unlock(&db->lock);
     free(txn->rmaps);
     pk_cache_free(&txn->uc);
+    br_cache_free(&txn->br);
 }
 
 /* ---- writers ----------------------------------------------------------- */
@@ -549,10 +550,10 @@ int txn_tree_as_is(bonsai_db *db, bonsai_txn *txn, bonsai_map map,
                    bt_tree **t, bt_rd *rd)
 {
     if (txn && txn->rdonly) {
-        *rd = (bt_rd){txn->snap.end, &txn->uc};
+        *rd = (bt_rd){txn->snap.end, &txn->uc, &txn->br};
         return maps_reader_tree(txn, map, t);
     }
-    *rd = (bt_rd){db->al.end, &db->uc};
+    *rd = (bt_rd){db->al.end, &db->uc, NULL};
     return maps_writer_tree(db, map, t);
 }
 

@@ -22,20 +22,33 @@ typedef struct nview {
     bn_info info;
 } nview;
 
+/* The image at ref; a reader's branch seen often enough comes back
+ * decoded instead (brcache.h). */
+static int view_image(bonsai_db *db, const bt_rd *rd, unsigned kind,
+                      bn_child ref, nview *v)
+{
+    v->mem = NULL;
+    if (!tree_ext_ok(db, rd->end, ref.ext))
+        return BONSAI_CORRUPT;
+    int rc = pk_view(rd->uc, &db->pk, ref.ext.pgno, tree_ext_ptr(db, ref.ext),
+                     (size_t)ref.ext.npages * db->page_size, &v->img,
+                     &v->avail);
+    if (rc || (rc = bn_img_check(v->img, v->avail, kind, 0, &v->info)))
+        return rc;
+    if (rd->br && v->info.type == BN_TYPE_BRANCH)
+        v->mem = br_visit(rd->br, ref.ext, kind, v->img, v->avail);
+    return 0;
+}
+
 static int view_of(bonsai_db *db, const bt_rd *rd, unsigned kind,
                    bn_child ref, nview *v)
 {
     v->mem = ref.mem;
     if (ref.mem)
         return 0;
-    if (!tree_ext_ok(db, rd->end, ref.ext))
-        return BONSAI_CORRUPT;
-    int rc = pk_view(rd->uc, &db->pk, ref.ext.pgno, tree_ext_ptr(db, ref.ext),
-                     (size_t)ref.ext.npages * db->page_size, &v->img,
-                     &v->avail);
-    if (rc)
-        return rc;
-    return bn_img_check(v->img, v->avail, kind, 0, &v->info);
+    if (rd->br && (v->mem = br_find(rd->br, ref.ext, kind)))
+        return 0;
+    return view_image(db, rd, kind, ref, v);
 }
 
 static int view_leaf(const nview *v)
@@ -66,6 +79,27 @@ static int view_child(const nview *v, uint32_t idx, bn_child *out)
     }
     out->mem = NULL;
     return bn_img_child(v->img, &v->info, idx, &out->ext);
+}
+
+/* Child idx of branch v, viewed in *c.  A reader's decoded branch links
+ * its decoded children and marks when its children are leaves, so that
+ * the next descent through it asks the cache nothing. */
+static int view_down(bonsai_db *db, const bt_rd *rd, unsigned kind,
+                     const nview *v, uint32_t idx, nview *c)
+{
+    bn_child ref;
+    int rc = view_child(v, idx, &ref);
+    if (rc || !rd->br || !v->mem || ref.mem)
+        return rc ? rc : view_of(db, rd, kind, ref, c);
+    if (v->mem->level == 1)
+        return view_image(db, rd, kind, ref, c);
+    if ((rc = view_of(db, rd, kind, ref, c)))
+        return rc;
+    if (c->mem)
+        v->mem->child[idx].mem = c->mem;
+    else if (c->info.type == BN_TYPE_LEAF)
+        v->mem->level = 1;
+    return 0;
 }
 
 /* Value idx of a leaf as stored: its bytes, or an overflow reference. */
@@ -117,25 +151,22 @@ int bt_get(bonsai_db *db, const bt_rd *rd, const bt_tree *t, bn_key key,
 {
     if (t->depth == 0)
         return BONSAI_NOTFOUND;
-    bn_child ref = t->root;
-    for (unsigned level = t->depth; level > 0; level--) {
-        nview v;
+    nview v[2];
+    unsigned at = 0;
+    int rc = view_of(db, rd, t->kind, t->root, &v[at]);
+    for (unsigned level = t->depth; rc == 0; level--, at ^= 1) {
         uint32_t idx;
-        int found, rc = view_of(db, rd, t->kind, ref, &v);
-        if (rc)
-            return rc;
-        if (view_leaf(&v) != (level == 1))
+        int found;
+        if (view_leaf(&v[at]) != (level == 1))
             return BONSAI_CORRUPT;
-        if ((rc = view_search(&v, t->kind, key, &idx, &found)))
+        if ((rc = view_search(&v[at], t->kind, key, &idx, &found)))
             return rc;
-        if (level > 1) {
-            if ((rc = view_child(&v, idx, &ref)))
-                return rc;
-            continue;
-        }
-        return found ? leaf_value(db, rd, &v, idx, val) : BONSAI_NOTFOUND;
+        if (level == 1)
+            return found ? leaf_value(db, rd, &v[at], idx, val)
+                         : BONSAI_NOTFOUND;
+        rc = view_down(db, rd, t->kind, &v[at], idx, &v[at ^ 1]);
     }
-    return BONSAI_CORRUPT;
+    return rc;
 }
 
 /* ---- seek (cursors) ---------------------------------------------------- */

@@ -2971,6 +2971,116 @@ Test(api, get_batch_sees_waiting_puts_and_keeps_snapshots)
     free(keys);
 }
 
+/* ---- long read snapshots ------------------------------------------------ */
+
+/* Key i of long_snapshot's maps: u64 keys 7 apart, or their text. */
+static size_t long_key(unsigned kind, uint64_t i, uint8_t *buf)
+{
+    if (kind == BONSAI_KEY_U64) {
+        uint64_t k = i * 7;
+        memcpy(buf, &k, 8);
+        return 8;
+    }
+    return (size_t)snprintf((char *)buf, 32, "key:%09" PRIu64, i * 7);
+}
+
+static void expect_long_get(bonsai_txn *r, bonsai_map m,
+                            const tm_model *model, const uint8_t *k,
+                            size_t kl)
+{
+    bonsai_val key = tu_val(k, kl), out = {0, NULL};
+    int rc = model->kind == BONSAI_KEY_U64
+                 ? bonsai_get_u64(r, m, tu_u64_of(k), &out)
+                 : bonsai_get(r, m, &key, &out);
+    size_t at;
+    const char *name = tu_fmt(model->kind, k, kl);
+    if (!tm_find(model, k, kl, &at)) {
+        TU_RC(rc, BONSAI_NOTFOUND);
+        return;
+    }
+    cr_assert(rc == 0, "get %s -> %s", name, tu_err(rc));
+    cr_assert(out.size == model->e[at].vlen &&
+                  memcmp(out.data, model->e[at].val, out.size) == 0,
+              "get %s: another value", name);
+}
+
+/* A read snapshot searches the branches it passes decoded from their
+ * second visit on and links them (brcache.c): its lookups, batches and
+ * walks must answer as the images do, for both key kinds and lz4 nodes,
+ * in a deep tree, while a writer commits changes to it. */
+static void long_snapshot(const cstore *s, unsigned kind, tu_rng *rng)
+{
+    enum { N = 3000, GETS = 3000, BATCH = 1000 };
+    bonsai_db *db = cstore_open(s);
+    bonsai_map m = tu_map_create(db, NULL, "m", kind);
+    tm_model model;
+    tm_init(&model, kind);
+    uint8_t k[32];
+    bonsai_txn *w, *r;
+    TU_OK(bonsai_txn_begin(db, 0, &w));
+    for (uint64_t i = 0; i < N; i++) {
+        size_t kl = long_key(kind, i, k);
+        bonsai_val key = tu_val(k, kl), val = tu_val(k, kl);
+        TU_OK(bonsai_put(w, m, &key, &val, 0));
+        tm_put(&model, k, kl, k, kl);
+    }
+    TU_OK(bonsai_txn_commit(w));
+    TU_OK(bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &r));
+    bonsai_map_info mi;
+    TU_OK(bonsai_map_stat(r, m, &mi));
+    cr_assert(mi.depth >= 3, "a tree of depth %u", mi.depth);
+    static uint8_t keys[BATCH][32];
+    bonsai_val *kv = malloc(BATCH * sizeof *kv);
+    uint64_t *ku = malloc(BATCH * sizeof *ku);
+    cr_assert(kv && ku);
+    for (int round = 0; round < 3; round++) {
+        /* the writer deletes a third and adds keys between */
+        TU_OK(bonsai_txn_begin(db, 0, &w));
+        for (uint64_t i = (uint64_t)round; i < N; i += 3) {
+            size_t kl = long_key(kind, i, k);
+            bonsai_val key = tu_val(k, kl);
+            TU_OK(bonsai_del(w, m, &key));
+            k[kl - 1]++; /* between this key and the next */
+            key = tu_val(k, kl);
+            TU_OK(bonsai_put(w, m, &key, NULL, 0));
+        }
+        TU_OK(bonsai_txn_commit(w));
+        for (int j = 0; j < GETS; j++) {
+            size_t kl = long_key(kind, tu_below(rng, N + 2), k);
+            if (tu_chance(rng, 300))
+                k[kl - 1]++; /* absent */
+            expect_long_get(r, m, &model, k, kl);
+        }
+        for (size_t j = 0; j < BATCH; j++) {
+            size_t kl = long_key(kind, tu_below(rng, N + 2), keys[j]);
+            kv[j] = tu_val(keys[j], kl);
+            ku[j] = kind == BONSAI_KEY_U64 ? tu_u64_of(keys[j]) : 0;
+        }
+        if (kind == BONSAI_KEY_U64)
+            expect_batch_u64(r, m, &model, ku, BATCH, 0);
+        else
+            expect_batch(r, m, &model, kv, BATCH);
+        TU_ASSERT_SAME(r, m, &model, "long snapshot");
+    }
+    bonsai_txn_abort(r);
+    free(kv);
+    free(ku);
+    tm_free(&model);
+    TU_OK(bonsai_close(db));
+}
+
+Test(api, long_read_snapshot_answers_as_its_images)
+{
+    tu_rng rng = {tu_seed("long_read_snapshot", 80)};
+    for (size_t si = 0; si < sizeof cstores / sizeof cstores[0]; si++) {
+        if (!cstores[si].file)
+            continue; /* read snapshots need transactions */
+        cr_log_info("store: %s", cstores[si].name);
+        long_snapshot(&cstores[si], BONSAI_KEY_U64, &rng);
+        long_snapshot(&cstores[si], BONSAI_KEY_BYTES, &rng);
+    }
+}
+
 /* ---- error strings and bad arguments ------------------------------------ */
 
 Test(api, strerror_distinct)
