@@ -533,10 +533,11 @@ BONSAI_API int bonsai_del_u64(bonsai_txn *txn, bonsai_map map, uint64_t key);
  * each leaf is searched for all its keys in a row and the cache misses of
  * several keys overlap.  Keys may come in any order and repeat; n = 0
  * returns 0 (keys, vals and found may then be NULL).  The call sorts
- * the keys in 32 bytes of memory a key, which the store keeps for the
- * next batch until bonsai_close (the largest batch's up to 2 Mi keys, 64
- * MiB; one set at a time: a batch running beside it in another thread
- * takes its own).  Values stay valid as those of bonsai_get do (see
+ * the keys in 16 bytes of memory a key, which the store keeps for the
+ * next batch until bonsai_close (the largest batch's up to 2 Mi keys, 32
+ * MiB; one at a time: a batch running beside it in another thread takes
+ * its own), using vals (which must not overlap keys) as scratch space
+ * before it answers.  Values stay valid as those of bonsai_get do (see
  * "Memory" above), all those of a batch together: in a store with node
  * compression, until the next call on the same transaction (NULL txn: the
  * next such call on the store), for which the values of compressed nodes

@@ -17,10 +17,11 @@
  * leaf is copied aside (pk_keep): the unpack cache may reuse the leaf's
  * buffer before the batch ends.
  *
- * The sort's arrays (32 bytes a key) stay with the store for its next
+ * The sort's array (16 bytes a key) stays with the store for its next
  * batch: fresh memory of that size, a new mapping each call, cost a
  * batch of a million keys a third of its time in page faults on a
- * virtual machine.
+ * virtual machine.  Its spreading pass needs as much again, and takes
+ * it from the caller's vals, which the answers overwrite afterwards.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -46,6 +47,10 @@ typedef struct bkey {
     size_t i;
 } bkey;
 
+/* The sort's spreading pass goes through the caller's vals, which the
+ * answers overwrite later: no memory of its own for it. */
+_Static_assert(sizeof(bkey) <= sizeof(bonsai_val), "a bkey fits a val");
+
 typedef struct batch {
     bonsai_map map;
     const uint64_t *ukeys;  /* the keys: these numbers, or ... */
@@ -56,7 +61,9 @@ typedef struct batch {
     int bytes;              /* a byte-key map */
     int waiting;            /* the writer's view: puts may be waiting */
     bkey *order;            /* the keys in key order */
-    bkey *tmp;              /* room for as many, for the sort */
+    uint8_t *tmp;           /* room for as many, for the sort: the
+                               caller's vals, which the answers
+                               overwrite after it */
 } batch;
 
 /* ---- sorting ----------------------------------------------------------- */
@@ -122,7 +129,7 @@ static unsigned spread_bits(size_t n)
  * in which some differ from the first): the bits above are the same in
  * every key, so the buckets come in key order.  Then c[j] = where bucket
  * j ends (c: 2^bits + 1 counts). */
-static void spread(bkey *a, bkey *tmp, size_t n, uint64_t differ,
+static void spread(bkey *a, uint8_t *tmp, size_t n, uint64_t differ,
                    unsigned bits, size_t *c)
 {
     unsigned top = 64 - (unsigned)__builtin_clzll(differ); /* differ > 0 */
@@ -135,7 +142,8 @@ static void spread(bkey *a, bkey *tmp, size_t n, uint64_t differ,
         c[j] += c[j - 1];
     /* c[j], where bucket j starts, moves on to where it ends */
     for (size_t i = 0; i < n; i++)
-        tmp[c[(a[i].k >> shift) & mask]++] = a[i];
+        memcpy(tmp + c[(a[i].k >> shift) & mask]++ * sizeof *a, &a[i],
+               sizeof *a);
     memcpy(a, tmp, n * sizeof *a);
 }
 
@@ -151,13 +159,14 @@ static int renumber(const batch *b, bkey *a, size_t n, size_t off)
     return more;
 }
 
-static int sort_range(const batch *b, bkey *a, bkey *tmp, size_t n,
+static int sort_range(const batch *b, bkey *a, uint8_t *tmp, size_t n,
                       size_t off);
 
 /* Sorts the buckets of a[0, n) that spread left in c, all but the largest
  * (sort_range's recursion); *big = where that one starts, *nbig its size. */
-static int sort_buckets(const batch *b, bkey *a, bkey *tmp, const size_t *c,
-                        size_t nb, size_t off, size_t *big, size_t *nbig)
+static int sort_buckets(const batch *b, bkey *a, uint8_t *tmp,
+                        const size_t *c, size_t nb, size_t off, size_t *big,
+                        size_t *nbig)
 {
     int rc = 0;
     *big = *nbig = 0;
@@ -168,7 +177,8 @@ static int sort_buckets(const batch *b, bkey *a, bkey *tmp, const size_t *c,
         }
     for (size_t j = 0, from = 0; rc == 0 && j < nb; from = c[j++])
         if (from != *big)
-            rc = sort_range(b, a + from, tmp + from, c[j] - from, off);
+            rc = sort_range(b, a + from, tmp + from * sizeof *a,
+                            c[j] - from, off);
     return rc;
 }
 
@@ -178,7 +188,7 @@ static int sort_buckets(const batch *b, bkey *a, bkey *tmp, const size_t *c,
  * same way (on lower bits), and byte keys equal in all 8 bytes go on to
  * the next 8.  The largest bucket is sorted by the loop, not a call, so
  * that calls nest at most log2(n) deep, whatever the keys. */
-static int sort_range(const batch *b, bkey *a, bkey *tmp, size_t n,
+static int sort_range(const batch *b, bkey *a, uint8_t *tmp, size_t n,
                       size_t off)
 {
     while (n > RUN) {
@@ -202,7 +212,7 @@ static int sort_range(const batch *b, bkey *a, bkey *tmp, size_t n,
         if (rc)
             return rc;
         a += big;
-        tmp += big;
+        tmp += big * sizeof *a;
         n = nbig;
     }
     insertion_sort(b, a, n);
@@ -399,10 +409,10 @@ static bkey *take_sort_arrays(bonsai_db *db, size_t bytes, size_t *got)
     return p ? p : malloc(bytes);
 }
 
-/* The largest sort arrays a store keeps between batches (2 Mi keys): the
+/* The largest sort array a store keeps between batches (2 Mi keys): the
  * page faults they save matter less a key in a batch larger still, and a
  * store should not hold a once-in-a-while batch's memory to its close. */
-#define SORT_ARRAYS_KEPT_MAX ((size_t)64 << 20)
+#define SORT_ARRAYS_KEPT_MAX ((size_t)32 << 20)
 
 /* Keeps the arrays (bytes long) for the next batch if they are larger than
  * those kept, up to SORT_ARRAYS_KEPT_MAX; frees the others. */
@@ -442,13 +452,13 @@ static int get_batch(bonsai_txn *txn, batch *b)
     int rc = check_keys(b);
     if (rc)
         return rc;
-    if (b->n > SIZE_MAX / 2 / sizeof(bkey))
+    if (b->n > SIZE_MAX / sizeof(bkey))
         return BONSAI_NOMEM;
     size_t bytes;
-    if (!(b->order = take_sort_arrays(b->map->db, 2 * b->n * sizeof(bkey),
+    if (!(b->order = take_sort_arrays(b->map->db, b->n * sizeof(bkey),
                                       &bytes)))
         return BONSAI_NOMEM;
-    b->tmp = b->order + b->n;
+    b->tmp = (uint8_t *)b->vals;
     rc = sort_keys(b);
     if (rc == 0)
         rc = txn_read(b->map->db, txn, batch_fn, b);
