@@ -199,24 +199,6 @@ static inline int skip_varint(const uint8_t **p, const uint8_t *end)
     return -1;
 }
 
-/* memcmp order, a proper prefix first: < 0, 0 or > 0.  Eight bytes a step
- * as big-endian words, as key_below: keys of a few dozen bytes compare
- * without a call (6 % more misses a second on string keys than memcmp). */
-static inline int key_cmp(const uint8_t *a, uint32_t alen, const uint8_t *b,
-                          uint32_t blen)
-{
-    uint32_t m = min_u32(alen, blen), i = 0;
-    for (; i + 8 <= m; i += 8) {
-        uint64_t x = get_le64(a + i), y = get_le64(b + i);
-        if (x != y)
-            return __builtin_bswap64(x) < __builtin_bswap64(y) ? -1 : 1;
-    }
-    for (; i < m; i++)
-        if (a[i] != b[i])
-            return a[i] < b[i] ? -1 : 1;
-    return (alen > blen) - (alen < blen);
-}
-
 static uint32_t common_prefix(const uint8_t *a, uint32_t alen,
                               const uint8_t *b, uint32_t blen)
 {

@@ -402,9 +402,7 @@ static int cmp_bytes(const void *x, const void *y, void *ctx)
 {
     const pb_entry *a = x, *c = y;
     const uint8_t *arena = ctx;
-    uint32_t len = a->klen < c->klen ? a->klen : c->klen;
-    int r = memcmp(arena + a->k, arena + c->k, len);
-    return r ? r : (a->klen > c->klen) - (a->klen < c->klen);
+    return key_cmp(arena + a->k, a->klen, arena + c->k, c->klen);
 }
 
 /* Sorts a few entries by k: a library sort's call per compare costs

@@ -248,15 +248,12 @@ static const char *node_name(const vnode *v)
 
 /* ---- keys --------------------------------------------------------------- */
 
-static int key_cmp(unsigned kind, bn_key a, bn_key b)
+/* a against b in the order of kind: < 0, 0 or > 0. */
+static int key_order(unsigned kind, bn_key a, bn_key b)
 {
     if (kind == BONSAI_KEY_U64)
         return a.u < b.u ? -1 : a.u > b.u;
-    uint32_t m = a.len < b.len ? a.len : b.len;
-    int c = memcmp(a.b, b.b, m);
-    if (c)
-        return c < 0 ? -1 : 1;
-    return a.len < b.len ? -1 : a.len > b.len;
+    return key_cmp(a.b, a.len, b.b, b.len);
 }
 
 static void key_copy(vkey *dst, unsigned kind, bn_key k)
@@ -284,14 +281,14 @@ static void check_range(vwalk *w, const vnode *v, bn_key first, bn_key last,
 {
     char s1[80], s2[80];
     unsigned kind = w->t->kind;
-    if (b.lo && key_cmp(kind, first, *b.lo) < 0)
+    if (b.lo && key_order(kind, first, *b.lo) < 0)
         problem(w, v->e.pgno, node_name(v),
                 found(w, "first key %s", show_key(kind, first, s1,
                                                   sizeof s1)),
                 expected(w, "a key of at least %s, the separator its "
                          "parent gives", show_key(kind, *b.lo, s2,
                                                   sizeof s2)));
-    if (b.hi && key_cmp(kind, last, *b.hi) >= 0)
+    if (b.hi && key_order(kind, last, *b.hi) >= 0)
         problem(w, v->e.pgno, node_name(v),
                 found(w, "last key %s", show_key(kind, last, s1,
                                                  sizeof s1)),
@@ -300,7 +297,7 @@ static void check_range(vwalk *w, const vnode *v, bn_key first, bn_key last,
     if (v->info.type != BN_TYPE_LEAF)
         return;
     bn_key prev = key_of(&w->prev);
-    if (w->has_prev && key_cmp(kind, first, prev) <= 0)
+    if (w->has_prev && key_order(kind, first, prev) <= 0)
         problem(w, v->e.pgno, "leaf",
                 found(w, "first key %s", show_key(kind, first, s1,
                                                   sizeof s1)),
@@ -486,7 +483,7 @@ static uint32_t order_break(vwalk *w, const vnode *v)
     for (uint32_t i = 1; i < v->info.count; i++) {
         if (bn_img_key(v->img, &v->info, kind, i, w->kbuf[i & 1], &b))
             return 0;
-        if (key_cmp(kind, a, b) >= 0)
+        if (key_order(kind, a, b) >= 0)
             return i;
         a = b;
     }
