@@ -201,7 +201,8 @@ void bt_prefetch_search(const bonsai_db *db, const bt_rd *rd, unsigned kind,
 
 /* bt_get's last step: key's value in the leaf bt_finger_leaves gave,
  * for keys in increasing order: in the leaf of the key before, the search
- * goes on from where that key's ended. */
+ * goes on from where that key's ended, with the leaf's header, index and
+ * group as that search read them. */
 int bt_leaf_get(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
                 bt_finger *f, bn_child leaf, bn_key key, bonsai_val *val);
 

@@ -345,23 +345,12 @@ int bn_img_check(const uint8_t *img, size_t avail, unsigned kind,
 
 /* ---- u64 key section, in place ------------------------------------------ */
 
-/* One group of u64 keys as found in an image. */
-typedef struct grp {
-    uint64_t first;         /* its first key */
-    uint64_t base;          /* smallest difference (after grp_base) */
-    const uint8_t *base_at; /* where base is stored */
-    unsigned width;         /* bits per packed delta */
-    uint32_t start;         /* index of its first entry */
-    uint32_t cnt;           /* entries in it */
-    const uint8_t *packed;  /* cnt - 1 deltas */
-} grp;
-
 /* Reads the rest of a group header at p, whose first key gr->first and
  * start gr->start the caller set: width, base (skipped) and the packed
  * deltas, which must end by end.  *p = just past the group.  Returns 0 or
  * -1. */
 static int grp_body(const uint8_t **p, const uint8_t *end, uint32_t n,
-                    grp *gr)
+                    bn_grp *gr)
 {
     if (*p >= end)
         return -1;
@@ -382,7 +371,7 @@ static int grp_body(const uint8_t **p, const uint8_t *end, uint32_t n,
  * first) at *p, whose header starts with gdelta, the difference from the
  * group before.  The caller knows that group exists (its start < n). */
 static int grp_next(const uint8_t **p, const uint8_t *end, uint32_t n,
-                    grp *gr)
+                    bn_grp *gr)
 {
     uint32_t start = gr->start + gr->cnt;
     uint64_t gdelta;
@@ -394,14 +383,14 @@ static int grp_next(const uint8_t **p, const uint8_t *end, uint32_t n,
 }
 
 /* Decodes the base of a group read by grp_next or ix_group. */
-static inline int grp_base(grp *gr, const uint8_t *end)
+static inline int grp_base(bn_grp *gr, const uint8_t *end)
 {
     const uint8_t *p = gr->base_at;
     return rd_varint(&p, end, &gr->base);
 }
 
 /* Delta j (1..cnt-1) of a group, base not added. */
-static inline uint64_t grp_delta(const grp *gr, const uint8_t *end,
+static inline uint64_t grp_delta(const bn_grp *gr, const uint8_t *end,
                                  uint32_t j)
 {
     return get_bits(gr->packed, end, (uint64_t)(j - 1) * gr->width,
@@ -411,7 +400,7 @@ static inline uint64_t grp_delta(const grp *gr, const uint8_t *end,
 /* The first j from `from` on in the group whose key >= key (cnt if
  * none), given *k = key `from` of the group, <= key or not; *k = the key
  * at the answer (at cnt - 1 when none). */
-static uint32_t grp_find(const grp *gr, const uint8_t *end, uint64_t key,
+static uint32_t grp_find(const bn_grp *gr, const uint8_t *end, uint64_t key,
                          uint32_t from, uint64_t *k)
 {
     uint64_t kj = *k;
@@ -432,7 +421,7 @@ static uint32_t grp_find(const grp *gr, const uint8_t *end, uint64_t key,
 /* *pos = the first index from the group on whose key >= key, *eq = it
  * equals key, for a group (read by grp_next or ix_group) whose first key
  * is <= key.  Returns 0 or -1. */
-static int grp_search(grp *gr, const uint8_t *end, uint64_t key,
+static int grp_search(bn_grp *gr, const uint8_t *end, uint64_t key,
                       uint32_t *pos, int *eq)
 {
     if (grp_base(gr, end))
@@ -445,7 +434,7 @@ static int grp_search(grp *gr, const uint8_t *end, uint64_t key,
 }
 
 /* Key j of a group whose base grp_base read. */
-static uint64_t grp_key(const grp *gr, const uint8_t *end, uint32_t j)
+static uint64_t grp_key(const bn_grp *gr, const uint8_t *end, uint32_t j)
 {
     uint64_t k = gr->first;
     for (uint32_t i = 1; i <= j; i++)
@@ -453,22 +442,9 @@ static uint64_t grp_key(const grp *gr, const uint8_t *end, uint32_t j)
     return k;
 }
 
-/* The indexed form (flag BN_F_KEY_INDEX) as opened by ix_open. */
-typedef struct ixsec {
-    uint32_t n;
-    uint64_t first;          /* key 0 */
-    uint64_t step;           /* evenly spaced: > 0; groups: 0 */
-    const uint8_t *after;    /* first byte past what ix_open read */
-    const uint8_t *index;    /* groups, G >= 2: the records */
-    const uint8_t *groups;   /* groups: group 0's header */
-    const uint8_t *end;      /* the section's end */
-    uint32_t ngroups;
-    unsigned rw, ow;         /* index record: bits of rel and of off */
-} ixsec;
-
 /* Opens an indexed section of n entries: its first key and form, and
  * where its index and groups lie.  Returns 0 or -1. */
-static int ix_open(ixsec *x, const uint8_t *s, const uint8_t *end,
+static int ix_open(bn_ixsec *x, const uint8_t *s, const uint8_t *end,
                    uint32_t n)
 {
     const uint8_t *p = s;
@@ -509,7 +485,7 @@ static int ix_open(ixsec *x, const uint8_t *s, const uint8_t *end,
 }
 
 /* Group g's first key less key 0 (0 for group 0). */
-static inline uint64_t ix_rel(const ixsec *x, uint32_t g)
+static inline uint64_t ix_rel(const bn_ixsec *x, uint32_t g)
 {
     if (g == 0)
         return 0;
@@ -518,7 +494,7 @@ static inline uint64_t ix_rel(const ixsec *x, uint32_t g)
 }
 
 /* Where group g's header starts, from group 0's. */
-static inline uint64_t ix_off(const ixsec *x, uint32_t g)
+static inline uint64_t ix_off(const bn_ixsec *x, uint32_t g)
 {
     if (g == 0)
         return 0;
@@ -528,7 +504,7 @@ static inline uint64_t ix_off(const ixsec *x, uint32_t g)
 
 /* Reads group g (< ngroups) of a grouped section; *after = just past it.
  * Returns 0 or -1. */
-static int ix_group(const ixsec *x, uint32_t g, grp *gr,
+static int ix_group(const bn_ixsec *x, uint32_t g, bn_grp *gr,
                     const uint8_t **after)
 {
     uint64_t rel = ix_rel(x, g), off = ix_off(x, g);
@@ -548,7 +524,7 @@ static int ix_group(const ixsec *x, uint32_t g, grp *gr,
  * evenly spread (sequential or hashed keys) the group is where key's
  * share of the span says: that guess is read first, and halving does the
  * rest when it misses. */
-static uint32_t ix_group_of(const ixsec *x, uint64_t key, uint32_t lo)
+static uint32_t ix_group_of(const bn_ixsec *x, uint64_t key, uint32_t lo)
 {
     uint64_t d = key - x->first;
     uint32_t hi = x->ngroups - 1;
@@ -579,12 +555,12 @@ static uint32_t ix_group_of(const ixsec *x, uint64_t key, uint32_t lo)
  * else from where *m, a search of the same section for a smaller key,
  * ended (in its group when key is below the next group's first key, else
  * from the next group on).  Leaves the answer in *m. */
-static int ix_search_on(const ixsec *x, uint64_t key, bn_mark *m,
+static int ix_search_on(const bn_ixsec *x, uint64_t key, bn_mark *m,
                         uint32_t *pos, int *eq)
 {
     uint32_t g = 0, from = 0;
     uint64_t k = 0;
-    grp gr;
+    bn_grp gr;
     const uint8_t *after;
     if (m->set) {
         g = m->idx / GROUP;
@@ -596,8 +572,15 @@ static int ix_search_on(const ixsec *x, uint64_t key, bn_mark *m,
         g = ix_group_of(x, key, m->set ? g + 1 : 0);
         from = 0;
     }
-    if (ix_group(x, g, &gr, &after) || grp_base(&gr, x->end))
-        return -1;
+    if (m->set && m->have_group && m->g == g) {
+        gr = m->gr;
+    } else {
+        if (ix_group(x, g, &gr, &after) || grp_base(&gr, x->end))
+            return -1;
+        m->have_group = 1;
+        m->g = g;
+        m->gr = gr;
+    }
     if (from == 0)
         k = gr.first;
     uint32_t j = grp_find(&gr, x->end, key, from, &k);
@@ -614,7 +597,7 @@ static int ix_search_on(const ixsec *x, uint64_t key, bn_mark *m,
 static int ix_search(const uint8_t *s, const uint8_t *end, uint32_t n,
                      uint64_t key, uint32_t *pos, int *eq)
 {
-    ixsec x;
+    bn_ixsec x;
     if (ix_open(&x, s, end, n))
         return -1;
     if (key <= x.first || n == 1) {
@@ -636,8 +619,8 @@ static int ix_search(const uint8_t *s, const uint8_t *end, uint32_t n,
 static int ix_key_at(const uint8_t *s, const uint8_t *end, uint32_t n,
                      uint32_t idx, uint64_t *out)
 {
-    ixsec x;
-    grp gr;
+    bn_ixsec x;
+    bn_grp gr;
     const uint8_t *after;
     if (ix_open(&x, s, end, n))
         return -1;
@@ -657,7 +640,7 @@ static int walk_search(const uint8_t *s, const uint8_t *end, uint32_t n,
                        uint64_t key, uint32_t *pos, int *eq)
 {
     const uint8_t *p = s;
-    grp cur = {0}, next;
+    bn_grp cur = {0}, next;
 
     if (grp_next(&p, end, n, &cur))
         return -1;
@@ -679,7 +662,7 @@ static int walk_key_at(const uint8_t *s, const uint8_t *end, uint32_t n,
                        uint32_t idx, uint64_t *out)
 {
     const uint8_t *p = s;
-    grp gr = {0};
+    bn_grp gr = {0};
     do {
         if (grp_next(&p, end, n, &gr))
             return -1;
@@ -890,20 +873,28 @@ int bn_img_search_on(const uint8_t *img, const bn_info *info, unsigned kind,
                      bn_key key, bn_mark *mark, uint32_t *idx, int *found)
 {
     const uint8_t *s = img + BN_HEADER_SIZE, *end = s + info->keys_len;
-    ixsec x;
     if (mark->set && mark->idx >= info->count) { /* past the last key */
         *idx = info->count;
         *found = 0;
         return 0;
     }
-    if (kind != BONSAI_KEY_U64 || info->type != BN_TYPE_LEAF ||
-        !kind_matches(info->flags, kind) ||
-        !(info->flags & BN_F_KEY_INDEX) || info->count < 2 ||
-        ix_open(&x, s, end, info->count) || x.step || key.u <= x.first) {
-        mark->set = 0; /* the plain search, and the next one too */
+    if (!mark->set || mark->img != img) { /* the index read once a run */
+        mark->img = NULL;
+        mark->have_group = 0;
+        if (kind != BONSAI_KEY_U64 || info->type != BN_TYPE_LEAF ||
+            !kind_matches(info->flags, kind) ||
+            !(info->flags & BN_F_KEY_INDEX) || info->count < 2 ||
+            ix_open(&mark->x, s, end, info->count) || mark->x.step) {
+            mark->set = 0; /* the plain search, and the next one too */
+            return bn_img_search(img, info, kind, key, idx, found);
+        }
+        mark->img = img;
+    }
+    if (key.u <= mark->x.first) {
+        mark->set = 0;
         return bn_img_search(img, info, kind, key, idx, found);
     }
-    if (ix_search_on(&x, key.u, mark, idx, found))
+    if (ix_search_on(&mark->x, key.u, mark, idx, found))
         return BONSAI_CORRUPT;
     return 0;
 }
@@ -912,7 +903,7 @@ void bn_img_search_span(const uint8_t *img, const bn_info *info,
                         unsigned kind, bn_key key, size_t *off, size_t *len)
 {
     const uint8_t *s = img + BN_HEADER_SIZE, *end = s + info->keys_len;
-    ixsec x;
+    bn_ixsec x;
     *off = BN_HEADER_SIZE;
     *len = info->keys_len;
     if (kind != BONSAI_KEY_U64 || !(info->flags & BN_F_KEY_INDEX) ||
@@ -1832,7 +1823,7 @@ int bn_encode_laid(const bn_node *node, const bn_layout *laid, uint8_t *out,
  * deltas of at most 56 bits and 7 bytes of the key section after them:
  * each is then one unaligned load, without get_bits' care for the
  * section's end (a node's last group takes get_bits). */
-static void unpack_deltas(const grp *gr, const uint8_t *end, uint64_t *d)
+static void unpack_deltas(const bn_grp *gr, const uint8_t *end, uint64_t *d)
 {
     unsigned width = gr->width;
     size_t len = packed_bytes(gr->cnt, width);
@@ -1848,7 +1839,7 @@ static void unpack_deltas(const grp *gr, const uint8_t *end, uint64_t *d)
 
 /* Unpacks one group into k[gr->start ..] checking that the keys strictly
  * increase and that base, width and padding are the encoder's. */
-static int decode_group(const grp *gr, const uint8_t *end, uint64_t *k)
+static int decode_group(const bn_grp *gr, const uint8_t *end, uint64_t *k)
 {
     uint64_t d[GROUP];
     unpack_deltas(gr, end, d);
@@ -1882,7 +1873,7 @@ static int walk_decode(const uint8_t *s, const uint8_t *end, uint32_t n,
                        uint64_t *k)
 {
     const uint8_t *p = s;
-    grp gr = {0};
+    bn_grp gr = {0};
     while (gr.start + gr.cnt < n) {
         uint64_t prev_first = gr.first;
         if (grp_next(&p, end, n, &gr) || grp_base(&gr, end))
@@ -1899,7 +1890,7 @@ static int walk_decode(const uint8_t *s, const uint8_t *end, uint32_t n,
 
 /* Whether the index's widths are the least that hold its last record and
  * its padding bits are zero (group G-1's rel and off are the largest). */
-static int ix_index_minimal(const ixsec *x)
+static int ix_index_minimal(const bn_ixsec *x)
 {
     uint32_t last = x->ngroups - 1;
     if (bit_len(ix_rel(x, last)) != x->rw || bit_len(ix_off(x, last)) != x->ow)
@@ -1910,11 +1901,11 @@ static int ix_index_minimal(const ixsec *x)
 
 /* The grouped form's groups, each where the one before ended, checked as
  * the encoder writes them; keys evenly spaced belong in the other form. */
-static int ix_decode_groups(const ixsec *x, uint64_t *k)
+static int ix_decode_groups(const bn_ixsec *x, uint64_t *k)
 {
     const uint8_t *at = x->groups, *after;
     int even = 1;
-    grp gr;
+    bn_grp gr;
     for (uint32_t g = 0; g < x->ngroups; g++) {
         if (ix_group(x, g, &gr, &after) || gr.base_at - 1 != at ||
             grp_base(&gr, x->end))
@@ -1936,7 +1927,7 @@ static int ix_decode_groups(const ixsec *x, uint64_t *k)
 static int ix_decode(const uint8_t *s, const uint8_t *end, uint32_t n,
                      uint64_t *k)
 {
-    ixsec x;
+    bn_ixsec x;
     if (n == 0)
         return s == end ? 0 : BONSAI_CORRUPT;
     if (ix_open(&x, s, end, n))

@@ -163,12 +163,45 @@ int bn_img_check(const uint8_t *img, size_t avail, unsigned kind,
 int bn_img_search(const uint8_t *img, const bn_info *info, unsigned kind,
                   bn_key key, uint32_t *idx, int *found);
 
+/* Codec-private (node.c): one group of u64 keys as found in an image. */
+typedef struct bn_grp {
+    uint64_t first;         /* its first key */
+    uint64_t base;          /* smallest difference (after grp_base) */
+    const uint8_t *base_at; /* where base is stored */
+    unsigned width;         /* bits per packed delta */
+    uint32_t start;         /* index of its first entry */
+    uint32_t cnt;           /* entries in it */
+    const uint8_t *packed;  /* cnt - 1 deltas */
+} bn_grp;
+
+/* Codec-private (node.c): an indexed u64 section (flag BN_F_KEY_INDEX)
+ * as ix_open read it. */
+typedef struct bn_ixsec {
+    uint32_t n;
+    uint64_t first;          /* key 0 */
+    uint64_t step;           /* evenly spaced: > 0; groups: 0 */
+    const uint8_t *after;    /* first byte past what ix_open read */
+    const uint8_t *index;    /* groups, G >= 2: the records */
+    const uint8_t *groups;   /* groups: group 0's header */
+    const uint8_t *end;      /* the section's end */
+    uint32_t ngroups;
+    unsigned rw, ow;         /* index record: bits of rel and of off */
+} bn_ixsec;
+
 /* Where the last of a run of searches of one leaf image for rising keys
  * ended: the next search goes on from there (bn_img_search_on). */
 typedef struct bn_mark {
     int set;      /* idx and key hold the last answer; 0 before the first */
     uint32_t idx; /* that answer: the first index whose key >= the key */
     uint64_t key; /* u64 keys: the key at idx (when idx < count) */
+
+    /* codec-private: what the searches since set read of the image, so
+     * that the next one in the same place reads it not again */
+    const uint8_t *img; /* the image x was read from (NULL: none) */
+    bn_ixsec x;         /* its section's index */
+    int have_group;     /* gr holds group g, its base read */
+    uint32_t g;
+    bn_grp gr;
 } bn_mark;
 
 /* bn_img_search of a leaf for a key above every key searched in it since

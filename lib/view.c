@@ -531,6 +531,9 @@ struct bt_finger {
                        at the next */
     bn_child leaf;  /* the leaf bt_leaf_get searched last ... */
     bn_mark mark;   /* ... and where that search ended */
+    nview view;     /* ... and its view, when it stays put (not unpacked
+                       into the unpack cache, which a descent may reuse) */
+    int have_view;
 };
 
 /* Gives each position room for a byte key (none for u64 keys). */
@@ -552,6 +555,8 @@ int bt_finger_new(const bt_tree *t, bt_finger **out)
     f->depth = t->depth;
     f->held = 0;
     f->mark.set = 0;
+    f->mark.img = NULL;
+    f->have_view = 0;
     f->path = (fpos *)(f + 1);
     f->row[0] = f->path + t->depth;
     f->row[1] = f->row[0] + BT_FINGER_KEYS;
@@ -751,18 +756,23 @@ static int search_on(const nview *v, unsigned kind, bn_key key, bn_mark *m,
 int bt_leaf_get(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
                 bt_finger *f, bn_child leaf, bn_key key, bonsai_val *val)
 {
-    nview v;
     uint32_t idx;
-    int found, rc = view_of(db, rd, t->kind, leaf, &v);
-    if (rc)
-        return rc;
-    if (!view_leaf(&v))
-        return BONSAI_CORRUPT;
+    int found, rc;
     if (!f->mark.set || !same_node(f->leaf, leaf)) {
         f->leaf = leaf;
         f->mark.set = 0;
+        f->have_view = 0;
     }
-    if ((rc = search_on(&v, t->kind, key, &f->mark, &idx, &found)))
+    if (!f->have_view) { /* a leaf's first key of the run, or unpacked */
+        if ((rc = view_of(db, rd, t->kind, leaf, &f->view)))
+            return rc;
+        if (!view_leaf(&f->view))
+            return BONSAI_CORRUPT;
+        f->have_view = f->view.mem ||
+                       f->view.img == tree_ext_ptr(db, leaf.ext);
+    }
+    const nview *v = &f->view;
+    if ((rc = search_on(v, t->kind, key, &f->mark, &idx, &found)))
         return rc;
-    return found ? leaf_value(db, rd, &v, idx, val) : BONSAI_NOTFOUND;
+    return found ? leaf_value(db, rd, v, idx, val) : BONSAI_NOTFOUND;
 }

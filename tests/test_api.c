@@ -3081,6 +3081,63 @@ Test(api, long_read_snapshot_answers_as_its_images)
     }
 }
 
+/* Key i of batch_reads_a_leaf_again_after_unpacks: rising, not evenly
+ * spaced (a leaf of those is searched by arithmetic alone). */
+static uint64_t unpacked_key(uint64_t i)
+{
+    return i * 8 + i % 3;
+}
+
+/* A batch goes through its keys in groups of 16, and a leaf may hold the
+ * last key of one group and the first of the next.  Between the two
+ * searches, the descents of later groups unpack more lz4 branches (first
+ * visits of a fresh read snapshot) than the unpack cache has slots, so
+ * the leaf's unpacked image the first search read is gone and must be
+ * read again.  The keys: 15 from the start, two of one leaf (keys 15 and
+ * 16, for some `at`), 15 after them, then 32 each under another branch. */
+Test(api, batch_reads_a_leaf_again_after_unpacks)
+{
+    enum { N = 20000, SPREAD = 32, KEYS = 15 + 2 + 15 + SPREAD };
+    bonsai_options o = file_opts();
+    o.page_size = 128;
+    o.node_bytes = 2048;
+    o.node_entries = 32;
+    o.compression = BONSAI_COMPRESS_LZ4;
+    bonsai_db *db = tu_open(tu_path("unpacks.db"), &o);
+    bonsai_map m = tu_map_create(db, NULL, "m", BONSAI_KEY_U64);
+    tm_model model;
+    tm_init(&model, BONSAI_KEY_U64);
+    uint8_t v[100];
+    bonsai_txn *w, *r;
+    TU_OK(bonsai_txn_begin(db, 0, &w));
+    for (uint64_t i = 0; i < N; i++) {
+        uint64_t key = unpacked_key(i);
+        memset(v, 'a' + (int)(i % 26), sizeof v); /* leaves lz4 shrinks */
+        bonsai_val val = tu_val(v, sizeof v);
+        TU_OK(bonsai_put_u64(w, m, key, &val, 0));
+        tm_put(&model, (const uint8_t *)&key, 8, v, sizeof v);
+    }
+    TU_OK(bonsai_txn_commit(w));
+    uint64_t keys[KEYS];
+    for (uint64_t at = 100; at < 140; at++) { /* some pair shares a leaf */
+        size_t j = 0;
+        for (uint64_t i = 0; i < 15; i++)
+            keys[j++] = unpacked_key(i);
+        for (uint64_t i = at; i < at + 2 + 15; i++)
+            keys[j++] = unpacked_key(i);
+        for (uint64_t i = 0; i < SPREAD; i++)
+            keys[j++] = unpacked_key(1000 + i * 580);
+        TU_OK(bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &r));
+        bonsai_map_info mi;
+        TU_OK(bonsai_map_stat(r, m, &mi));
+        cr_assert(mi.depth >= 4, "a tree of depth %u", mi.depth);
+        expect_batch_u64(r, m, &model, keys, KEYS, 0);
+        bonsai_txn_abort(r);
+    }
+    tm_free(&model);
+    TU_OK(bonsai_close(db));
+}
+
 /* ---- error strings and bad arguments ------------------------------------ */
 
 Test(api, strerror_distinct)

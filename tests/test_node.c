@@ -1640,3 +1640,55 @@ Test(node, branch_search_edges)
     bn_clear(&node);
     free(img);
 }
+
+/* A run of bn_img_search_on calls keeps what it read of the image in its
+ * mark; the image may be read again elsewhere (a compressed leaf unpacked
+ * into another buffer between two keys of a batch), and then the mark's
+ * copy of the old place must not be read. */
+Test(node, search_on_follows_its_image_elsewhere)
+{
+    enum { N = 500, QUERIES = 400 };
+    rng r = {20261203};
+    bn_node node;
+    bn_init(&node, BONSAI_KEY_U64, 1);
+    for (uint32_t i = 0; i < N; i++) {
+        bn_key k = {(uint64_t)i * 1000 + below(&r, 500), NULL, 0};
+        cr_assert_eq(bn_insert(&node, i, k, NULL, 0, 0), 0);
+    }
+    size_t size;
+    uint8_t *img = encode(&node, &size);
+    bn_info info;
+    cr_assert_eq(bn_img_check(img, size, BONSAI_KEY_U64, 1, &info), 0);
+    cr_assert(info.flags & BN_F_KEY_INDEX, "a leaf in the indexed form");
+    uint8_t *place[2] = {malloc(size), malloc(size)};
+    cr_assert(place[0] && place[1]);
+    bn_mark mark = {0};
+    uint64_t key = 0;
+    for (int q = 0; q < QUERIES; q++) {
+        key += 1 + below(&r, 2 * N * 1000 / QUERIES);
+        if (below(&r, 2)) { /* half of them present */
+            int eq;
+            uint32_t at = bn_search(&node, (bn_key){key, NULL, 0}, &eq);
+            key = at < N ? node.k64[at] : key;
+        }
+        uint8_t *here = place[q % 2], *gone = place[(q + 1) % 2];
+        memcpy(here, img, size);
+        memset(gone, 0xee, size);
+        bn_key k = {key, NULL, 0};
+        uint32_t idx, want_idx;
+        int found, want_found;
+        cr_assert_eq(bn_img_search(img, &info, BONSAI_KEY_U64, k, &want_idx,
+                                   &want_found),
+                     0);
+        cr_assert_eq(bn_img_search_on(here, &info, BONSAI_KEY_U64, k, &mark,
+                                      &idx, &found),
+                     0, "key %" PRIu64, key);
+        cr_assert(idx == want_idx && found == want_found,
+                  "key %" PRIu64 ": %u %d, not %u %d", key, idx, found,
+                  want_idx, want_found);
+    }
+    free(place[0]);
+    free(place[1]);
+    free(img);
+    bn_clear(&node);
+}
