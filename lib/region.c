@@ -7,11 +7,13 @@
  */
 #include "region.h"
 
+#include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define GROW_MIN (1u << 20) /* grow a file by at least 1 MiB */
+#define ZERO_CHUNK (256u << 10)
 
 static uint64_t os_page(void)
 {
@@ -117,6 +119,29 @@ int region_open_file(region *rg, const bx_io *io, int fd, uint64_t cap,
     return 0;
 }
 
+/* Writes zeros over [from, to) of the file with pwrite before the range
+ * is first used through the mapping.  The page cache pages the kernel
+ * makes for stores into a shared mapping made later reads of them slower
+ * than pages made by write(): lookups on a store grown that way ran at
+ * 0.65 times those on the same file once its pages were made again (10 M
+ * random keys, commits every 1 M puts), and at 0.97 times anonymous
+ * memory's with this fill.  The blocks are reserved already, so this
+ * costs one sequential write of each byte the file grows by. */
+static int zero_fill(region *rg, uint64_t from, uint64_t to)
+{
+    size_t chunk = to - from < ZERO_CHUNK ? (size_t)(to - from) : ZERO_CHUNK;
+    void *zero = calloc(1, chunk);
+    if (!zero)
+        return BONSAI_NOMEM;
+    int rc = 0;
+    for (uint64_t at = from; at < to && rc == 0; at += chunk) {
+        size_t len = to - at < chunk ? (size_t)(to - at) : chunk;
+        rc = rg->io->pwrite(rg->io->ctx, rg->fd, zero, len, at);
+    }
+    free(zero);
+    return rc;
+}
+
 int region_grow(region *rg, uint64_t need)
 {
     if (need <= rg->mapped)
@@ -141,7 +166,7 @@ int region_grow(region *rg, uint64_t need)
         want = round_up(need, os_page());
         rc = io->fallocate(io->ctx, rg->fd, rg->mapped, want - rg->mapped);
     }
-    if (rc)
+    if (rc || (rc = zero_fill(rg, rg->mapped, want)))
         return rc;
     void *q;
     rc = io->map(io->ctx, rg->base + rg->mapped, want - rg->mapped,
