@@ -1051,6 +1051,12 @@ static int set_cap(bn_node *node, uint32_t cap)
         if (!k)
             return BONSAI_NOMEM;
         node->kb = k;
+        if (!node->leaf) {
+            uint64_t *h = realloc(node->head, (size_t)cap * sizeof *h);
+            if (!h)
+                return BONSAI_NOMEM;
+            node->head = h;
+        }
     }
     if (node->val) {
         bn_span *v = realloc(node->val, (size_t)cap * sizeof *v);
@@ -1527,6 +1533,34 @@ static uint64_t u64_keys_len(const bn_node *node, bn_layout *lay)
 static inline const uint8_t *key_bytes(const bn_node *node, uint32_t i)
 {
     return span_bytes(node, node->kb[i]);
+}
+
+/* The 8 bytes of key from skip on, big-endian, zero past its end: two
+ * keys whose heads differ are in the order of their heads. */
+static uint64_t key_head(const uint8_t *key, uint32_t len, uint32_t skip)
+{
+    uint8_t b[8] = {0};
+    uint32_t n = len - skip < 8 ? len - skip : 8;
+    memcpy(b, key + skip, n);
+    return __builtin_bswap64(get_le64(b));
+}
+
+/* A byte-key branch's heads, recomputed whole after any change to its
+ * keys: a branch changes only when a child splits or merges.  Every key
+ * sorts between the first and the last, so shares their prefix. */
+static void heads_rebuild(bn_node *node)
+{
+    uint32_t n = node->n;
+    if (!node->head)
+        return;
+    node->head_skip = n < 2 ? 0
+                            : common_prefix(key_bytes(node, 0),
+                                            node->kb[0].len,
+                                            key_bytes(node, n - 1),
+                                            node->kb[n - 1].len);
+    for (uint32_t i = 0; i < n; i++)
+        node->head[i] = key_head(key_bytes(node, i), node->kb[i].len,
+                                 node->head_skip);
 }
 
 /* The prefix entry i shares in the image: 0 at a restart. */
@@ -2143,6 +2177,7 @@ static int decode(const uint8_t *img, size_t avail, unsigned kind,
     *keys_len = info.keys_len;
     if (!reuse)
         arena_fit(node);
+    heads_rebuild(node);
     return 0;
 }
 
@@ -2178,6 +2213,7 @@ void bn_clear(bn_node *node)
 {
     free(node->k64);
     free(node->kb);
+    free(node->head);
     free(node->val);
     free(node->vflag);
     free(node->child);
@@ -2187,6 +2223,7 @@ void bn_clear(bn_node *node)
     node->walked = 0;
     node->k64 = NULL;
     node->kb = NULL;
+    node->head = NULL;
     node->val = NULL;
     node->vflag = NULL;
     node->child = NULL;
@@ -2235,8 +2272,35 @@ static uint32_t lower_bound_u64(const uint64_t *k, uint32_t n, uint64_t key)
     return halve_u64(k, n, key);
 }
 
-static uint32_t lower_bound_bytes(const bn_node *node, uint32_t lo,
+/* lower_bound_bytes in a branch: the prefix its keys share compared
+ * once, then integers; whole keys only where two heads are equal. */
+static uint32_t lower_bound_heads(const bn_node *node, uint32_t lo,
                                   const uint8_t *key, uint32_t klen)
+{
+    uint32_t hi = node->n, skip = node->head_skip;
+    if (lo >= hi)
+        return lo;
+    int c = key_cmp(key, klen < skip ? klen : skip, key_bytes(node, 0), skip);
+    if (c != 0)
+        return c < 0 ? lo : hi;
+    uint64_t kh = key_head(key, klen, skip);
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        uint64_t h = node->head[mid];
+        int below = h != kh ? h < kh
+                            : key_below(key_bytes(node, mid) + skip,
+                                        node->kb[mid].len - skip,
+                                        key + skip, klen - skip);
+        if (below)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static uint32_t lower_bound_walk(const bn_node *node, uint32_t lo,
+                                 const uint8_t *key, uint32_t klen)
 {
     uint32_t hi = node->n;
     while (lo < hi) {
@@ -2247,6 +2311,18 @@ static uint32_t lower_bound_bytes(const bn_node *node, uint32_t lo,
             hi = mid;
     }
     return lo;
+}
+
+static uint32_t lower_bound_bytes(const bn_node *node, uint32_t lo,
+                                  const uint8_t *key, uint32_t klen)
+{
+    if (!node->head)
+        return lower_bound_walk(node, lo, key, klen);
+    uint32_t i = lower_bound_heads(node, lo, key, klen);
+#ifdef BONSAI_CHECK_HINTS
+    assert(i == lower_bound_walk(node, lo, key, klen));
+#endif
+    return i;
 }
 
 uint32_t bn_search(const bn_node *node, bn_key key, int *found)
@@ -2325,6 +2401,8 @@ size_t bn_mem_bytes(const bn_node *node)
         per += sizeof *node->val + 1;
     if (node->child)
         per += sizeof *node->child;
+    if (node->head)
+        per += sizeof *node->head;
     return sizeof *node + (size_t)node->cap * per + node->arena_cap;
 }
 
@@ -2472,6 +2550,7 @@ int bn_insert_child(bn_node *node, uint32_t idx, bn_key key, bn_child child)
 
     insert_key(node, idx, key);
     node->child[idx] = child;
+    heads_rebuild(node);
     est_refresh(node);
     return 0;
 }
@@ -2525,6 +2604,7 @@ int bn_set_key(bn_node *node, uint32_t idx, bn_key key)
     node->kb[idx] = arena_put(node, key.b, key.len);
     est_around(node, idx, ADD);
     arena_settle(node);
+    heads_rebuild(node);
     est_refresh(node);
     return 0;
 }
@@ -2546,6 +2626,7 @@ void bn_remove(bn_node *node, uint32_t idx)
     /* the entries that got a new predecessor */
     est_key_terms(node, idx, idx + est_reach(node), ADD);
     arena_settle(node);
+    heads_rebuild(node);
     est_refresh(node);
 }
 
@@ -2599,6 +2680,7 @@ int bn_copy_frozen(bn_node *dst, const bn_node *src)
     for (uint32_t i = 0; i < src->n; i++)
         copy_entry(dst, i, src, i);
     dst->n = src->n;
+    heads_rebuild(dst);
     return 0;
 }
 
@@ -2633,6 +2715,8 @@ int bn_move(bn_node *dst, uint32_t at, bn_node *src, uint32_t from,
     move_entries(src, from, to, src->n - to);
     src->n -= m;
     arena_settle(src);
+    heads_rebuild(dst);
+    heads_rebuild(src);
 
     est_recompute(dst);
     if (tail)

@@ -98,6 +98,10 @@ typedef struct bn_node {
     uint32_t cap;         /* capacity of the arrays */
     uint64_t *k64;        /* kind U64: key[i] */
     bn_span *kb;          /* kind BYTES: key bytes in arena */
+    uint64_t *head;       /* kind BYTES, branch: the 8 key bytes after the
+                             head_skip every key shares, big-endian and
+                             zero-padded, so a search compares integers */
+    uint32_t head_skip;
     bn_span *val;         /* leaf: value bytes in arena (len 0 = empty) */
     uint8_t *vflag;       /* leaf: BN_VAL_* per entry */
     bn_child *child;      /* branch: child[i] */
