@@ -9,6 +9,11 @@
 
 #include <string.h>
 
+/* Runs of the longest node image a file keeps beyond its high-water mark
+ * while the disk grants it: a delete's room (room.h) in a tree of depth
+ * up to 30. */
+#define DISK_RESERVE_SLOTS 64u
+
 void alloc_init(alloc *a, region *rg, uint32_t page_size, uint64_t first,
                 uint64_t end, uint32_t slot_pages)
 {
@@ -22,16 +27,60 @@ void alloc_init(alloc *a, region *rg, uint32_t page_size, uint64_t first,
             a->slot_shift = s;
     a->first = first;
     a->end = end;
+    a->reserve = (uint64_t)a->slot_pages * DISK_RESERVE_SLOTS;
     alloc_set_cap(a, rg->cap);
+}
+
+static uint64_t file_end_pages(const alloc *a)
+{
+    return a->rg->mapped / a->page_size;
+}
+
+/* The pages runs may reach: the cap's, or the file's end on a full disk. */
+static void set_limit(alloc *a)
+{
+    uint64_t end = file_end_pages(a);
+    a->limit = a->disk_full && end < a->cap_pages ? end : a->cap_pages;
 }
 
 void alloc_set_cap(alloc *a, uint64_t cap)
 {
-    a->limit = cap / a->page_size;
+    a->cap_pages = cap / a->page_size;
     /* branch entries hold 40-bit page numbers: with small pages that, not
      * the cap, may be the end of the store */
-    if (a->limit > BN_MAX_PGNO + 1)
-        a->limit = BN_MAX_PGNO + 1;
+    if (a->cap_pages > BN_MAX_PGNO + 1)
+        a->cap_pages = BN_MAX_PGNO + 1;
+    set_limit(a);
+}
+
+/* Grows the file to hold upto pages and the reserve after them, at most
+ * an eighth of the file (the growth step's share: a small store on a
+ * small disk keeps little back).  On a full disk the file's end becomes
+ * the limit (the reserve it kept is below it). */
+static int grow_file(alloc *a, uint64_t upto)
+{
+    uint64_t reserve = file_end_pages(a) / 8;
+    if (reserve > a->reserve)
+        reserve = a->reserve;
+    uint64_t want = upto + reserve;
+    if (want > a->cap_pages)
+        want = a->cap_pages;
+    int rc = region_grow(a->rg, want * a->page_size);
+    if (rc == BONSAI_ENOSPC) {
+        a->disk_full = 1;
+        set_limit(a);
+    } else if (rc == 0 && a->disk_full) {
+        a->disk_full = 0;
+        set_limit(a);
+    }
+    return rc;
+}
+
+int alloc_disk_retry(alloc *a)
+{
+    if (!a->disk_full)
+        return 0;
+    return grow_file(a, file_end_pages(a));
 }
 
 void alloc_free_all(alloc *a)
@@ -246,12 +295,17 @@ static int from_free_runs(alloc *a, uint32_t npages, uint64_t *pgno)
 
 static int from_high_water(alloc *a, uint32_t npages, uint64_t *pgno)
 {
+    if (a->end + npages > a->limit && a->disk_full) {
+        int rc = alloc_disk_retry(a); /* the disk may have room again */
+        if (rc)
+            return rc;
+    }
     if (a->end + npages > a->limit ||
         !may_cut(a, a->limit - a->end, npages))
         return BONSAI_FULL;
     int rc = cover(a, a->end + npages);
-    if (rc == 0)
-        rc = region_grow(a->rg, (a->end + npages) * a->page_size);
+    if (rc == 0 && !a->disk_full)
+        rc = grow_file(a, a->end + npages);
     if (rc)
         return rc;
     *pgno = a->end;

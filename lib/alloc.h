@@ -52,7 +52,11 @@ typedef struct alloc {
     uint32_t page_size;
     uint64_t first;     /* first data page */
     uint64_t end;       /* high-water mark */
-    uint64_t limit;     /* pages the cap allows */
+    uint64_t limit;     /* pages runs may reach: cap_pages, or the file's
+                           end while the disk refuses to grow it */
+    uint64_t cap_pages; /* pages the cap allows */
+    uint64_t reserve;   /* pages a file is grown by beyond what it needs */
+    int disk_full;      /* the disk refused the last growth */
     uint64_t free_pages;
     uint32_t slot_pages; /* pages of the longest node image */
     int slot_shift;      /* log2 slot_pages when a power of two, else -1 */
@@ -77,11 +81,20 @@ void alloc_init(alloc *a, region *rg, uint32_t page_size, uint64_t first,
 /* Pages the store may use from now on: cap bytes' worth (the region's
  * cap after bonsai_set_max_size), at most 2^40. */
 void alloc_set_cap(alloc *a, uint64_t cap);
+
+/* After the disk refused to grow the file: asks it again for the reserve
+ * beyond the file's end; 0 (the limit back at the cap) if it gives it,
+ * else BONSAI_ENOSPC or another growth error.  0 at once when the disk
+ * did not refuse. */
+int alloc_disk_retry(alloc *a);
 void alloc_free_all(alloc *a);
 
 /* Hands out npages contiguous pages, from a run that leaves keep_slots
  * slots available.  Returns 0, BONSAI_FULL (the cap, or no such run),
- * BONSAI_NOMEM, BONSAI_ENOSPC or BONSAI_IO (growing the file failed). */
+ * BONSAI_NOMEM, BONSAI_ENOSPC or BONSAI_IO (growing the file failed).
+ * A file grows by a reserve beyond what it needs: when the disk refuses
+ * to grow it, its end becomes the limit, so the room budget, which keeps
+ * a later delete's room below the limit, finds it in the reserve. */
 int alloc_get(alloc *a, uint32_t npages, uint64_t *pgno);
 
 /* Takes back the run the last alloc_get handed out (undoing a plan). */

@@ -128,5 +128,11 @@ int room_reserve(bonsai_db *db, uint32_t slots, uint32_t vlen)
          * from here on fails alone */
         db->settled_gen = db->write_gen;
     }
+    if (room_has(db, slots, vlen))
+        return 0;
+    /* on a full disk the file's end is the limit: unless the disk now
+     * grants more, that is what ran out */
+    if (db->al.disk_full && (rc = alloc_disk_retry(&db->al)) != 0)
+        return rc;
     return room_has(db, slots, vlen) ? 0 : BONSAI_FULL;
 }
