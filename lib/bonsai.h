@@ -157,11 +157,15 @@ typedef struct bonsai_options {
     /* Allocation granule in bytes: a power of two, 64..65536.  Node images
      * occupy a run of whole pages, so a small page wastes less at the end
      * of each image (a compressed image of 30 bytes takes 64, not 512).
-     * Default 0: 512 for a file (each image then has disk sectors of its
-     * own), 128 in anonymous memory (an image wastes 64 bytes on average,
-     * 3 % of a random fill's leaf).  Smaller pages cost bitmap memory, 2
-     * bits a page, and near the cap cut the free space into more runs
-     * too short for a node.  Fixed at creation. */
+     * Default 0: 128 (an image wastes 64 bytes on average, 3 % of a
+     * random fill's leaf).  Smaller pages cost bitmap memory, 2 bits a
+     * page, and near the cap cut the free space into more runs too short
+     * for a node.  In a file, pages below the disk's sector put several
+     * images in one sector, and a commit rewrites unchanged the bytes of
+     * committed images beside the ones it writes (msync writes whole
+     * memory pages, so it does at any page size): a device must not harm
+     * bytes a write leaves as they were, SQLite's "powersafe overwrite",
+     * which it assumes by default.  Fixed at creation. */
     uint32_t page_size;
     /* Target encoded size of a node in bytes (a node splits beyond it).
      * 256..1 MiB, default 4096.  Fixed at creation. */

@@ -325,7 +325,7 @@ static int same_settings(const bonsai_db *src, const bonsai_options *o)
                     ? o->compression_level : 0;
     int src_level = src->opt.compression == BONSAI_COMPRESS_ZLIB
                         ? src->opt.compression_level : 0;
-    return bx_page_size_for(o, 0) == src->page_size &&
+    return bx_page_size_for(o) == src->page_size &&
            o->node_bytes == src->opt.node_bytes &&
            o->node_entries == src->opt.node_entries &&
            o->compression == src->opt.compression && level == src_level;

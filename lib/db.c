@@ -38,7 +38,7 @@ static void options_defaults(bonsai_options *o)
 {
     memset(o, 0, sizeof *o);
     o->struct_size = (uint32_t)sizeof *o;
-    o->page_size = 0; /* the mode's own: bx_page_size_for */
+    o->page_size = 0; /* the default: bx_page_size_for */
     o->node_bytes = 4096;
     o->node_entries = 4096;
     o->transactions = -1;
@@ -352,18 +352,16 @@ static int never_created(bonsai_db *db, uint64_t fsize, int *yes)
     return 0;
 }
 
-uint32_t bx_page_size_for(const bonsai_options *o, int anonymous)
+uint32_t bx_page_size_for(const bonsai_options *o)
 {
-    if (o->page_size)
-        return o->page_size;
-    return anonymous ? BX_PAGE_ANON : BX_PAGE_FILE;
+    return o->page_size ? o->page_size : BX_PAGE_DEFAULT;
 }
 
 static int create_file(bonsai_db *db, uint64_t *fsize)
 {
     if (db->opt.read_only)
         return BONSAI_CORRUPT;
-    db->opt.page_size = bx_page_size_for(&db->opt, 0);
+    db->opt.page_size = bx_page_size_for(&db->opt);
     db->page_size = db->opt.page_size;
     db->first_pgno = head_bytes(db->page_size) / db->page_size;
     int rc = write_header(db);
@@ -432,7 +430,7 @@ static int open_anon(bonsai_db *db)
 {
     if (db->opt.read_only)
         return BONSAI_INVALID;
-    db->opt.page_size = bx_page_size_for(&db->opt, 1);
+    db->opt.page_size = bx_page_size_for(&db->opt);
     db->page_size = db->opt.page_size;
     db->first_pgno = head_bytes(db->page_size) / db->page_size;
     db->meta = (bx_meta){.end = db->first_pgno};

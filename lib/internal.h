@@ -202,7 +202,7 @@ struct bonsai_txn {
 int bx_options_take(const bonsai_options *opts, bonsai_options *out);
 
 /* The page size a new store of these options gets (page_size 0: the
- * mode's own, meta.h). */
-uint32_t bx_page_size_for(const bonsai_options *o, int anonymous);
+ * default, meta.h). */
+uint32_t bx_page_size_for(const bonsai_options *o);
 
 #endif

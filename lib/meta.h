@@ -24,11 +24,10 @@
  * meta slots do not depend on it (they sit below BX_HEAD_BYTES). */
 #define BX_PAGE_MIN 64u
 #define BX_PAGE_MAX 65536u
-/* page_size 0 picks the mode's own: a file keeps each image in sectors of
- * its own (a torn sector write then harms only what it was writing);
- * memory has no sectors and wastes less at the end of each image. */
-#define BX_PAGE_FILE 512u
-#define BX_PAGE_ANON 128u
+/* page_size 0 picks 128 bytes, for a file as in memory: an image wastes
+ * 64 bytes on average at its end.  A file's images then share disk
+ * sectors; what that relies on is in bonsai.h (page_size). */
+#define BX_PAGE_DEFAULT 128u
 
 typedef struct bx_header {
     uint32_t version;

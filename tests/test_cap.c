@@ -246,7 +246,15 @@ Test(cap, read_only_handle_cannot_set_it)
 Test(cap, version_1_file_opens)
 {
     const char *path = tu_path("v1.db");
-    bonsai_db *db = open_store(path, CAP, -1);
+    /* made with the pages a version 1 file has: 512 bytes (smaller ones
+     * came with version 2) */
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.max_size = CAP;
+    o.sync = 0;
+    o.page_size = 512;
+    bonsai_db *db;
+    TU_OK(bonsai_open(path, &o, &db));
     uint64_t next = 0, n = fill(db, &next);
     TU_OK(bonsai_close(db));
 
