@@ -25,16 +25,23 @@ TestSuite(cap, .init = tu_setup, .fini = tu_teardown, .timeout = 120);
 /* the cap stores are made with: small, so that filling it is quick */
 #define CAP (2 * MiB)
 
-static bonsai_db *open_store(const char *path, uint64_t max_size, int txn)
+static bonsai_db *open_store_paged(const char *path, uint64_t max_size,
+                                   int txn, uint32_t page_size)
 {
     bonsai_options o;
     bonsai_options_init(&o);
     o.max_size = max_size;
     o.sync = 0;
     o.transactions = txn;
+    o.page_size = page_size;
     bonsai_db *db;
     TU_OK(bonsai_open(path, &o, &db));
     return db;
+}
+
+static bonsai_db *open_store(const char *path, uint64_t max_size, int txn)
+{
+    return open_store_paged(path, max_size, txn, 0);
 }
 
 static uint64_t cap_of(bonsai_db *db)
@@ -248,13 +255,7 @@ Test(cap, version_1_file_opens)
     const char *path = tu_path("v1.db");
     /* made with the pages a version 1 file has: 512 bytes (smaller ones
      * came with version 2) */
-    bonsai_options o;
-    bonsai_options_init(&o);
-    o.max_size = CAP;
-    o.sync = 0;
-    o.page_size = 512;
-    bonsai_db *db;
-    TU_OK(bonsai_open(path, &o, &db));
+    bonsai_db *db = open_store_paged(path, CAP, -1, 512);
     uint64_t next = 0, n = fill(db, &next);
     TU_OK(bonsai_close(db));
 
