@@ -67,6 +67,8 @@ typedef struct alloc {
     uint64_t nbits;     /* pages the bitmap covers */
     extvec lists[ALLOC_CLASSES + 1]; /* lists[k]: free runs of k pages */
     extvec large;                    /* free runs over ALLOC_CLASSES */
+    uint64_t listed_kept;  /* entries the last sweep of the lists kept */
+    uint64_t listed_since; /* entries listed since */
     int tracking;                    /* inside a write transaction */
     uint64_t txn_end0;               /* end when the transaction began */
     extvec txn_alloc;
