@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bigmem.h"
 #include "bonsai.h"
 #include "bytes.h"
 
@@ -39,10 +40,10 @@ void pb_init(putbuf *b, unsigned kind)
 
 void pb_free(putbuf *b)
 {
-    free(b->e);
-    free(b->slot);
-    free(b->front);
-    free(b->arena);
+    big_free(b->e, (size_t)b->cap * sizeof *b->e);
+    big_free(b->slot, b->slot_bytes);
+    big_free(b->front, (size_t)b->front_slots * sizeof *b->front);
+    big_free(b->arena, b->acap);
     pb_init(b, b->kind);
 }
 
@@ -235,7 +236,7 @@ static size_t arrays_bytes(uint32_t cap, size_t acap, uint32_t front_slots)
 
 static int alloc_front(putbuf *b, uint32_t slots)
 {
-    if (!(b->front = calloc(slots, sizeof *b->front)))
+    if (!(b->front = big_alloc((size_t)slots * sizeof *b->front, 1)))
         return BONSAI_NOMEM;
     b->front_slots = slots;
     return 0;
@@ -257,7 +258,7 @@ static int slot_block_at_least(putbuf *b, size_t bytes)
 {
     if (b->slot_bytes >= bytes)
         return 0;
-    uint64_t *slot = realloc(b->slot, bytes);
+    uint64_t *slot = big_resize(b->slot, b->slot_bytes, bytes);
     if (!slot)
         return BONSAI_NOMEM;
     b->slot = slot;
@@ -271,12 +272,14 @@ static int slot_block_at_least(putbuf *b, size_t bytes)
  * entries. */
 static int grow_to(putbuf *b, uint32_t cap)
 {
-    pb_entry *e = realloc(b->e, (size_t)cap * sizeof *e);
+    /* the index first: its block keeps its size if the entries fail */
+    if (slot_block_at_least(b, (size_t)cap * 2 * sizeof *b->slot))
+        return BONSAI_NOMEM;
+    pb_entry *e = big_resize(b->e, (size_t)b->cap * sizeof *e,
+                             (size_t)cap * sizeof *e);
     if (!e)
         return BONSAI_NOMEM;
     b->e = e;
-    if (slot_block_at_least(b, (size_t)cap * 2 * sizeof *b->slot))
-        return BONSAI_NOMEM; /* the larger entry array is harmless */
     b->nslots = cap * 2;
     b->cap = cap;
     rehash(b);
@@ -306,7 +309,7 @@ static int arena_to(putbuf *b, size_t cap)
 {
     if (cap == b->acap)
         return 0;
-    uint8_t *a = realloc(b->arena, cap);
+    uint8_t *a = big_resize(b->arena, b->acap, cap);
     if (!a)
         return BONSAI_NOMEM;
     b->arena = a;
@@ -476,7 +479,8 @@ static void sort_u64(pb_entry *e, uint32_t n, pb_entry *tmp)
     if (!differ)
         return; /* all equal: sorted */
     unsigned shared = (unsigned)__builtin_clzll(differ);
-    uint32_t *start = calloc(BUCKETS + 1u, sizeof *start);
+    size_t start_bytes = (BUCKETS + 1u) * sizeof(uint32_t);
+    uint32_t *start = big_alloc(start_bytes, 1);
     if (!start) {
         qsort(e, n, sizeof *e, cmp_u64);
         return;
@@ -498,7 +502,7 @@ static void sort_u64(pb_entry *e, uint32_t n, pb_entry *tmp)
         from = to;
     }
     memcpy(e, tmp, (size_t)n * sizeof *e);
-    free(start);
+    big_free(start, start_bytes);
 }
 
 /* Key bytes [off, off + 8) of e big-endian, zeros past the end: ordered
@@ -558,13 +562,14 @@ static pb_entry *index_as_scratch(putbuf *b)
 
 static void sort_bytes(putbuf *b)
 {
-    pb_entry *pre = malloc((size_t)b->n * sizeof *pre);
+    size_t pre_bytes = (size_t)b->n * sizeof(pb_entry);
+    pb_entry *pre = big_alloc(pre_bytes, 0);
     pb_entry *tmp = pre ? index_as_scratch(b) : NULL;
     if (tmp)
         sort_chunks(b, b->e, pre, tmp, b->n, 0);
     else
         qsort_r(b->e, b->n, sizeof *b->e, cmp_bytes, b->arena);
-    free(pre);
+    big_free(pre, pre_bytes);
 }
 
 void pb_sort(putbuf *b)

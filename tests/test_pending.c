@@ -370,6 +370,7 @@ Test(pending, byte_keys_with_shared_prefixes_land_in_order)
 #include <stdlib.h>
 #include <string.h>
 
+#include "bigmem.h"
 #include "putbuf.h"
 
 static int cmp_bytes_ref(const void *a, const void *b)
@@ -581,4 +582,35 @@ Test(pending, batch_memory_stays_within_its_budget)
             pb_free(&b);
         }
     }
+}
+
+/* A batch's arrays live in the heap while small and in mappings of their
+ * own once large (bigmem.h): growing and shrinking across that line, and
+ * within each side, keeps every byte up to the shorter size. */
+Test(pending, big_arrays_keep_their_bytes_across_resizes)
+{
+    static const size_t sizes[] = {100,         BIG_MIN - 1, BIG_MIN,
+                                   3 * BIG_MIN, 1u << 20,    BIG_MIN + 1,
+                                   4000,        1u << 21,    7};
+    size_t old = 0;
+    uint8_t *p = NULL;
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        size_t n = sizes[i];
+        uint8_t *q = big_resize(p, old, n);
+        cr_assert_not_null(q, "resize %zu -> %zu", old, n);
+        size_t kept = old < n ? old : n;
+        for (size_t j = 0; j < kept; j++)
+            cr_assert_eq(q[j], (uint8_t)(j * 7 + old), "byte %zu after "
+                         "%zu -> %zu", j, old, n);
+        for (size_t j = 0; j < n; j++)
+            q[j] = (uint8_t)(j * 7 + n);
+        p = q;
+        old = n;
+    }
+    big_free(p, old);
+    uint64_t *z = big_alloc(3 * BIG_MIN, 1);
+    cr_assert_not_null(z);
+    for (size_t j = 0; j < 3 * BIG_MIN / sizeof *z; j++)
+        cr_assert_eq(z[j], 0, "zeroed array, word %zu", j);
+    big_free(z, 3 * BIG_MIN);
 }
