@@ -309,7 +309,8 @@ typedef struct bonsai_stat {
     uint32_t node_bytes;
     uint32_t node_entries;
     uint32_t format_version;
-    uint64_t cache_bytes;   /* decoded nodes held in memory */
+    uint64_t cache_bytes;   /* decoded nodes held in memory, and the heap
+                               malloc keeps beside them */
     int transactions;
     int anonymous;
 } bonsai_stat;
