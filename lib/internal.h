@@ -141,6 +141,8 @@ struct bonsai_db {
     uint64_t cache_bytes;    /* decoded nodes, recounted now and then */
     uint32_t changes;        /* since the last recount */
     size_t leaves_counted;   /* decoded leaves at the last recount */
+    size_t branches_kept;    /* decoded branches after the last eviction
+                                of a change without a cache (txn.c) */
     uint64_t waiting;        /* puts waiting in the maps' putbufs ... */
     size_t waiting_bytes;    /* ... the memory they hold ... */
     size_t waiting_payload;  /* ... and their key and value bytes */
