@@ -10,7 +10,9 @@
  * of its own: freeing it returns its pages, and it grows in place or
  * moves without a copy (mremap).  Smaller ones stay in the heap.
  *
- * The caller keeps each array's size and passes it back: 0 for none.
+ * The caller keeps each array's size and passes it back.  A mapping's
+ * failure is not one of malloc's, so the tests that fail malloc reach
+ * only the heap side; the callers treat NULL alike from both.
  */
 #ifndef BONSAI_BIGMEM_H
 #define BONSAI_BIGMEM_H
@@ -26,7 +28,7 @@ void *big_alloc(size_t bytes, int zero);
  * shorter of the two; NULL if memory ran out, p then as it was. */
 void *big_resize(void *p, size_t old, size_t bytes);
 
-/* Frees p, of bytes (NULL or 0: nothing). */
+/* Frees p, of bytes (NULL: nothing). */
 void big_free(void *p, size_t bytes);
 
 #endif
