@@ -200,13 +200,72 @@ static uint64_t slots_in(const alloc *a, uint64_t npages)
                               : npages / a->slot_pages;
 }
 
+/* Set bits of the bitmap from index i up, a word at a time. */
+static uint64_t ones_up(const alloc *a, uint64_t i)
+{
+    uint64_t n = 0;
+    while (i < a->nbits) {
+        unsigned bit = (unsigned)(i & 63);
+        uint64_t w = a->bits[i >> 6] >> bit, avail = 64 - bit;
+        uint64_t ones = ~w ? (uint64_t)__builtin_ctzll(~w) : 64;
+        if (ones > a->nbits - i)
+            ones = a->nbits - i;
+        n += ones;
+        if (ones < avail)
+            break;
+        i += avail;
+    }
+    return n;
+}
+
+/* Set bits of the bitmap from index j down. */
+static uint64_t ones_down(const alloc *a, uint64_t j)
+{
+    uint64_t n = 0;
+    while (j < a->nbits) {
+        unsigned bit = (unsigned)(j & 63);
+        uint64_t w = a->bits[j >> 6] << (63 - bit), avail = bit + 1u;
+        uint64_t ones = ~w ? (uint64_t)__builtin_clzll(~w) : 64;
+        n += ones;
+        if (ones < avail || j < avail)
+            break;
+        j -= avail;
+    }
+    return n;
+}
+
 /* Free pages next to p going down (dir -1) or up (dir +1). */
 static uint64_t free_beside(const alloc *a, uint64_t p, int dir)
 {
-    uint64_t n = 0;
-    while (is_free(a, dir < 0 ? p - 1 - n : p + n))
-        n++;
-    return n;
+    if (p < a->first || (dir < 0 && p == a->first))
+        return 0;
+    return dir < 0 ? ones_down(a, p - 1 - a->first) : ones_up(a, p - a->first);
+}
+
+uint64_t alloc_next_free(const alloc *a, uint64_t p, uint64_t limit)
+{
+    if (p < a->first)
+        p = a->first;
+    if (p >= limit)
+        return limit;
+    uint64_t i = p - a->first, stop = limit - a->first;
+    if (stop > a->nbits)
+        stop = a->nbits;
+    while (i < stop) {
+        uint64_t w = a->bits[i >> 6] >> (i & 63);
+        if (w) {
+            i += (uint64_t)__builtin_ctzll(w);
+            break;
+        }
+        i = (i | 63) + 1;
+    }
+    return i < stop ? a->first + i : limit;
+}
+
+uint64_t alloc_free_run(const alloc *a, uint64_t p, uint64_t max)
+{
+    uint64_t n = p >= a->first ? ones_up(a, p - a->first) : 0;
+    return n < max ? n : max;
 }
 
 /* ---- lists of runs ----------------------------------------------------- */

@@ -119,6 +119,11 @@ int alloc_put(alloc *a, bn_ext e);
  * transactions, after commit and readers with them. */
 int alloc_release(alloc *a, bn_ext e);
 
+/* The first free page at or after p below limit (limit if none). */
+uint64_t alloc_next_free(const alloc *a, uint64_t p, uint64_t limit);
+/* The free pages from p on, counted up to max. */
+uint64_t alloc_free_run(const alloc *a, uint64_t p, uint64_t max);
+
 /* Pages that could still be handed out (free and up to the cap). */
 uint64_t alloc_pages_avail(const alloc *a);
 
