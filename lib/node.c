@@ -1035,6 +1035,21 @@ int bn_img_child(const uint8_t *img, const bn_info *info, uint32_t idx,
     return out->npages ? 0 : BONSAI_CORRUPT;
 }
 
+int bn_img_set_child(uint8_t *img, const bn_info *info, uint32_t idx,
+                     bn_ext e)
+{
+    uint64_t off = (uint64_t)BN_HEADER_SIZE + info->keys_len +
+                   (uint64_t)idx * CHILD_BYTES;
+    if (info->type != BN_TYPE_BRANCH || idx >= info->count ||
+        off + CHILD_BYTES > info->length || e.npages == 0 ||
+        e.pgno > BN_MAX_PGNO || e.npages > BN_MAX_NPAGES)
+        return BONSAI_CORRUPT;
+    put_le40(img + off, e.pgno);
+    put_le24(img + off + 5, e.npages);
+    put_le32(img + 8, image_crc(img, info->length));
+    return 0;
+}
+
 /* ---- decoded nodes: memory ---------------------------------------------- */
 
 /* Sets the capacity of every array the node uses to cap (>= n).  On

@@ -236,6 +236,10 @@ int bn_img_value(const uint8_t *img, const bn_info *info, uint32_t idx,
 /* Branch child idx.  Returns 0 or BONSAI_CORRUPT. */
 int bn_img_child(const uint8_t *img, const bn_info *info, uint32_t idx,
                  bn_ext *out);
+/* Points branch child idx of a raw (not packed) image at e and sets the
+ * image's checksum again.  Returns 0 or BONSAI_CORRUPT. */
+int bn_img_set_child(uint8_t *img, const bn_info *info, uint32_t idx,
+                     bn_ext e);
 
 /* ---- decoded nodes ----------------------------------------------------- */
 

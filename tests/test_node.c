@@ -1641,6 +1641,49 @@ Test(node, branch_search_edges)
     free(img);
 }
 
+/* A branch image's child patched in place (a leaf moved by bt_defrag)
+ * reads back, passes the checksum, and decodes to the node with that child
+ * changed; references that do not fit the format are refused. */
+Test(node, set_child_in_place)
+{
+    bn_node node;
+    bn_init(&node, BONSAI_KEY_U64, 0);
+    for (uint32_t i = 0; i < 5; i++) {
+        bn_key k = {1000 * (uint64_t)i + 7, NULL, 0};
+        bn_child c = {{100 + i, 2}, NULL};
+        cr_assert_eq(bn_insert_child(&node, i, k, c), 0);
+    }
+    size_t size;
+    uint8_t *img = encode(&node, &size);
+    bn_info info;
+    cr_assert_eq(bn_img_check(img, size, BONSAI_KEY_U64, 1, &info), 0);
+    bn_ext moved = {BN_MAX_PGNO, 3};
+    cr_assert_eq(bn_img_set_child(img, &info, 3, moved), 0);
+    cr_assert_eq(bn_img_check(img, size, BONSAI_KEY_U64, 1, &info), 0);
+    node.child[3].ext = moved;
+    for (uint32_t i = 0; i < 5; i++) {
+        bn_ext e;
+        cr_assert_eq(bn_img_child(img, &info, i, &e), 0);
+        cr_assert(e.pgno == node.child[i].ext.pgno &&
+                      e.npages == node.child[i].ext.npages,
+                  "child %u", i);
+    }
+    size_t again;
+    uint8_t *img2 = encode(&node, &again);
+    cr_assert(again == size && memcmp(img, img2, size) == 0,
+              "the patched image is not the node's encoding");
+    cr_assert_eq(bn_img_set_child(img, &info, 5, moved), BONSAI_CORRUPT);
+    cr_assert_eq(bn_img_set_child(img, &info, 0, (bn_ext){1, 0}),
+                 BONSAI_CORRUPT);
+    cr_assert_eq(bn_img_set_child(img, &info, 0,
+                                  (bn_ext){BN_MAX_PGNO + 1, 1}),
+                 BONSAI_CORRUPT);
+    cr_assert_eq(memcmp(img, img2, size), 0, "a refused patch wrote");
+    bn_clear(&node);
+    free(img);
+    free(img2);
+}
+
 /* A run of bn_img_search_on calls keeps what it read of the image in its
  * mark; the image may be read again elsewhere (a compressed leaf unpacked
  * into another buffer between two keys of a batch), and then the mark's
