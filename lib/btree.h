@@ -128,6 +128,12 @@ int bt_value_checked(bonsai_db *db, uint64_t end, const uint8_t *v,
 /* Writes every changed node (see above). */
 int bt_flush(bonsai_db *db);
 
+/* Without copy-on-write, in anonymous memory and with every change
+ * written back: slides the leaves of t down into the free pages below
+ * them, so that free space gathers into long runs (defrag.c).  The tree
+ * stays whole at every step; an error stops it early. */
+int bt_defrag(bonsai_db *db, bt_tree *t);
+
 /* After a successful flush: releases replaced runs and frees removed
  * nodes. */
 void bt_after_flush(bonsai_db *db);

@@ -10,6 +10,9 @@
  * (node_bytes), as the allocator counts them (alloc_slots_avail).  Free
  * space cut into runs shorter than a node has pages but no slot, and a
  * write-back that could not place a node would fail after the fact.
+ * Without copy-on-write, in anonymous memory, room_reserve gathers such
+ * runs (bt_defrag: leaves slide into the gaps below them) before it
+ * answers BONSAI_FULL, when enough pages lie in them to be worth it.
  *
  * What each kind of change can need at worst, d being the tree's depth
  * (leaves at level 0, the root at level d - 1):
@@ -108,8 +111,10 @@ int room_waiting(const bonsai_db *db, uint32_t slots, uint64_t waiting,
 int room_has(const bonsai_db *db, uint32_t slots, uint32_t vlen);
 
 /* 0 if room_has, else the cache is written back (cache_write_back) and
- * the question asked again without it: BONSAI_FULL when even that does
- * not help, or what the write-back met.  Asked before a change begins. */
+ * the question asked again without it, and again after gathering free
+ * space where that is allowed and pays: BONSAI_FULL when even that does
+ * not help, or what the write-back met.  Asked before a change begins
+ * (gathering moves leaves, so no change may be half made). */
 int room_reserve(bonsai_db *db, uint32_t slots, uint32_t vlen);
 
 #endif

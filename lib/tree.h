@@ -8,6 +8,7 @@
  *   nodes.c      the writer's decoded nodes: lifetime, eviction
  *   shape.c      insert and split, delete and merge, drop
  *   writeback.c  bt_flush: plan every image's home, then write them
+ *   defrag.c     bt_defrag: leaves slid down to gather free space
  *
  * Invariants of a tree:
  *  - all leaves are at depth `depth`; a branch's child i holds keys k with
