@@ -36,23 +36,35 @@ typedef struct leaf_ref {
     uint64_t parent; /* the parent image's pgno << 24 | child index */
 } leaf_ref;
 
+/* Leaves listed at once, at most: the list's 16 bytes a leaf are memory
+ * outside every budget, so a large tree is taken in windows of pages,
+ * each of this many leaves or fewer (1 MiB), in page order. */
+#define LIST_MAX 65536u
+
+/* The leaves of a window [lo, hi) of pages; while counting (hist set)
+ * only how many lie in each bucket of LIST_MAX pages. */
 typedef struct leaf_list {
     leaf_ref *v;
     size_t n, cap;
+    uint64_t lo, hi;
+    uint32_t *hist;
 } leaf_list;
 
 #define REF_LOW 24
 #define REF_MASK ((UINT64_C(1) << REF_LOW) - 1)
 
-/* Adds a leaf to l, or only counts it while l has no array. */
 static int list_add(leaf_list *l, bn_ext leaf, uint64_t parent, uint32_t idx)
 {
-    if (l->v && l->n == l->cap)
+    if (leaf.pgno < l->lo || leaf.pgno >= l->hi)
+        return 0;
+    if (l->hist) {
+        l->hist[(leaf.pgno - l->lo) / LIST_MAX]++;
+        return 0;
+    }
+    if (l->n == l->cap)
         return BONSAI_CORRUPT; /* more leaves than counted */
-    if (l->v)
-        l->v[l->n] = (leaf_ref){leaf.pgno << REF_LOW | leaf.npages,
-                                parent << REF_LOW | idx};
-    l->n++;
+    l->v[l->n++] = (leaf_ref){leaf.pgno << REF_LOW | leaf.npages,
+                              parent << REF_LOW | idx};
     return 0;
 }
 
@@ -154,19 +166,15 @@ static int refresh_decoded(bonsai_db *db, bn_node *n)
     return 0;
 }
 
-/* Lists the movable leaves of t by page: counted first, so that the
- * array (16 bytes a leaf, the only memory this takes) is no larger. */
-static int list_leaves(bonsai_db *db, const bt_tree *t, leaf_list *l)
+/* Lists the movable leaves of t in [lo, hi) by page. */
+static int list_window(bonsai_db *db, const bt_tree *t, leaf_list *l,
+                       uint64_t lo, uint64_t hi)
 {
-    unsigned level = t->depth - 1u;
-    int rc = list_below(db, t, t->root.ext, level, l);
-    if (rc || l->n == 0)
-        return rc;
-    l->cap = l->n;
+    l->lo = lo;
+    l->hi = hi;
     l->n = 0;
-    if (!(l->v = big_alloc(l->cap * sizeof *l->v, 0)))
-        return BONSAI_NOMEM;
-    if ((rc = list_below(db, t, t->root.ext, level, l)) == 0)
+    int rc = list_below(db, t, t->root.ext, t->depth - 1u, l);
+    if (rc == 0)
         qsort(l->v, l->n, sizeof *l->v, by_page);
     return rc;
 }
@@ -217,16 +225,54 @@ static int slide_leaf(bonsai_db *db, const bt_tree *t, leaf_list *l,
     return rc;
 }
 
+/* Slides the leaves of [lo, hi), l->cap of them at most. */
+static int slide_window(bonsai_db *db, const bt_tree *t, leaf_list *l,
+                        uint64_t lo, uint64_t hi, uint64_t *cursor)
+{
+    int rc = list_window(db, t, l, lo, hi);
+    for (size_t i = 0; i < l->n && rc == 0; i++)
+        rc = slide_leaf(db, t, l, i, cursor);
+    return rc;
+}
+
+/* Counts the leaves in each bucket of LIST_MAX pages (each holds at most
+ * LIST_MAX leaves), then slides them in windows of whole buckets. */
+static int slide_all(bonsai_db *db, const bt_tree *t)
+{
+    uint64_t first = db->al.first, end = db->al.end;
+    size_t buckets = (size_t)((end - first + LIST_MAX - 1) / LIST_MAX);
+    leaf_list l = {0};
+    if (!(l.hist = calloc(buckets ? buckets : 1, sizeof *l.hist)))
+        return BONSAI_NOMEM;
+    l.lo = first;
+    l.hi = end;
+    int rc = list_below(db, t, t->root.ext, t->depth - 1u, &l);
+    uint32_t *hist = l.hist;
+    l.hist = NULL;
+    l.cap = LIST_MAX;
+    if (rc == 0 && !(l.v = big_alloc(l.cap * sizeof *l.v, 0)))
+        rc = BONSAI_NOMEM;
+    uint64_t cursor = first;
+    for (size_t b = 0; b < buckets && rc == 0;) {
+        size_t e = b;
+        uint64_t sum = 0;
+        while (e < buckets && (e == b || sum + hist[e] <= LIST_MAX))
+            sum += hist[e++];
+        if (sum)
+            rc = slide_window(db, t, &l, first + b * LIST_MAX,
+                              first + e * LIST_MAX, &cursor);
+        b = e;
+    }
+    free(hist);
+    big_free(l.v, l.cap * sizeof *l.v);
+    return rc;
+}
+
 static int defrag_tree(bonsai_db *db, bt_tree *t)
 {
     if (t->depth < 2)
         return 0;
-    leaf_list l = {0};
-    int rc = list_leaves(db, t, &l);
-    uint64_t cursor = db->al.first;
-    for (size_t i = 0; i < l.n && l.v && rc == 0; i++)
-        rc = slide_leaf(db, t, &l, i, &cursor);
-    big_free(l.v, l.cap * sizeof *l.v);
+    int rc = slide_all(db, t);
     int rc2 = refresh_decoded(db, t->root.mem);
     return rc ? rc : rc2;
 }
