@@ -23,6 +23,10 @@
  *     flags 0x20 KEY_INDEX: u64 keys in the indexed form below (every u64
  *     image this code writes but one decoded from the walked form and not
  *     changed since); clear on a u64 image: the walked form of format 2
+ *     flags 0x40 ZERO_BASE, only with KEY_INDEX: groups take base 0 where
+ *     that needs no wider width (every indexed image this code writes but
+ *     one decoded from format 3 and not changed since); clear: format 3's
+ *     smallest base in every group
  *
  *   key section, u64 keys, indexed form:
  *     section := first:varint                       n = 1
@@ -36,7 +40,8 @@
  *     group   := width:u8 base:varint packed
  *     width   0..64: bits needed for (largest difference - base)
  *     base    smallest difference key[j] - key[j-1] inside the group (0 for
- *             a group of one entry)
+ *             a group of one entry); with ZERO_BASE, 0 when the largest
+ *             difference needs no more bits than it less the smallest
  *     packed  ceil((cnt-1) * width / 8) bytes: key[j] - key[j-1] - base for
  *             j = 1..cnt-1 as width-bit numbers, a little-endian bit stream
  *             (first value in the low bits of the first byte); the unused
@@ -73,8 +78,9 @@
  *     overflow, else VALS_FIXED when all have one length and none is
  *     overflow, else the general form; u64 keys evenly spaced take the
  *     step.  The decoder accepts only that choice, the shortest varints,
- *     the smallest width, base, rw and ow, groups back to back and zero
- *     padding bits, so one node has exactly one image in each key form.
+ *     the base of the image's rule, the smallest width, rw and ow, groups
+ *     back to back and zero padding bits, so one node has exactly one
+ *     image in each key form.
  *
  *   child section (branch): n entries of pgno:u40 npages:u24, npages >= 1
  */
@@ -299,7 +305,9 @@ static int flags_ok(unsigned type, unsigned flags, unsigned kind)
         return 0;
     if ((flags & BN_F_KEY_INDEX) && !(flags & BN_F_KEY_U64))
         return 0;
-    flags &= ~BN_F_KEY_INDEX;
+    if ((flags & BN_F_ZERO_BASE) && !(flags & BN_F_KEY_INDEX))
+        return 0;
+    flags &= ~(BN_F_KEY_INDEX | BN_F_ZERO_BASE);
     if (type == BN_TYPE_BRANCH)
         return (flags & ~BN_F_KEY_U64) == 0;
     if (type != BN_TYPE_LEAF || (flags & ~BN_F_KNOWN))
@@ -1449,10 +1457,14 @@ static void est_take_tail(bn_node *node, uint32_t from)
 
 /* ---- encoding ----------------------------------------------------------- */
 
-/* base and width of the group of cnt keys at k; whether its keys
- * strictly increase (checked here, where the encoder passes over them
- * anyway: a pass of its own cost a random fill a tenth of its time). */
-static inline int group_shape(const uint64_t *k, uint32_t cnt,
+/* base and width of the group of cnt keys at k, by the zero-base rule
+ * or with the smallest base; whether its keys strictly increase (checked
+ * here, where the encoder passes over them anyway: a pass of its own cost
+ * a random fill a tenth of its time).  Random keys' smallest difference
+ * is a 64th of their mean, so taking it off rarely saves a bit of width,
+ * while storing it costs a varint of some 4 bytes a group: base 0 saves
+ * about 1 % of a random key set's bytes. */
+static inline int group_shape(const uint64_t *k, uint32_t cnt, int zero_base,
                               uint64_t *base, unsigned *width)
 {
     uint64_t lo = UINT64_MAX, hi = 0;
@@ -1465,6 +1477,8 @@ static inline int group_shape(const uint64_t *k, uint32_t cnt,
     }
     *base = cnt > 1 ? lo : 0;
     *width = cnt > 1 ? bit_len(hi - lo) : 0;
+    if (zero_base && cnt > 1 && bit_len(hi) == *width)
+        *base = 0;
     return increasing;
 }
 
@@ -1481,11 +1495,11 @@ static int evenly_spaced(const bn_node *node, uint64_t *step)
 }
 
 /* Bytes of a group's header and deltas. */
-static uint64_t group_len(const uint64_t *k, uint32_t cnt)
+static uint64_t group_len(const uint64_t *k, uint32_t cnt, int zero_base)
 {
     uint64_t base;
     unsigned width;
-    group_shape(k, cnt, &base, &width);
+    group_shape(k, cnt, zero_base, &base, &width);
     return 1 + vlen(base) + packed_bytes(cnt, width);
 }
 
@@ -1522,7 +1536,7 @@ static uint64_t walked_keys_len(const bn_node *node)
     uint64_t len = 0;
     for (uint32_t g = 0; g < node->n; g += GROUP)
         len += vlen(walked_gdelta(node, g)) +
-               group_len(node->k64 + g, min_u32(GROUP, node->n - g));
+               group_len(node->k64 + g, min_u32(GROUP, node->n - g), 0);
     return len;
 }
 
@@ -1537,12 +1551,13 @@ static uint64_t u64_keys_len(const bn_node *node, bn_layout *lay)
         return len;
     if (evenly_spaced(node, &lay->ix_step))
         return len + 1 + vlen(lay->ix_step);
+    int zero_base = !node->least_base;
     for (uint32_t g = 0; g + GROUP < node->n; g += GROUP)
-        off += group_len(node->k64 + g, GROUP);
+        off += group_len(node->k64 + g, GROUP, zero_base);
     uint32_t last = (node->n - 1) / GROUP * GROUP;
     index_widths(node, off, lay);
     return len + 1 + index_len(node, lay) + off +
-           group_len(node->k64 + last, node->n - last);
+           group_len(node->k64 + last, node->n - last, zero_base);
 }
 
 static inline const uint8_t *key_bytes(const bn_node *node, uint32_t i)
@@ -1717,7 +1732,9 @@ static uint8_t *put_group(const bn_node *node, uint32_t g, uint8_t *p)
     uint32_t cnt = min_u32(GROUP, node->n - g);
     uint64_t base;
     unsigned width;
-    if (!group_shape(k, cnt, &base, &width) || (g && k[0] <= k[-1]))
+    int zero_base = !node->walked && !node->least_base;
+    if (!group_shape(k, cnt, zero_base, &base, &width) ||
+        (g && k[0] <= k[-1]))
         return NULL;
     *p++ = (uint8_t)width;
     p = varint_put(p, base);
@@ -1854,7 +1871,9 @@ int bn_encode_laid(const bn_node *node, const bn_layout *laid, uint8_t *out,
 
     unsigned flags = node->kind != BONSAI_KEY_U64 ? 0
                      : node->walked           ? BN_F_KEY_U64
-                                              : BN_F_KEY_U64 | BN_F_KEY_INDEX;
+                     : node->least_base       ? BN_F_KEY_U64 | BN_F_KEY_INDEX
+                                              : BN_F_KEY_U64 | BN_F_KEY_INDEX |
+                                              BN_F_ZERO_BASE;
     out[0] = node->leaf ? BN_TYPE_LEAF : BN_TYPE_BRANCH;
     out[1] = (uint8_t)(flags | (node->leaf ? lay.vform : 0));
     put_le16(out + 2, (uint16_t)node->n);
@@ -1887,8 +1906,10 @@ static void unpack_deltas(const bn_grp *gr, const uint8_t *end, uint64_t *d)
 }
 
 /* Unpacks one group into k[gr->start ..] checking that the keys strictly
- * increase and that base, width and padding are the encoder's. */
-static int decode_group(const bn_grp *gr, const uint8_t *end, uint64_t *k)
+ * increase and that base, width and padding are the encoder's (by the
+ * zero-base rule, or with the smallest base). */
+static int decode_group(const bn_grp *gr, const uint8_t *end, int zero_base,
+                        uint64_t *k)
 {
     uint64_t d[GROUP];
     unpack_deltas(gr, end, d);
@@ -1905,11 +1926,18 @@ static int decode_group(const bn_grp *gr, const uint8_t *end, uint64_t *k)
     }
     if (gr->cnt == 1)
         return gr->base == 0 && gr->width == 0 ? 0 : -1;
-    /* the least delta is 0 (the encoder's base), so the keys increase
-     * when base > 0 and no sum wraps */
-    if (lo != 0 || bit_len(hi) != gr->width || gr->base == 0 ||
-        gr->base > UINT64_MAX - hi || wrapped)
+    if (bit_len(hi) != gr->width || gr->base > UINT64_MAX - hi || wrapped)
         return -1;
+    if (gr->base == 0) {
+        /* the keys increase when every delta is >= 1; the rule stores
+         * base 0 only where the smallest delta would not narrow them */
+        if (!zero_base || lo == 0 || bit_len(hi - lo) != gr->width)
+            return -1;
+    } else if (lo != 0 || (zero_base && bit_len(hi + gr->base) == gr->width)) {
+        /* the least delta is 0 (the base the smallest difference), and
+         * under the rule only where base 0 would widen them */
+        return -1;
+    }
     uint64_t bits = (uint64_t)(gr->cnt - 1) * gr->width;
     size_t nbytes = packed_bytes(gr->cnt, gr->width);
     if (bits % 8 && gr->packed[nbytes - 1] >> (bits % 8))
@@ -1931,7 +1959,7 @@ static int walk_decode(const uint8_t *s, const uint8_t *end, uint32_t n,
         if (gr.start > 0 &&
             (gr.first <= prev_first || gr.first <= k[gr.start - 1]))
             return BONSAI_CORRUPT;
-        if (decode_group(&gr, end, k))
+        if (decode_group(&gr, end, 0, k))
             return BONSAI_CORRUPT;
     }
     return p == end ? 0 : BONSAI_CORRUPT;
@@ -1950,7 +1978,7 @@ static int ix_index_minimal(const bn_ixsec *x)
 
 /* The grouped form's groups, each where the one before ended, checked as
  * the encoder writes them; keys evenly spaced belong in the other form. */
-static int ix_decode_groups(const bn_ixsec *x, uint64_t *k)
+static int ix_decode_groups(const bn_ixsec *x, int zero_base, uint64_t *k)
 {
     const uint8_t *at = x->groups, *after;
     int even = 1;
@@ -1961,7 +1989,7 @@ static int ix_decode_groups(const bn_ixsec *x, uint64_t *k)
             return BONSAI_CORRUPT;
         if (g > 0 && gr.first <= k[gr.start - 1])
             return BONSAI_CORRUPT;
-        if (decode_group(&gr, x->end, k))
+        if (decode_group(&gr, x->end, zero_base, k))
             return BONSAI_CORRUPT;
         even &= gr.width == 0 && (gr.cnt == 1 || gr.base == k[1] - k[0]) &&
                 (g == 0 || gr.first - k[gr.start - 1] == k[1] - k[0]);
@@ -1974,7 +2002,7 @@ static int ix_decode_groups(const bn_ixsec *x, uint64_t *k)
 
 /* The indexed form (format 3). */
 static int ix_decode(const uint8_t *s, const uint8_t *end, uint32_t n,
-                     uint64_t *k)
+                     int zero_base, uint64_t *k)
 {
     bn_ixsec x;
     if (n == 0)
@@ -1982,16 +2010,19 @@ static int ix_decode(const uint8_t *s, const uint8_t *end, uint32_t n,
     if (ix_open(&x, s, end, n))
         return BONSAI_CORRUPT;
     if (x.ngroups)
-        return ix_decode_groups(&x, k);
+        return ix_decode_groups(&x, zero_base, k);
     for (uint32_t i = 0; i < n; i++)
         k[i] = x.first + i * x.step;
     return x.after == end ? 0 : BONSAI_CORRUPT;
 }
 
+/* form: the image's BN_F_KEY_INDEX and BN_F_ZERO_BASE flags */
 static int decode_u64_keys(const uint8_t *s, const uint8_t *end, uint32_t n,
-                           int indexed, uint64_t *k)
+                           unsigned form, uint64_t *k)
 {
-    return indexed ? ix_decode(s, end, n, k) : walk_decode(s, end, n, k);
+    if (!(form & BN_F_KEY_INDEX))
+        return walk_decode(s, end, n, k);
+    return ix_decode(s, end, n, !!(form & BN_F_ZERO_BASE), k);
 }
 
 /* Whether entry i (shared bytes of prev, then u) sorts after prev.  Off a
@@ -2150,10 +2181,12 @@ static int decode_sections(const uint8_t *img, const bn_info *info,
 
     if (n > node->cap && (rc = set_cap(node, n)) != 0)
         return rc;
-    node->walked = node->kind == BONSAI_KEY_U64 &&
-                   !(info->flags & BN_F_KEY_INDEX);
-    if (node->kind == BONSAI_KEY_U64)
-        rc = decode_u64_keys(ks, ke, n, !node->walked, node->k64);
+    int u64 = node->kind == BONSAI_KEY_U64;
+    node->walked = u64 && !(info->flags & BN_F_KEY_INDEX);
+    node->least_base = u64 && !node->walked &&
+                       !(info->flags & BN_F_ZERO_BASE);
+    if (u64)
+        rc = decode_u64_keys(ks, ke, n, info->flags, node->k64);
     else
         rc = decode_byte_keys(ks, info->keys_len, n, node);
     if (rc)
@@ -2236,6 +2269,7 @@ void bn_clear(bn_node *node)
     /* the codec's fields only: the owner's stay */
     node->n = node->cap = 0;
     node->walked = 0;
+    node->least_base = 0;
     node->k64 = NULL;
     node->kb = NULL;
     node->head = NULL;

@@ -36,8 +36,12 @@
 #define BN_F_OVERFLOW 0x08u    /* leaf: some value is an overflow ref */
 #define BN_F_KNOWN 0x0Fu       /* value forms and kind */
 #define BN_F_KEY_INDEX 0x20u   /* u64 keys in the indexed form (format 3);
-                                  clear: format 2's walked form, read only;
-                                  any other bit set: BONSAI_CORRUPT */
+                                  clear: format 2's walked form, read only */
+#define BN_F_ZERO_BASE 0x40u   /* indexed u64 groups take base 0 where the
+                                  smallest difference would not narrow
+                                  their width (format 4); clear: format 3's
+                                  smallest base, read only.  Any other bit
+                                  set: BONSAI_CORRUPT */
 
 #define BN_VAL_OVERFLOW 1u     /* per-entry value flag */
 
@@ -124,6 +128,9 @@ typedef struct bn_node {
                              decodes and re-encodes to itself; a writer
                              clears it to rewrite the node in the
                              indexed form */
+    uint8_t least_base;   /* u64 groups read from a format-3 image (no
+                             BN_F_ZERO_BASE): encoded with the smallest
+                             base again while set, as walked is kept */
 
     /* owner fields: used by the btree, untouched by the codec */
     bn_ext home;          /* where the image this node came from lives */

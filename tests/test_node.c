@@ -1735,3 +1735,118 @@ Test(node, search_on_follows_its_image_elsewhere)
     free(img);
     bn_clear(&node);
 }
+
+/* ---- the base rule of u64 groups (format 4) ------------------------------ */
+
+/* The keys of the format-3 image below: 64 random differences, then
+ * nearly even ones (the smallest base narrows those), 130 in all. */
+static void rule_keys(bn_node *node)
+{
+    uint64_t k = 5000, x = 12345;
+    for (uint32_t i = 0; i < 130; i++) {
+        cr_assert_eq(bn_insert(node, i, (bn_key){k, NULL, 0}, NULL, 0, 0), 0);
+        x = x * UINT64_C(6364136223846793005) + UINT64_C(1442695040888963407);
+        k += i < 64 ? 1 + (x >> 40) % 100000 : 1000 + (x >> 40) % 11;
+    }
+}
+
+/* rule_keys as a format-3 writer encoded them: every group's base the
+ * smallest difference, no BN_F_ZERO_BASE. */
+static const uint8_t FORMAT3_LEAF[] = {
+    0x01, 0x23, 0x82, 0x00, 0xcc, 0x00, 0x00, 0x00, 0x87, 0x06, 0x72, 0x98,
+    0xbc, 0x00, 0x00, 0x00, 0x88, 0x27, 0x01, 0x16, 0x08, 0x05, 0x0f, 0x6c,
+    0xa2, 0x8b, 0x42, 0xcb, 0x0a, 0x11, 0xd6, 0x05, 0x42, 0x93, 0xea, 0x93,
+    0xb1, 0x83, 0x73, 0x84, 0x92, 0x3f, 0xcf, 0x30, 0x41, 0xc0, 0x11, 0xbe,
+    0x83, 0xc3, 0x27, 0x37, 0xb7, 0xf5, 0x86, 0x60, 0x42, 0x7b, 0xbb, 0xe2,
+    0xdb, 0x9c, 0x91, 0x91, 0x86, 0x9f, 0xf9, 0x52, 0xed, 0x8d, 0x26, 0xa4,
+    0x1d, 0x08, 0x8a, 0x52, 0x15, 0x00, 0xc0, 0x2d, 0x93, 0x6b, 0x00, 0x23,
+    0x0a, 0x84, 0x77, 0xec, 0xf3, 0xa9, 0xcd, 0xf0, 0x69, 0xc4, 0x13, 0x41,
+    0x13, 0x24, 0xd2, 0x69, 0x99, 0x61, 0xa6, 0x35, 0x92, 0x37, 0xc0, 0x37,
+    0x57, 0xfb, 0x6b, 0x83, 0xa8, 0x52, 0x5a, 0x93, 0x6f, 0x62, 0x36, 0xe6,
+    0x9d, 0x7e, 0x32, 0x9b, 0xe2, 0xf3, 0x49, 0x61, 0x5a, 0x0e, 0x14, 0x80,
+    0xf5, 0xad, 0xe5, 0x60, 0x1b, 0xfb, 0x02, 0xf9, 0x21, 0xb3, 0xa2, 0x5f,
+    0x48, 0x8f, 0xee, 0x42, 0xbd, 0x3e, 0x19, 0x85, 0x27, 0x6f, 0x4d, 0xc2,
+    0x0b, 0x6b, 0x72, 0xe1, 0x31, 0xaf, 0x2d, 0x02, 0x29, 0x0f, 0x04, 0xe8,
+    0x07, 0x31, 0x40, 0x32, 0x36, 0x80, 0x73, 0x37, 0xa9, 0x31, 0x64, 0x80,
+    0x4a, 0x32, 0x36, 0x74, 0x21, 0x44, 0x91, 0xa0, 0x08, 0x74, 0x30, 0x56,
+    0x71, 0xa9, 0x18, 0x04, 0x58, 0x88, 0x99, 0x94, 0x01, 0x00, 0xe9, 0x07,
+};
+
+static void set_flag(uint8_t *img, size_t size, unsigned flag, int on)
+{
+    img[1] = (uint8_t)(on ? img[1] | flag : img[1] & ~flag);
+    put_le32(img + 8, 0);
+    put_le32(img + 8, bonsai_crc32c(0, img, size));
+}
+
+static int decodes(const uint8_t *img, size_t size)
+{
+    bn_node node;
+    bn_init(&node, BONSAI_KEY_U64, 1);
+    int rc = bn_decode(img, size, BONSAI_KEY_U64, &node);
+    bn_clear(&node);
+    return rc;
+}
+
+/* A format-3 image reads, in place and decoded, and a node decoded from
+ * it and not changed encodes to the same bytes; the same groups under
+ * the zero-base flag are not that rule's, so they are corrupt. */
+Test(node, format3_groups_read_and_write_back_as_they_were)
+{
+    bn_node want, got;
+    bn_init(&want, BONSAI_KEY_U64, 1);
+    bn_init(&got, BONSAI_KEY_U64, 1);
+    rule_keys(&want);
+    size_t size = sizeof FORMAT3_LEAF;
+    bn_info info;
+    cr_assert_eq(bn_img_check(FORMAT3_LEAF, size, BONSAI_KEY_U64, 1, &info),
+                 0);
+    cr_assert_eq(info.flags & BN_F_ZERO_BASE, 0);
+    cr_assert_eq(bn_decode(FORMAT3_LEAF, size, BONSAI_KEY_U64, &got), 0);
+    cr_assert_eq(got.n, want.n);
+    cr_assert_eq(memcmp(got.k64, want.k64, want.n * sizeof *want.k64), 0);
+    for (uint32_t i = 0; i < want.n; i++) {
+        uint32_t idx;
+        int found;
+        cr_assert_eq(bn_img_search(FORMAT3_LEAF, &info, BONSAI_KEY_U64,
+                                   (bn_key){want.k64[i], NULL, 0}, &idx,
+                                   &found), 0);
+        cr_assert(found && idx == i, "key %u found at %u", i, idx);
+    }
+    size_t len;
+    uint8_t *again = encode(&got, &len);
+    cr_assert(len == size && memcmp(again, FORMAT3_LEAF, size) == 0,
+              "a format-3 node re-encoded in another form");
+    set_flag(again, len, BN_F_ZERO_BASE, 1);
+    cr_assert_eq(decodes(again, len), BONSAI_CORRUPT);
+    free(again);
+    bn_clear(&want);
+    bn_clear(&got);
+}
+
+/* A node made now writes BN_F_ZERO_BASE, base 0 in the random group and
+ * the smallest base in the even one, and is shorter than its format-3
+ * image by the base it no longer stores; read under the old rule, its
+ * zero base is corrupt, and the flag means nothing without the indexed
+ * form. */
+Test(node, zero_base_where_it_needs_no_wider_width)
+{
+    bn_node node;
+    bn_init(&node, BONSAI_KEY_U64, 1);
+    rule_keys(&node);
+    size_t size;
+    uint8_t *img = encode(&node, &size);
+    cr_assert(img[1] & BN_F_ZERO_BASE);
+    cr_assert_lt(size, sizeof FORMAT3_LEAF);
+    cr_assert_gt(size + 8, sizeof FORMAT3_LEAF, "more than one base saved");
+    cr_assert_eq(decodes(img, size), 0);
+    set_flag(img, size, BN_F_ZERO_BASE, 0);
+    cr_assert_eq(decodes(img, size), BONSAI_CORRUPT);
+    set_flag(img, size, BN_F_ZERO_BASE | BN_F_KEY_INDEX, 0);
+    set_flag(img, size, BN_F_ZERO_BASE, 1);
+    bn_info info;
+    cr_assert_eq(bn_img_check(img, size, BONSAI_KEY_U64, 1, &info),
+                 BONSAI_CORRUPT);
+    free(img);
+    bn_clear(&node);
+}
