@@ -264,7 +264,7 @@ uint64_t alloc_next_free(const alloc *a, uint64_t p, uint64_t limit)
 
 uint64_t alloc_free_run(const alloc *a, uint64_t p, uint64_t max)
 {
-    uint64_t n = p >= a->first ? ones_up(a, p - a->first) : 0;
+    uint64_t n = free_beside(a, p, +1);
     return n < max ? n : max;
 }
 

@@ -1494,6 +1494,13 @@ static int evenly_spaced(const bn_node *node, uint64_t *step)
     return 1;
 }
 
+/* Whether node's groups take the zero-base rule: every node but one read
+ * from a walked (format 2) or format 3 image and not changed since. */
+static int zero_base_of(const bn_node *node)
+{
+    return !node->walked && !node->least_base;
+}
+
 /* Bytes of a group's header and deltas. */
 static uint64_t group_len(const uint64_t *k, uint32_t cnt, int zero_base)
 {
@@ -1551,7 +1558,7 @@ static uint64_t u64_keys_len(const bn_node *node, bn_layout *lay)
         return len;
     if (evenly_spaced(node, &lay->ix_step))
         return len + 1 + vlen(lay->ix_step);
-    int zero_base = !node->least_base;
+    int zero_base = zero_base_of(node);
     for (uint32_t g = 0; g + GROUP < node->n; g += GROUP)
         off += group_len(node->k64 + g, GROUP, zero_base);
     uint32_t last = (node->n - 1) / GROUP * GROUP;
@@ -1732,8 +1739,7 @@ static uint8_t *put_group(const bn_node *node, uint32_t g, uint8_t *p)
     uint32_t cnt = min_u32(GROUP, node->n - g);
     uint64_t base;
     unsigned width;
-    int zero_base = !node->walked && !node->least_base;
-    if (!group_shape(k, cnt, zero_base, &base, &width) ||
+    if (!group_shape(k, cnt, zero_base_of(node), &base, &width) ||
         (g && k[0] <= k[-1]))
         return NULL;
     *p++ = (uint8_t)width;
