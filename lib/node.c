@@ -93,6 +93,7 @@
 #include "bonsai.h"
 #include "bytes.h"
 #include "checksum.h"
+#include "regroup.h"
 
 #define GROUP 64u            /* u64 keys: entries per group */
 #define RESTART 16u          /* byte keys: entries per restart point */
@@ -1501,12 +1502,16 @@ static int zero_base_of(const bn_node *node)
     return !node->walked && !node->least_base;
 }
 
-/* Bytes of a group's header and deltas. */
-static uint64_t group_len(const uint64_t *k, uint32_t cnt, int zero_base)
+/* Bytes of the header and deltas of the group of cnt keys from entry g;
+ * the group added to rg. */
+static uint64_t group_len(const bn_node *node, uint32_t g, uint32_t cnt,
+                          int zero_base, rg_sum *rg)
 {
+    const uint64_t *k = node->k64 + g;
     uint64_t base;
     unsigned width;
     group_shape(k, cnt, zero_base, &base, &width);
+    rg_add_group(rg, cnt, base, width, g > 0, g ? k[0] - k[-1] : 0);
     return 1 + vlen(base) + packed_bytes(cnt, width);
 }
 
@@ -1538,17 +1543,18 @@ static uint64_t walked_gdelta(const bn_node *node, uint32_t g)
 }
 
 /* Format 2's walked form: each group starts with gdelta. */
-static uint64_t walked_keys_len(const bn_node *node)
+static uint64_t walked_keys_len(const bn_node *node, rg_sum *rg)
 {
     uint64_t len = 0;
     for (uint32_t g = 0; g < node->n; g += GROUP)
         len += vlen(walked_gdelta(node, g)) +
-               group_len(node->k64 + g, min_u32(GROUP, node->n - g), 0);
+               group_len(node, g, min_u32(GROUP, node->n - g), 0, rg);
     return len;
 }
 
 /* The indexed form's length; its step or index widths into lay. */
-static uint64_t u64_keys_len(const bn_node *node, bn_layout *lay)
+static uint64_t u64_keys_len(const bn_node *node, bn_layout *lay,
+                             rg_sum *rg)
 {
     uint64_t len = 0, off = 0;
     if (node->n == 0)
@@ -1556,15 +1562,17 @@ static uint64_t u64_keys_len(const bn_node *node, bn_layout *lay)
     len = vlen(node->k64[0]);
     if (node->n == 1)
         return len;
-    if (evenly_spaced(node, &lay->ix_step))
+    if (evenly_spaced(node, &lay->ix_step)) {
+        rg_add_even(rg, node->n, lay->ix_step);
         return len + 1 + vlen(lay->ix_step);
+    }
     int zero_base = zero_base_of(node);
     for (uint32_t g = 0; g + GROUP < node->n; g += GROUP)
-        off += group_len(node->k64 + g, GROUP, zero_base);
+        off += group_len(node, g, GROUP, zero_base, rg);
     uint32_t last = (node->n - 1) / GROUP * GROUP;
     index_widths(node, off, lay);
     return len + 1 + index_len(node, lay) + off +
-           group_len(node->k64 + last, node->n - last, zero_base);
+           group_len(node, last, node->n - last, zero_base, rg);
 }
 
 static inline const uint8_t *key_bytes(const bn_node *node, uint32_t i)
@@ -1650,8 +1658,11 @@ static uint64_t get_layout(const bn_node *node, bn_layout *lay)
 {
     memset(lay, 0, sizeof *lay);
     if (node->kind == BONSAI_KEY_U64) {
-        lay->keys_len =
-            node->walked ? walked_keys_len(node) : u64_keys_len(node, lay);
+        rg_sum rg = RG_EMPTY;
+        lay->keys_len = node->walked ? walked_keys_len(node, &rg)
+                                     : u64_keys_len(node, lay, &rg);
+        lay->grow = rg_shift_bytes(&rg);
+        lay->grow_key = rg_key_bytes(&rg);
     } else {
         lay->ents_len = byte_ents_len(node);
         lay->keys_len = lay->ents_len +
@@ -1675,6 +1686,30 @@ size_t bn_encoded_size(const bn_node *node)
 void bn_layout_of(const bn_node *node, bn_layout *lay)
 {
     get_layout(node, lay);
+}
+
+/* Every change since the last sizing forgotten: lay measured the node as
+ * it is. */
+static void grow_reset(bn_node *node, uint32_t grow, uint32_t per_key)
+{
+    int u64 = node->kind == BONSAI_KEY_U64;
+    node->grow = u64 ? grow : 0;
+    node->grow_key = u64 ? per_key : 0;
+    node->grow_since = node->grow_moves = 0;
+    node->grow_dels = node->grow_ends = 0;
+}
+
+void bn_sized(bn_node *node, const bn_layout *lay)
+{
+    grow_reset(node, lay->grow, lay->grow_key);
+}
+
+size_t bn_size_exact(bn_node *node)
+{
+    bn_layout lay;
+    size_t size = (size_t)get_layout(node, &lay);
+    bn_sized(node, &lay);
+    return size;
 }
 
 /* Byte keys only: put_u64_keys checks u64 keys as it writes them. */
@@ -1953,7 +1988,7 @@ static int decode_group(const bn_grp *gr, const uint8_t *end, int zero_base,
 
 /* The walked form (format 2). */
 static int walk_decode(const uint8_t *s, const uint8_t *end, uint32_t n,
-                       uint64_t *k)
+                       uint64_t *k, rg_sum *rg)
 {
     const uint8_t *p = s;
     bn_grp gr = {0};
@@ -1967,6 +2002,8 @@ static int walk_decode(const uint8_t *s, const uint8_t *end, uint32_t n,
             return BONSAI_CORRUPT;
         if (decode_group(&gr, end, 0, k))
             return BONSAI_CORRUPT;
+        rg_add_group(rg, gr.cnt, gr.base, gr.width, gr.start > 0,
+                     gr.start ? gr.first - k[gr.start - 1] : 0);
     }
     return p == end ? 0 : BONSAI_CORRUPT;
 }
@@ -1984,7 +2021,8 @@ static int ix_index_minimal(const bn_ixsec *x)
 
 /* The grouped form's groups, each where the one before ended, checked as
  * the encoder writes them; keys evenly spaced belong in the other form. */
-static int ix_decode_groups(const bn_ixsec *x, int zero_base, uint64_t *k)
+static int ix_decode_groups(const bn_ixsec *x, int zero_base, uint64_t *k,
+                            rg_sum *rg)
 {
     const uint8_t *at = x->groups, *after;
     int even = 1;
@@ -1997,6 +2035,8 @@ static int ix_decode_groups(const bn_ixsec *x, int zero_base, uint64_t *k)
             return BONSAI_CORRUPT;
         if (decode_group(&gr, x->end, zero_base, k))
             return BONSAI_CORRUPT;
+        rg_add_group(rg, gr.cnt, gr.base, gr.width, g > 0,
+                     g ? gr.first - k[gr.start - 1] : 0);
         even &= gr.width == 0 && (gr.cnt == 1 || gr.base == k[1] - k[0]) &&
                 (g == 0 || gr.first - k[gr.start - 1] == k[1] - k[0]);
         at = after;
@@ -2008,7 +2048,7 @@ static int ix_decode_groups(const bn_ixsec *x, int zero_base, uint64_t *k)
 
 /* The indexed form (format 3). */
 static int ix_decode(const uint8_t *s, const uint8_t *end, uint32_t n,
-                     int zero_base, uint64_t *k)
+                     int zero_base, uint64_t *k, rg_sum *rg)
 {
     bn_ixsec x;
     if (n == 0)
@@ -2016,7 +2056,9 @@ static int ix_decode(const uint8_t *s, const uint8_t *end, uint32_t n,
     if (ix_open(&x, s, end, n))
         return BONSAI_CORRUPT;
     if (x.ngroups)
-        return ix_decode_groups(&x, zero_base, k);
+        return ix_decode_groups(&x, zero_base, k, rg);
+    if (n > 1)
+        rg_add_even(rg, n, x.step);
     for (uint32_t i = 0; i < n; i++)
         k[i] = x.first + i * x.step;
     return x.after == end ? 0 : BONSAI_CORRUPT;
@@ -2024,11 +2066,11 @@ static int ix_decode(const uint8_t *s, const uint8_t *end, uint32_t n,
 
 /* form: the image's BN_F_KEY_INDEX and BN_F_ZERO_BASE flags */
 static int decode_u64_keys(const uint8_t *s, const uint8_t *end, uint32_t n,
-                           unsigned form, uint64_t *k)
+                           unsigned form, uint64_t *k, rg_sum *rg)
 {
     if (!(form & BN_F_KEY_INDEX))
-        return walk_decode(s, end, n, k);
-    return ix_decode(s, end, n, !!(form & BN_F_ZERO_BASE), k);
+        return walk_decode(s, end, n, k, rg);
+    return ix_decode(s, end, n, !!(form & BN_F_ZERO_BASE), k, rg);
 }
 
 /* Whether entry i (shared bytes of prev, then u) sorts after prev.  Off a
@@ -2191,12 +2233,14 @@ static int decode_sections(const uint8_t *img, const bn_info *info,
     node->walked = u64 && !(info->flags & BN_F_KEY_INDEX);
     node->least_base = u64 && !node->walked &&
                        !(info->flags & BN_F_ZERO_BASE);
+    rg_sum rg = RG_EMPTY;
     if (u64)
-        rc = decode_u64_keys(ks, ke, n, info->flags, node->k64);
+        rc = decode_u64_keys(ks, ke, n, info->flags, node->k64, &rg);
     else
         rc = decode_byte_keys(ks, info->keys_len, n, node);
     if (rc)
         return rc;
+    grow_reset(node, rg_shift_bytes(&rg), rg_key_bytes(&rg));
     if (node->leaf)
         return decode_values(ke, img + info->length, n, info->flags, node);
     return decode_children(ke, n, node); /* its size bn_img_check fixed */
@@ -2494,6 +2538,50 @@ static void insert_key(bn_node *node, uint32_t idx, bn_key key)
     est_key_terms(node, idx, idx + 1 + reach, ADD);
 }
 
+/* ---- changes the growth bound does not cover (regroup.h) -------------- */
+
+/* A key taken: its two differences merge, and up to 64 taken in a row
+ * merge 64 of them, 6 bits wider than the widest, in the group holding
+ * it or the next. */
+#define GROW_PER_DEL (2u * GROUP * 6u / 8u)
+/* A key replaced: its differences may be any, so its group may widen to
+ * 64 bits. */
+#define GROW_PER_SET (GROUP * 8u + GROW_GROUP_BYTES)
+
+static uint32_t grow_add(uint32_t a, uint32_t b)
+{
+    return a > BN_GROW_UNKNOWN - 1 - b ? BN_GROW_UNKNOWN - 1 : a + b;
+}
+
+/* Before key idx is put in (idx == n: after the last). */
+static void grow_put(bn_node *node, uint32_t idx, uint32_t bytes)
+{
+    if (node->kind != BONSAI_KEY_U64)
+        return;
+    if (idx >= node->n) {
+        node->grow_ends++;
+        return;
+    }
+    node->grow_moves++;
+    node->grow_since = grow_add(node->grow_since, bytes);
+}
+
+static void grow_take(bn_node *node)
+{
+    if (node->kind != BONSAI_KEY_U64)
+        return;
+    node->grow_moves++;
+    node->grow_dels++;
+    node->grow_since =
+        grow_add(node->grow_since, grow_add(node->grow_key, GROW_PER_DEL));
+}
+
+static void grow_unknown(bn_node *node)
+{
+    if (node->kind == BONSAI_KEY_U64)
+        node->grow = BN_GROW_UNKNOWN;
+}
+
 int bn_insert(bn_node *node, uint32_t idx, bn_key key, const uint8_t *val,
               uint32_t vlen, unsigned vflag)
 {
@@ -2502,6 +2590,7 @@ int bn_insert(bn_node *node, uint32_t idx, bn_key key, const uint8_t *val,
         !(vflag & BN_VAL_OVERFLOW) && node->kind == BONSAI_KEY_U64) {
         /* a sequential load's every put: one new key term, one empty
          * value's (insert_key and est_val, without their calls) */
+        node->grow_ends++;
         node->k64[node->n++] = key.u;
         node->est_keys += u64_term(node->k64, idx);
         node->est_vhdr += 1; /* an empty value's length varint */
@@ -2519,6 +2608,7 @@ int bn_insert(bn_node *node, uint32_t idx, bn_key key, const uint8_t *val,
     key.b = arena_rebase(node, key.b, koff);
     val = arena_rebase(node, val, voff);
 
+    grow_put(node, idx, node->grow_key);
     insert_key(node, idx, key);
     if (node->val) {
         node->val[idx] = arena_put(node, val, vlen);
@@ -2562,8 +2652,10 @@ int bn_insert_sorted(bn_node *node, uint32_t m, const bn_new *e)
 
     /* the old entries that get a new predecessor lose their terms */
     uint32_t reach = est_reach(node), done = 0;
-    for (uint32_t i = 0; i < m; i++)
+    for (uint32_t i = 0; i < m; i++) {
         est_terms_once(node, e[i].at, e[i].at + reach, &done, SUB);
+        grow_put(node, e[i].at, node->grow_key);
+    }
 
     /* from the back: each old entry moves once, by the news before it */
     uint32_t src = node->n;
@@ -2603,6 +2695,7 @@ int bn_insert_child(bn_node *node, uint32_t idx, bn_key key, bn_child child)
         return BONSAI_NOMEM;
     key.b = arena_rebase(node, key.b, koff);
 
+    grow_put(node, idx, node->grow_key);
     insert_key(node, idx, key);
     node->child[idx] = child;
     heads_rebuild(node);
@@ -2643,6 +2736,7 @@ int bn_set_key(bn_node *node, uint32_t idx, bn_key key)
 {
     assert(idx < node->n);
     if (node->kind == BONSAI_KEY_U64) {
+        grow_put(node, idx, GROW_PER_SET);
         est_around(node, idx, SUB);
         node->k64[idx] = key.u;
         est_around(node, idx, ADD);
@@ -2667,6 +2761,7 @@ int bn_set_key(bn_node *node, uint32_t idx, bn_key key)
 void bn_remove(bn_node *node, uint32_t idx)
 {
     assert(idx < node->n);
+    grow_take(node);
     est_around(node, idx, SUB);
     if (node->kb)
         node->arena_dead += node->kb[idx].len;
@@ -2736,6 +2831,8 @@ int bn_copy_frozen(bn_node *dst, const bn_node *src)
         copy_entry(dst, i, src, i);
     dst->n = src->n;
     heads_rebuild(dst);
+    dst->grow = src->grow;
+    dst->grow_key = src->grow_key;
     return 0;
 }
 
@@ -2778,5 +2875,10 @@ int bn_move(bn_node *dst, uint32_t at, bn_node *src, uint32_t from,
         est_refresh(src);
     else
         est_recompute(src);
+    /* dst's keys from `at` on fall into new groups; src keeps its groups
+     * only when it loses its tail */
+    grow_unknown(dst);
+    if (!tail)
+        grow_unknown(src);
     return 0;
 }

@@ -89,6 +89,8 @@ typedef struct bn_layout {
     uint64_t ix_step;  /* u64 keys evenly spaced: the step; else 0 */
     uint8_t ix_rw;     /* u64 keys in groups: index widths (0: no index) */
     uint8_t ix_ow;
+    uint32_t grow;     /* u64 keys: the shift bound (regroup.h) */
+    uint32_t grow_key; /* and the per-key bound */
 } bn_layout;
 
 /* A decoded node.  The codec owns the arrays and the arena; the fields
@@ -131,6 +133,15 @@ typedef struct bn_node {
     uint8_t least_base;   /* u64 groups read from a format-3 image (no
                              BN_F_ZERO_BASE): encoded with the smallest
                              base again while set, as walked is kept */
+    /* u64 keys: how much the key section may grow as its groups shift
+     * (regroup.h), from the last exact sizing (decode, bn_size_exact,
+     * bn_sized), and the changes since, which it does not cover */
+    uint32_t grow;        /* bytes, or BN_GROW_UNKNOWN */
+    uint32_t grow_key;    /* bytes each key put among the keys may add */
+    uint32_t grow_since;  /* bytes the keys put or taken since may add */
+    uint32_t grow_moves;  /* keys put among the keys or taken since */
+    uint32_t grow_dels;   /* keys taken since */
+    uint32_t grow_ends;   /* keys put after the last since */
 
     /* owner fields: used by the btree, untouched by the codec */
     bn_ext home;          /* where the image this node came from lives */
@@ -271,6 +282,16 @@ int bn_decode_frozen(const uint8_t *img, size_t avail, unsigned kind,
 
 /* Exact size in bytes of the image bn_encode would write. */
 size_t bn_encoded_size(const bn_node *node);
+
+/* The growth of a node nothing bounds: it must be sized first. */
+#define BN_GROW_UNKNOWN UINT32_MAX
+
+/* bn_encoded_size, and the node's growth bound measured with it: the
+ * changes since are covered again. */
+size_t bn_size_exact(bn_node *node);
+
+/* Records a layout of the node as it is (bn_layout_of) as its sizing. */
+void bn_sized(bn_node *node, const bn_layout *lay);
 
 /* The layout of node's image as node is now; lay->size = the size. */
 void bn_layout_of(const bn_node *node, bn_layout *lay);

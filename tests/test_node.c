@@ -1850,3 +1850,93 @@ Test(node, zero_base_where_it_needs_no_wider_width)
     free(img);
     bn_clear(&node);
 }
+
+/* ---- the growth bound as groups shift (regroup.h) ----------------------- */
+
+enum { SHAPE_RANDOM, SHAPE_EVEN, SHAPE_TURNS, SHAPE_CLUSTERS, SHAPE_COUNT };
+
+/* Key i of n keys of a shape, increasing, at least 2^20 apart so that
+ * keys fit between any two. */
+static uint64_t shaped_key(rng *r, int shape, uint64_t i, uint64_t prev)
+{
+    uint64_t step = UINT64_C(1) << 46;
+    switch (shape) {
+    case SHAPE_EVEN:
+        return i * step;
+    case SHAPE_TURNS: /* groups of 64 evenly spaced, steps by turns */
+        return i * step + ((i >> 6) & 1 ? (i & 63) << 40 : 0);
+    case SHAPE_CLUSTERS: /* runs of close keys, now and then a jump */
+        return prev + (UINT64_C(1) << 20) +
+               (rnd(r) % 97 == 0 ? rnd(r) >> 8 : rnd(r) >> 40);
+    default:
+        return prev + (UINT64_C(1) << 20) + (rnd(r) >> 24);
+    }
+}
+
+/* A key strictly between two neighbouring keys of node, at random. */
+static uint64_t key_among(rng *r, const bn_node *node)
+{
+    uint32_t i = (uint32_t)(rnd(r) % (node->n - 1));
+    uint64_t gap = node->k64[i + 1] - node->k64[i];
+    return node->k64[i] + 1 + rnd(r) % (gap - 1);
+}
+
+/* Keys put among a leaf's keys, any number, grow its image by no more
+ * than its shift bound and the per-key bound a key, whatever the shape of
+ * its keys; encoder and decoder give the same bounds; and the bounds tell
+ * the shapes apart: small for random keys, a whole node's worth for
+ * groups of even steps by turns (one put shifts every later group). */
+Test(node, growth_bound_holds_as_groups_shift)
+{
+    seed_test("growth_bound_holds_as_groups_shift", 0x6E0E0001);
+    rng r = {g_seed};
+    for (int round = 0; round < 400; round++) {
+        int shape = round % SHAPE_COUNT;
+        uint32_t n = 64 + (uint32_t)(rnd(&r) % 2000);
+        bn_node node;
+        bn_init(&node, BONSAI_KEY_U64, 1);
+        uint64_t key = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            key = shaped_key(&r, shape, i, key);
+            cr_assert_eq(bn_insert(&node, i, (bn_key){.u = key}, NULL, 0, 0),
+                         0);
+        }
+        size_t size0 = bn_size_exact(&node);
+        uint32_t shift = node.grow, per_key = node.grow_key;
+        CHK(shift != BN_GROW_UNKNOWN, "round %d: no bound", round);
+
+        size_t len;
+        uint8_t *img = encode(&node, &len);
+        bn_node dec;
+        bn_init(&dec, BONSAI_KEY_U64, 1);
+        CHK(bn_decode(img, len, BONSAI_KEY_U64, &dec) == 0, "round %d", round);
+        CHK(dec.grow == shift && dec.grow_key == per_key,
+            "round %d: decoded bounds %u, %u; encoded %u, %u", round,
+            dec.grow, dec.grow_key, shift, per_key);
+        bn_clear(&dec);
+        free(img);
+
+        if (shape == SHAPE_RANDOM)
+            CHK(shift < size0 / 4, "round %d: random keys, %zu bytes, bound "
+                "%u", round, size0, shift);
+        if (shape == SHAPE_TURNS)
+            CHK(shift > 4 * size0, "round %d: steps by turns, %zu bytes, "
+                "bound %u", round, size0, shift);
+
+        uint32_t k = 1 + (uint32_t)(rnd(&r) % 300);
+        for (uint32_t j = 0; j < k; j++) {
+            uint64_t u = key_among(&r, &node);
+            int found;
+            uint32_t at = bn_search(&node, (bn_key){.u = u}, &found);
+            CHK(!found, "round %d", round);
+            cr_assert_eq(bn_insert(&node, at, (bn_key){.u = u}, NULL, 0, 0),
+                         0);
+        }
+        size_t size1 = bn_encoded_size(&node);
+        CHK(size1 <= size0 + shift + (uint64_t)k * per_key,
+            "round %d (shape %d): %u keys and %u put among them: %zu -> %zu "
+            "bytes, bound %u + %u a key",
+            round, shape, n, k, size0, size1, shift, per_key);
+        bn_clear(&node);
+    }
+}
