@@ -22,6 +22,7 @@
 #include "meta.h"
 #include "node.h"
 #include "pack.h"
+#include "pageset.h"
 #include "putbuf.h"
 #include "readers.h"
 #include "region.h"
@@ -125,6 +126,16 @@ struct bonsai_db {
     uint64_t nodes_max;      /* at least the nodes of every tree: counted
                               * at open, raised as nodes are made */
     uint64_t dirty_nodes;
+    uint32_t grow_max;       /* the largest growth bound of a u64 node
+                                sized since open (regroup.h), or of any
+                                node where some were not (room.h) */
+    pageset unread;          /* first pages of the u64 node images the
+                                store opened with and has not read
+                                since: grow_max does not know their
+                                bounds (growth.c) */
+    uint64_t unread_nodes;   /* how many */
+    int grow_unsure;         /* a changed node's growth may exceed
+                                grow_max (tree_size_unsure) */
     uint64_t dirty_since_ms; /* when the oldest unwritten change was made
                                 (0: none, or no flush_delay_ms) */
     uint64_t full_at_pages;  /* 1 + the free pages when the last

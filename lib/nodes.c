@@ -43,6 +43,8 @@ static int mark_one(bonsai_db *db, bn_node *n)
  * that the room budget counts every node a write-back writes (room.h). */
 int tree_mark_dirty(bonsai_db *db, bn_node *n)
 {
+    if (n)
+        tree_note_change(db, n);
     for (; n && !n->dirty; n = db->cow ? n->parent : NULL) {
         int rc = mark_one(db, n);
         if (rc)
@@ -112,6 +114,7 @@ static int decode_node(bonsai_db *db, bt_tree *t, bn_ext e, unsigned level,
     if (db->cow && alloc_is_fresh(&db->al, e.pgno))
         n->home_txn = db->wtxn_id;
     n->parent = parent;
+    tree_note_read(db, n);
     *out = n;
     return 0;
 }

@@ -32,6 +32,12 @@ void ps_add(pageset *s, uint64_t p)
     s->bits[i >> 3] |= (uint8_t)(1u << (i & 7));
 }
 
+void ps_del(pageset *s, uint64_t p)
+{
+    uint64_t i = p - s->first;
+    s->bits[i >> 3] &= (uint8_t)~(1u << (i & 7));
+}
+
 int ps_inside(const pageset *s, bn_ext e)
 {
     return e.npages >= 1 && e.pgno >= s->first && e.pgno < s->end &&

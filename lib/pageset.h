@@ -30,8 +30,9 @@ void ps_free(pageset *s);
 /* Is page p (first <= p < end) in the set? */
 int ps_has(const pageset *s, uint64_t p);
 
-/* Adds page p (first <= p < end). */
+/* Adds / removes page p (first <= p < end). */
 void ps_add(pageset *s, uint64_t p);
+void ps_del(pageset *s, uint64_t p);
 
 /* Is e a run of at least one page inside [first, end)? */
 int ps_inside(const pageset *s, bn_ext e);

@@ -210,6 +210,7 @@ static int choose(bonsai_db *db, putbuf *b, const bt_tree *t, bn_key key,
         t->depth == 0 || bt_goes_last(t, key) ||
         (!db->waiting && bt_appends_to_cached_leaf(t, key)))
         return GO_NOW;
+    tree_size_unsure(db); /* the room below counts on every node's bound */
     size_t payload = entry_payload(t, key, vlen);
     if (!room_waiting(db, room_put_any(db, t), db->waiting + 1,
                       db->waiting_payload + payload) ||
@@ -314,6 +315,10 @@ int put_del(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key)
         return rc ? rc : BONSAI_NOTFOUND;
     if ((rc = put_apply_waiting(db, s)))
         return rc;
+    /* the path read first: room_del_slots counts its growth bounds */
+    bn_node *leaf;
+    if (t->depth && (rc = bt_leaf_of(db, t, key, &leaf)))
+        return rc;
     uint32_t slots = room_del_slots(db, t);
     change_note_tree(db, t);
     /* short of room, a delete without copy-on-write leaves its leaf where
@@ -349,7 +354,11 @@ static int apply_run(bonsai_db *db, map_slot *s, uint32_t from, uint32_t *to)
                                                  : ROOM_RUN_MAX;
     uint64_t gen0 = db->write_gen;
     *to = from;
-    int rc = room_reserve(db, room_run(db, t, max), 0);
+    /* the leaf read first: room_run counts its growth bound */
+    bn_node *leaf;
+    int rc = t->depth ? bt_leaf_of(db, t, pb_key(&s->pb, from), &leaf) : 0;
+    if (rc == 0)
+        rc = room_reserve(db, room_run(db, t, max), 0);
     if (rc == 0) {
         change_note_tree(db, t);
         rc = bt_put_run(db, t, &s->pb, from, max, to);

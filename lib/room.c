@@ -4,15 +4,48 @@
 
 #include "btree.h"
 #include "cache.h"
+#include "regroup.h"
 
-uint32_t room_put_worst(const bt_tree *t)
+uint32_t room_growth_any(uint32_t node_entries)
 {
-    return 2u * (t->depth + 1u) + 2u;
+    uint64_t keys = (uint64_t)node_entries + 1u;
+    uint64_t bytes = keys * 8u + (keys / 64u + 1u) * GROW_GROUP_BYTES;
+    return bytes < BN_GROW_UNKNOWN ? (uint32_t)bytes : BN_GROW_UNKNOWN - 1;
 }
 
-uint32_t room_del_worst(const bt_tree *t)
+static uint32_t regroup_slots(const bonsai_db *db, uint64_t grow)
 {
-    return 2u * (t->depth + 1u);
+    uint64_t node = db->opt.node_bytes;
+    if (grow <= node / 2)
+        return 0;
+    uint64_t pieces = 2u * ((grow + node - 1) / node) + 1u;
+    /* the leaf and its parent, whose separators shift as well */
+    uint64_t slots = 2u * pieces;
+    return slots < UINT32_MAX / 4 ? (uint32_t)slots : UINT32_MAX / 4;
+}
+
+uint32_t room_regroup(const bonsai_db *db)
+{
+    return regroup_slots(db, db->grow_max);
+}
+
+/* A waiting put's leaf is not read yet: where the store opened with
+ * images it has not read, its bound may be any. */
+static uint32_t regroup_unread(const bonsai_db *db)
+{
+    return regroup_slots(db, db->unread_nodes
+                                 ? room_growth_any(db->opt.node_entries)
+                                 : db->grow_max);
+}
+
+uint32_t room_put_worst(const bonsai_db *db, const bt_tree *t)
+{
+    return 2u * (t->depth + 1u) + 2u + room_regroup(db);
+}
+
+uint32_t room_del_worst(const bonsai_db *db, const bt_tree *t)
+{
+    return 2u * (t->depth + 1u) + room_regroup(db);
 }
 
 static uint32_t record_slots(const bonsai_db *db)
@@ -23,7 +56,7 @@ static uint32_t record_slots(const bonsai_db *db)
 uint32_t room_put_slots(const bonsai_db *db, const bt_tree *t,
                         uint32_t slots)
 {
-    uint32_t later_delete = db->cow ? room_del_worst(t) +
+    uint32_t later_delete = db->cow ? room_del_worst(db, t) +
                                           db->catalog.depth + 2u
                                     : ROOM_DEL_IN_PLACE;
     return slots + later_delete + record_slots(db);
@@ -31,28 +64,29 @@ uint32_t room_put_slots(const bonsai_db *db, const bt_tree *t,
 
 uint32_t room_del_slots(const bonsai_db *db, const bt_tree *t)
 {
-    return room_del_worst(t) + record_slots(db);
+    return room_del_worst(db, t) + record_slots(db);
 }
 
 uint32_t room_put_any(const bonsai_db *db, const bt_tree *t)
 {
-    return room_put_slots(db, t, room_put_worst(t));
+    return room_put_slots(db, t, room_put_worst(db, t));
 }
 
 uint32_t room_put_leaf(const bonsai_db *db, const bt_tree *t,
                        const bn_node *leaf, bn_key key, uint32_t vlen)
 {
     if (db->cow || !bt_leaf_takes(db, t, leaf, key, vlen))
-        return room_put_worst(t);
+        return room_put_worst(db, t);
     return 0;
 }
 
 int room_put_key(bonsai_db *db, bt_tree *t, bn_key key, uint32_t vlen,
                  uint32_t *slots)
 {
-    *slots = room_put_worst(t);
-    if (db->cow || t->depth == 0)
+    *slots = room_put_worst(db, t);
+    if (t->depth == 0)
         return 0;
+    /* the path read, its nodes' growth bounds are known (room_regroup) */
     bn_node *leaf;
     int rc = bt_leaf_of(db, t, key, &leaf);
     if (rc == 0)
@@ -60,9 +94,10 @@ int room_put_key(bonsai_db *db, bt_tree *t, bn_key key, uint32_t vlen,
     return rc;
 }
 
-static uint64_t per_waiting_put(const bonsai_db *db)
+static uint64_t per_waiting_put(const bonsai_db *db, int leaves_read)
 {
-    return db->cow ? 3u : 1u;
+    return (db->cow ? 3u : 1u) +
+           (leaves_read ? room_regroup(db) : regroup_unread(db));
 }
 
 /* Bytes a waiting put's entry may add to a leaf's image beyond its key
@@ -70,23 +105,31 @@ static uint64_t per_waiting_put(const bonsai_db *db)
  * lengths. */
 #define ENTRY_ENCODING 20u
 
-uint64_t room_batch(const bonsai_db *db, uint64_t n, uint64_t payload)
+static uint64_t batch_slots(const bonsai_db *db, uint64_t n,
+                            uint64_t payload, int leaves_read)
 {
-    uint64_t per_put = per_waiting_put(db) * n;
+    uint32_t regroup = leaves_read ? room_regroup(db) : regroup_unread(db);
+    uint64_t per_put = per_waiting_put(db, leaves_read) * n;
     /* a tree smaller than the batch: count what it has and makes */
     uint64_t runs = db->nodes_max + n / ROOM_RUN_MAX + 1u;
     uint64_t touched = n < runs ? n : runs;
     uint64_t grown = payload + n * ENTRY_ENCODING;
     uint64_t new_leaves = touched + 2u * grown / db->opt.node_bytes +
                           2u * n / db->opt.node_entries + 1u;
+    new_leaves += touched * regroup;
     uint64_t made = new_leaves + new_leaves / 2u + BT_MAX_DEPTH;
     uint64_t tree = runs + made;
     return per_put < tree ? per_put : tree;
 }
 
+uint64_t room_batch(const bonsai_db *db, uint64_t n, uint64_t payload)
+{
+    return batch_slots(db, n, payload, 0);
+}
+
 uint32_t room_run(const bonsai_db *db, const bt_tree *t, uint32_t n)
 {
-    uint64_t batch = room_batch(db, n, db->waiting_payload);
+    uint64_t batch = batch_slots(db, n, db->waiting_payload, 1);
     return room_put_any(db, t) + (uint32_t)batch;
 }
 

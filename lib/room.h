@@ -32,6 +32,12 @@
  *    the old one: 2 (d + 1) + 2 (room_put_worst).  Without copy-on-write
  *    a put into a decoded leaf that neither splits it nor outgrows its
  *    home needs nothing (bt_leaf_takes).
+ *  - where a u64 node may grow past half a node when its groups shift
+ *    (regroup.h), a put or delete may split it, and its parent, into
+ *    several: every put, waiting or not, and every delete counts that
+ *    many more (room_regroup), by the largest bound of any node the store
+ *    has sized (db->grow_max; unknown for nodes a store opened with and
+ *    has not read: the most a node of node_entries keys can grow).
  *  - a delete: the path merged, and where a key's removal lengthens a
  *    neighbour's encoding, split: 2 (d + 1) (room_del_worst).
  *  - every change also keeps room for the map's record in the catalog
@@ -62,10 +68,18 @@
  * a neighbour's encoding lengthens past the leaf's home: then one slot. */
 #define ROOM_DEL_IN_PLACE 1u
 
+/* The most a u64 node of node_entries keys can grow, whatever its keys. */
+uint32_t room_growth_any(uint32_t node_entries);
+
+/* The slots a change may need besides for nodes that grow as their
+ * groups shift, split into several: 0 while no node's bound exceeds
+ * half a node. */
+uint32_t room_regroup(const bonsai_db *db);
+
 /* The most slots a put into / a delete from t may need beyond the cached
  * changes. */
-uint32_t room_put_worst(const bt_tree *t);
-uint32_t room_del_worst(const bt_tree *t);
+uint32_t room_put_worst(const bonsai_db *db, const bt_tree *t);
+uint32_t room_del_worst(const bonsai_db *db, const bt_tree *t);
 
 /* slots for a change of t, with the catalog record's and (for a put)
  * the later delete's room added. */
@@ -98,7 +112,8 @@ uint32_t room_put_leaf(const bonsai_db *db, const bt_tree *t,
  * branches, at most one for two new children, and a new root a level. */
 uint64_t room_batch(const bonsai_db *db, uint64_t n, uint64_t payload);
 
-/* The slots n waiting puts of t applied at once to one leaf may need. */
+/* The slots n waiting puts of t applied at once to one leaf, read
+ * already (bt_leaf_of), may need. */
 uint32_t room_run(const bonsai_db *db, const bt_tree *t, uint32_t n);
 
 /* Is there room for the cached changes, `slots` more and `waiting` puts

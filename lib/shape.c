@@ -17,8 +17,10 @@
  * the exact size (it can undercount u64 groups mixing runs and jumps), so
  * the drift measured at the last exact sizing corrects it, and the exact
  * size is taken again every 64 changes or when the corrected estimate is
- * within 1/32 of the limit: O(1) a change amortised. */
-static int too_big(const bonsai_db *db, bn_node *n)
+ * within 1/32 of the limit: O(1) a change amortised.  Where keys put
+ * among a node's keys may have shifted its groups further than that, it
+ * is measured each time (tree_grow_unsure). */
+static int too_big(bonsai_db *db, bn_node *n)
 {
     if (n->n > db->opt.node_entries)
         return 1;
@@ -30,10 +32,11 @@ static int too_big(const bonsai_db *db, bn_node *n)
     int64_t gap = guess < limit ? limit - guess : guess - limit;
     /* fix_changes < 64 * (gap / near), without a division (one a change
      * cost a sequential put 15 %) */
-    if (gap > near && (++n->fix_changes < 64 ||
-                       ((int64_t)(n->fix_changes >> 6) + 1) * near <= gap))
+    if (!tree_grow_unsure(db, n, guess) && gap > near &&
+        (++n->fix_changes < 64 ||
+         ((int64_t)(n->fix_changes >> 6) + 1) * near <= gap))
         return guess > limit;
-    size_t exact = bn_encoded_size(n);
+    size_t exact = tree_size_exact(db, n);
     n->est_fix = (int64_t)exact - (int64_t)n->est;
     n->fix_changes = 0;
     return exact > db->opt.node_bytes;
@@ -262,6 +265,12 @@ int bt_leaf_takes(const bonsai_db *db, const bt_tree *t, const bn_node *leaf,
     size_t kbytes = t->kind == BONSAI_KEY_U64 ? 10 : key.len;
     size_t grown = leaf->est + kbytes + (vlen > db->inline_max ? BT_OVF_REF
                                                                 : vlen) + 16;
+    /* a key among a u64 leaf's keys may shift its groups (regroup.h) */
+    if (t->kind == BONSAI_KEY_U64 && leaf->n &&
+        key.u < leaf->k64[leaf->n - 1])
+        grown += leaf->grow == BN_GROW_UNKNOWN
+                     ? db->opt.node_bytes
+                     : (size_t)leaf->grow + leaf->grow_since + leaf->grow_key;
     int splits = leaf->n + 1 > db->opt.node_entries ||
                  grown >= (size_t)db->opt.node_bytes * 7 / 8;
     /* a dirty leaf is counted already; a clean one must fit its home */
@@ -501,9 +510,12 @@ static int merge(bonsai_db *db, bn_node *p, uint32_t ridx, bn_node *left,
         return rc;
     tree_adopt_children(left);
     bn_remove(p, ridx);
-    if ((rc = tree_kill_node(db, right)) || (rc = tree_mark_dirty(db, left)))
+    if ((rc = tree_kill_node(db, right)) || (rc = tree_mark_dirty(db, left)) ||
+        (rc = tree_mark_dirty(db, p)))
         return rc;
-    return tree_mark_dirty(db, p);
+    /* right's keys fell into new groups: the estimates said they fit
+     * together, the groups may not (regroup.h) */
+    return fit_upwards(db, left->tree, left, 0);
 }
 
 /* Takes n, empty and the only child of p, out of the tree: p is empty
@@ -611,9 +623,9 @@ int bt_del(bonsai_db *db, bt_tree *t, bn_key key)
  * run: the leaf does not split and still fits its home, measured exactly
  * (a delete can lengthen a neighbour's encoding, and the leaf may be
  * dirty with changes whose room was not counted either). */
-static int del_needs_room(const bonsai_db *db, bn_node *leaf)
+static int del_needs_room(bonsai_db *db, bn_node *leaf)
 {
-    size_t exact = bn_encoded_size(leaf);
+    size_t exact = tree_size_exact(db, leaf);
     leaf->est_fix = (int64_t)exact - (int64_t)leaf->est;
     leaf->fix_changes = 0;
     return exact > db->opt.node_bytes ||
@@ -672,8 +684,9 @@ int bt_del_in_place(bonsai_db *db, bt_tree *t, bn_key key, int *done)
 
 static int release_ext(void *ctx, bn_ext e, int is_value)
 {
-    (void)is_value;
     bonsai_db *db = ctx;
+    if (!is_value)
+        tree_forget_unread(db, e);
     return extvec_push(&db->op_release, e);
 }
 

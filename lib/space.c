@@ -30,13 +30,20 @@ typedef struct walk_ctx {
     const bt_rd *rd;
     pageset *u;
     uint64_t nodes;
+    int unread;  /* note u64 nodes in db->unread (the writer's snapshot) */
+    int u64;     /* the tree walked has u64 keys */
 } walk_ctx;
 
 static int count_node(void *ctx, bn_ext ext, int is_value)
 {
-    (void)ext;
     walk_ctx *w = ctx;
     w->nodes += !is_value;
+    pageset *unread = &w->db->unread;
+    if (w->unread && w->u64 && !is_value && ps_inside(unread, ext) &&
+        !ps_has(unread, ext.pgno)) {
+        ps_add(unread, ext.pgno);
+        w->db->unread_nodes++;
+    }
     return 0;
 }
 
@@ -44,19 +51,23 @@ static int walk_map_record(void *ctx, const char *name, const bt_tree *t)
 {
     (void)name;
     walk_ctx *w = ctx;
-    return bt_walk(w->db, w->rd, t, w->u, count_node, w);
+    w->u64 = t->kind == BONSAI_KEY_U64;
+    int rc = bt_walk(w->db, w->rd, t, w->u, count_node, w);
+    w->u64 = 0;
+    return rc;
 }
 
 /* Marks every page the trees of snapshot m reach (u covers m->end); a
- * page reached twice is BONSAI_CORRUPT.  *nodes = the nodes of its trees. */
+ * page reached twice is BONSAI_CORRUPT.  *nodes = the nodes of its trees.
+ * With unread, its u64 nodes go into db->unread too. */
 static int mark_snapshot(bonsai_db *db, const bx_meta *m, pk_cache *uc,
-                         pageset *u, uint64_t *nodes)
+                         pageset *u, uint64_t *nodes, int unread)
 {
     bt_tree cat = {.kind = BONSAI_KEY_BYTES, .depth = m->cat_depth,
                    .count = m->cat_count};
     cat.root.ext = m->cat_root;
     bt_rd rd = {m->end, uc, NULL};
-    walk_ctx w = {db, &rd, u, 0};
+    walk_ctx w = {db, &rd, u, 0, unread, 0};
     int rc = bt_walk(db, &rd, &cat, u, count_node, &w);
     if (rc == 0)
         rc = maps_each_record(db, &rd, &cat, walk_map_record, &w);
@@ -122,7 +133,7 @@ static int hold_snapshot(bonsai_db *db, const bx_meta *s, pageset *u,
     pk_cache uc;
     memset(&uc, 0, sizeof uc);
     uint64_t nodes;
-    rc = mark_snapshot(db, s, &uc, &mine, &nodes);
+    rc = mark_snapshot(db, s, &uc, &mine, &nodes, 0);
     pk_cache_free(&uc);
     if (rc == BONSAI_NOMEM) {
         ps_free(&mine);
@@ -213,7 +224,9 @@ int space_derive(bonsai_db *db)
     if (rc == 0)
         rc = ps_init(&u, db->first_pgno, highest_end(db, &h));
     if (rc == 0)
-        rc = mark_snapshot(db, &db->meta, &db->uc, &u, &db->nodes_max);
+        rc = ps_init(&db->unread, db->first_pgno, db->meta.end);
+    if (rc == 0)
+        rc = mark_snapshot(db, &db->meta, &db->uc, &u, &db->nodes_max, 1);
     if (rc == 0 && h.n) {
         db->al.end = u.end;
         rc = hold_all(db, &h, &u);

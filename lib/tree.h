@@ -65,6 +65,23 @@ uint32_t tree_slot_of(const bn_node *parent, const bn_node *child);
 /* Points the parent links of n's decoded children back at n. */
 void tree_adopt_children(bn_node *n);
 
+/* ---- growth as groups shift (growth.c) ---------------------------------- */
+
+/* Must n be measured exactly (tree_size_exact) before its estimate guess
+ * is trusted?  Its groups may have shifted past what the estimate sees. */
+int tree_grow_unsure(const bonsai_db *db, const bn_node *n, int64_t guess);
+/* bn_size_exact, its bounds noted in db->grow_max. */
+size_t tree_size_exact(bonsai_db *db, bn_node *n);
+/* Raises db->grow_max to n's bounds, measured as n is. */
+void tree_note_grow(bonsai_db *db, const bn_node *n);
+/* n was just read from its home: its bounds are known now. */
+void tree_note_read(bonsai_db *db, const bn_node *n);
+/* The image at e leaves the store unread: its bound no longer matters. */
+void tree_forget_unread(bonsai_db *db, bn_ext e);
+/* After a change to n: notes whether the budget's bound may now miss
+ * what n can grow by (tree_size_unsure then measures it). */
+void tree_note_change(bonsai_db *db, const bn_node *n);
+
 /* ---- shape changes (shape.c) -------------------------------------------- */
 
 /* Splits n in two; *right_out gets the new right half. */

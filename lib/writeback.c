@@ -89,6 +89,8 @@ static int release_old(bonsai_db *db, bn_ext e)
 static int image_bytes(bonsai_db *db, bn_node *n, size_t *bytes)
 {
     bn_layout_of(n, &n->plan_lay); /* write_node encodes by it */
+    bn_sized(n, &n->plan_lay);
+    tree_note_grow(db, n); /* the image's bound: what the budget counts */
     size_t raw = n->plan_lay.size;
     free(n->packed);
     n->packed = NULL;

@@ -60,7 +60,9 @@ typedef struct fill {
     uint64_t seed;
     uint64_t next;   /* next id never used */
     uint64_t nseq;   /* ids below this have ascending keys ... */
-    int seq_even;    /* ... evenly spaced (else with random low bits) */
+    int seq_even;    /* ... evenly spaced (else with random low bits);
+                        SEQ_SHIFTED: each group of 64 evenly, groups by
+                        turns at two steps */
     uint64_t *live;  /* ids present */
     size_t nlive, cap;
 } fill;
@@ -82,8 +84,11 @@ typedef struct keyrec {
  * (random keys fall among them), with random low bits so that they do not
  * compress to nothing. */
 #define SEQ_MAX (UINT64_C(1) << 18)
+#define SEQ_SHIFTED 2
 static uint64_t seq_key(const fill *f, uint64_t id)
 {
+    if (f->seq_even == SEQ_SHIFTED)
+        return (id << 46) + ((id >> 6) & 1 ? (id & 63) << 40 : 0);
     return (id << 46) | (f->seq_even ? 0 : tu_mix64(f->seed ^ id) >> 24);
 }
 
@@ -424,19 +429,28 @@ static void load_sequential(fill *f, bonsai_db *db, bonsai_map m)
     f->nseq = f->next;
 }
 
+/* With path: in that file, closed and opened again between the ascending
+ * and the random puts, so that the leaves the random puts land in are
+ * ones the store has not read. */
 static void split_every_leaf_test(const char *name, uint64_t def_seed,
-                                  int even, const bonsai_options *o)
+                                  int even, const bonsai_options *o,
+                                  const char *path)
 {
     fill f;
     fill_start(&f, name, BONSAI_KEY_U64, 0, 0, o->max_size, def_seed);
     f.seq_even = even;
-    bonsai_db *db = tu_open(NULL, o);
+    bonsai_db *db = tu_open(path, o);
     bonsai_map m = tu_map_create(db, NULL, "fill", f.kind);
     load_sequential(&f, db, m);
+    if (path) {
+        TU_OK(bonsai_close(db));
+        db = tu_open(path, o);
+        m = tu_map_open(db, NULL, "fill", f.kind);
+    }
     uint64_t full_id, loaded = f.nlive;
     uint64_t added = fill_direct(&f, m, &full_id);
     sync_after_full(&f, db, "after FULL");
-    check_cap(&f, db, NULL);
+    check_cap(&f, db, path);
     verify(&f, NULL, m, &full_id, 1, "after FULL");
     cr_log_info("[%s] %" PRIu64 " ascending, then %" PRIu64 " random", name,
                 loaded, added);
@@ -447,13 +461,14 @@ static void split_every_leaf_test(const char *name, uint64_t def_seed,
 Test(full, anonymous_random_into_full_leaves_syncs_after_full)
 {
     bonsai_options o = capped(CAP);
-    split_every_leaf_test("anon-split-every-leaf", 0xF0110007, 0, &o);
+    split_every_leaf_test("anon-split-every-leaf", 0xF0110007, 0, &o, NULL);
 }
 
 Test(full, anonymous_page_64_random_into_full_leaves_syncs_after_full)
 {
     bonsai_options o = small_pages(1024);
-    split_every_leaf_test("anon-p64-split-every-leaf", 0xF0110008, 0, &o);
+    split_every_leaf_test("anon-p64-split-every-leaf", 0xF0110008, 0, &o,
+                          NULL);
 }
 
 /* Evenly spaced keys pack to almost nothing (one step for a whole group),
@@ -462,7 +477,38 @@ Test(full, anonymous_page_64_random_into_full_leaves_syncs_after_full)
 Test(full, anonymous_random_into_even_keys_syncs_after_full)
 {
     bonsai_options o = capped(CAP);
-    split_every_leaf_test("anon-even-split-every-leaf", 0xF0110009, 1, &o);
+    split_every_leaf_test("anon-even-split-every-leaf", 0xF0110009, 1, &o,
+                          NULL);
+}
+
+/* Groups of 64 evenly spaced keys whose steps differ by turns also pack
+ * to almost nothing; a key put among them shifts every later group of its
+ * leaf by one entry, so each group then holds a difference of the other
+ * step and widens from 0 to 41 bits: one put grows every group of a leaf
+ * at once, past node_bytes. */
+Test(full, anonymous_random_into_shifted_groups_syncs_after_full)
+{
+    bonsai_options o = capped(CAP);
+    split_every_leaf_test("anon-shifted-split-every-leaf", 0xF011000A,
+                          SEQ_SHIFTED, &o, NULL);
+}
+
+/* The same in a file opened again before the random puts: the budget
+ * cannot know the leaves it has not read, so it counts them at their
+ * worst until it has. */
+Test(full, file_reopened_random_into_shifted_groups_syncs_after_full)
+{
+    bonsai_options o = capped(CAP);
+    o.transactions = 0;
+    split_every_leaf_test("file-shifted-split-every-leaf", 0xF011000B,
+                          SEQ_SHIFTED, &o, tu_path("shifted.db"));
+}
+
+Test(full, file_txn_reopened_random_into_shifted_groups_syncs_after_full)
+{
+    bonsai_options o = capped(CAP);
+    split_every_leaf_test("file-txn-shifted-split-every-leaf", 0xF011000C,
+                          SEQ_SHIFTED, &o, tu_path("shifted-txn.db"));
 }
 
 /* ---- file, transactions ------------------------------------------------- */

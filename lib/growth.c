@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * growth.c - what the writer knows of how far its u64 nodes may grow as
+ * their groups shift (regroup.h): when a node's estimate may be trusted,
+ * and the largest bound any node has, which the room budget counts.
+ */
+#include "tree.h"
+
+/* Fewer keys than a group's worth put after a node's last widen at most
+ * the one or two groups there, as the estimate's drift does; more, or
+ * keys taken (their differences merge, past the bound's widest), and the
+ * node must be measured again before its bound holds. */
+#define GROW_ENDS_SURE 64u
+#define GROW_DELS_SURE 64u
+
+static int is_last(const bn_node *n)
+{
+    for (; n->parent; n = n->parent) {
+        const bn_node *p = n->parent;
+        if (p->n == 0 || p->child[p->n - 1].mem != n)
+            return 0;
+    }
+    return 1;
+}
+
+int tree_grow_unsure(const bonsai_db *db, const bn_node *n, int64_t guess)
+{
+    if (n->kind != BONSAI_KEY_U64)
+        return 0;
+    if (n->grow == BN_GROW_UNKNOWN || n->grow_dels >= GROW_DELS_SURE)
+        return 1;
+    /* the last leaf takes a sequential load's keys, a group's worth
+     * after a group's worth: tree_size_unsure measures it before puts
+     * wait, not every 64 keys */
+    if (n->grow_ends >= GROW_ENDS_SURE && !is_last(n))
+        return 1;
+    int64_t limit = db->opt.node_bytes;
+    int64_t may = (int64_t)n->grow + n->grow_since;
+    return n->grow_moves && guess + may + limit / 32 > limit;
+}
+
+/* Does the budget's bound miss what n may grow by? */
+static int budget_unsure(const bn_node *n)
+{
+    return n->kind == BONSAI_KEY_U64 && !n->dead &&
+           (n->grow == BN_GROW_UNKNOWN || n->grow_dels ||
+            n->grow_ends >= GROW_ENDS_SURE);
+}
+
+void tree_note_grow(bonsai_db *db, const bn_node *n)
+{
+    if (n->kind != BONSAI_KEY_U64 || n->grow == BN_GROW_UNKNOWN)
+        return;
+    uint32_t may = n->grow > n->grow_key ? n->grow : n->grow_key;
+    if (may > db->grow_max)
+        db->grow_max = may;
+}
+
+void tree_note_read(bonsai_db *db, const bn_node *n)
+{
+    tree_note_grow(db, n);
+    tree_forget_unread(db, n->home);
+}
+
+void tree_forget_unread(bonsai_db *db, bn_ext e)
+{
+    pageset *s = &db->unread;
+    if (!db->unread_nodes || !ps_inside(s, e) || !ps_has(s, e.pgno))
+        return;
+    ps_del(s, e.pgno);
+    if (--db->unread_nodes == 0)
+        ps_free(s); /* every bound known: the set is done with */
+}
+
+void tree_note_change(bonsai_db *db, const bn_node *n)
+{
+    if (budget_unsure(n))
+        db->grow_unsure = 1;
+}
+
+size_t tree_size_exact(bonsai_db *db, bn_node *n)
+{
+    size_t size = bn_size_exact(n);
+    tree_note_grow(db, n);
+    return size;
+}
+
+void tree_size_unsure(bonsai_db *db)
+{
+    if (!db->grow_unsure)
+        return;
+    for (size_t i = 0; i < db->dirty.n; i++) {
+        bn_node *n = db->dirty.v[i];
+        if (budget_unsure(n))
+            tree_size_exact(db, n);
+    }
+    db->grow_unsure = 0;
+}
