@@ -6,10 +6,11 @@
  */
 #include "tree.h"
 
-/* Fewer keys than a group's worth put after a node's last widen at most
- * the one or two groups there, as the estimate's drift does; more, or
- * keys taken (their differences merge, past the bound's widest), and the
- * node must be measured again before its bound holds. */
+/* Keys put after a node's last bring new differences into the one or two
+ * groups there, which the estimate's drift absorbs while they are fewer
+ * than a group's worth; keys taken merge differences, which the bound
+ * covers for up to 63 of them (GROW_PER_DEL each).  Past either, the
+ * node is measured again. */
 #define GROW_ENDS_SURE 64u
 #define GROW_DELS_SURE 64u
 

@@ -13,13 +13,17 @@ uint32_t room_growth_any(uint32_t node_entries)
     return bytes < BN_GROW_UNKNOWN ? (uint32_t)bytes : BN_GROW_UNKNOWN - 1;
 }
 
+/* Slots beyond the one split a change counts for a node that may grow by
+ * `grow` bytes: within half a node, none (one split absorbs it); past
+ * that, a node of up to node_bytes + grow split in halves until each
+ * fits makes at most 2 ceil(grow / node_bytes) + 1 more, and its parent,
+ * whose separators shift too, as many. */
 static uint32_t regroup_slots(const bonsai_db *db, uint64_t grow)
 {
     uint64_t node = db->opt.node_bytes;
     if (grow <= node / 2)
         return 0;
     uint64_t pieces = 2u * ((grow + node - 1) / node) + 1u;
-    /* the leaf and its parent, whose separators shift as well */
     uint64_t slots = 2u * pieces;
     return slots < UINT32_MAX / 4 ? (uint32_t)slots : UINT32_MAX / 4;
 }
