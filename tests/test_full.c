@@ -504,12 +504,6 @@ Test(full, file_reopened_random_into_shifted_groups_syncs_after_full)
                           SEQ_SHIFTED, &o, tu_path("shifted.db"));
 }
 
-Test(full, file_txn_reopened_random_into_shifted_groups_syncs_after_full)
-{
-    bonsai_options o = capped(CAP);
-    split_every_leaf_test("file-txn-shifted-split-every-leaf", 0xF011000C,
-                          SEQ_SHIFTED, &o, tu_path("shifted-txn.db"));
-}
 
 /* ---- file, transactions ------------------------------------------------- */
 
