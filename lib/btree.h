@@ -58,7 +58,7 @@ int bt_leaf_of(bonsai_db *db, bt_tree *t, bn_key key, bn_node **leaf);
 /* Measures every changed u64 node whose growth as its groups shift the
  * room budget's bound (db->grow_max) may miss, before puts wait on that
  * bound (room.h, growth.c). */
-void tree_size_unsure(bonsai_db *db);
+void bt_size_unsure(bonsai_db *db);
 
 /* Does a put of key (a value of vlen bytes) into leaf, the decoded leaf
  * of key, leave it unsplit and within its home (or, dirty, counted

@@ -459,7 +459,6 @@ static int open_store(bonsai_db *db, const char *path)
     if (!db->cow && !db->anonymous && !db->opt.read_only)
         db->write_back = txn_write_back_cached;
     set_catalog_from_meta(db);
-    /* the images in a file were not measured: any may be of the worst */
     /* a node image takes node_bytes at most (bigger ones split) */
     uint32_t node_pages = (db->opt.node_bytes + db->page_size - 1) /
                           db->page_size;

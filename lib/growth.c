@@ -31,7 +31,7 @@ int tree_grow_unsure(const bonsai_db *db, const bn_node *n, int64_t guess)
     if (n->grow == BN_GROW_UNKNOWN || n->grow_dels >= GROW_DELS_SURE)
         return 1;
     /* the last leaf takes a sequential load's keys, a group's worth
-     * after a group's worth: tree_size_unsure measures it before puts
+     * after a group's worth: bt_size_unsure measures it before puts
      * wait, not every 64 keys */
     if (n->grow_ends >= GROW_ENDS_SURE && !is_last(n))
         return 1;
@@ -86,7 +86,7 @@ size_t tree_size_exact(bonsai_db *db, bn_node *n)
     return size;
 }
 
-void tree_size_unsure(bonsai_db *db)
+void bt_size_unsure(bonsai_db *db)
 {
     if (!db->grow_unsure)
         return;

@@ -135,7 +135,7 @@ struct bonsai_db {
                                 bounds (growth.c) */
     uint64_t unread_nodes;   /* how many */
     int grow_unsure;         /* a changed node's growth may exceed
-                                grow_max (tree_size_unsure) */
+                                grow_max (bt_size_unsure) */
     uint64_t dirty_since_ms; /* when the oldest unwritten change was made
                                 (0: none, or no flush_delay_ms) */
     uint64_t full_at_pages;  /* 1 + the free pages when the last

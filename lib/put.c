@@ -210,7 +210,7 @@ static int choose(bonsai_db *db, putbuf *b, const bt_tree *t, bn_key key,
         t->depth == 0 || bt_goes_last(t, key) ||
         (!db->waiting && bt_appends_to_cached_leaf(t, key)))
         return GO_NOW;
-    tree_size_unsure(db); /* the room below counts on every node's bound */
+    bt_size_unsure(db); /* the room below counts on every node's bound */
     size_t payload = entry_payload(t, key, vlen);
     if (!room_waiting(db, room_put_any(db, t), db->waiting + 1,
                       db->waiting_payload + payload) ||

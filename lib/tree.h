@@ -79,7 +79,7 @@ void tree_note_read(bonsai_db *db, const bn_node *n);
 /* The image at e leaves the store unread: its bound no longer matters. */
 void tree_forget_unread(bonsai_db *db, bn_ext e);
 /* After a change to n: notes whether the budget's bound may now miss
- * what n can grow by (tree_size_unsure then measures it). */
+ * what n can grow by (bt_size_unsure then measures it). */
 void tree_note_change(bonsai_db *db, const bn_node *n);
 
 /* ---- shape changes (shape.c) -------------------------------------------- */
