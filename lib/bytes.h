@@ -101,6 +101,12 @@ static inline void put_le64(uint8_t *p, uint64_t v)
     put_le32(p + 4, (uint32_t)(v >> 32));
 }
 
+/* Bits needed for v: 0 for 0. */
+static inline unsigned bit_len(uint64_t v)
+{
+    return v ? 64u - (unsigned)__builtin_clzll(v) : 0u;
+}
+
 static inline unsigned varint_len(uint64_t v)
 {
     unsigned n = 1;

@@ -83,6 +83,8 @@ size_t tree_size_exact(bonsai_db *db, bn_node *n)
 {
     size_t size = bn_size_exact(n);
     tree_note_grow(db, n);
+    n->est_fix = (int64_t)size - (int64_t)n->est;
+    n->fix_changes = 0;
     return size;
 }
 

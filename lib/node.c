@@ -106,11 +106,6 @@ static const uint8_t no_bytes[1];
 
 /* ---- small helpers ------------------------------------------------------ */
 
-static inline unsigned bit_len(uint64_t v)
-{
-    return v ? 64u - (unsigned)__builtin_clzll(v) : 0u;
-}
-
 static inline uint32_t min_u32(uint32_t a, uint32_t b)
 {
     return a < b ? a : b;

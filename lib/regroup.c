@@ -2,13 +2,10 @@
 /* regroup.c - the growth bounds of a u64 key section (see regroup.h). */
 #include "regroup.h"
 
+#include "bytes.h"
+
 #define GROUP_KEYS 64u
 #define KEY_OWN_BYTES 9u /* a key's own difference and its varint */
-
-static unsigned bits_of(uint64_t v)
-{
-    return v ? 64u - (unsigned)__builtin_clzll(v) : 0u;
-}
 
 static void holds(rg_sum *s, uint64_t lo, uint64_t hi)
 {
@@ -47,8 +44,8 @@ static uint32_t clip(uint64_t bytes)
 /* bits(hi - lo), and bits(hi) in *top. */
 static unsigned spread_bits(const rg_sum *s, unsigned *top)
 {
-    *top = bits_of(s->hi);
-    return s->lo > s->hi ? 0 : bits_of(s->hi - s->lo);
+    *top = bit_len(s->hi);
+    return s->lo > s->hi ? 0 : bit_len(s->hi - s->lo);
 }
 
 uint32_t rg_shift_bytes(const rg_sum *s)

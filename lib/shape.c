@@ -36,10 +36,7 @@ static int too_big(bonsai_db *db, bn_node *n)
         (++n->fix_changes < 64 ||
          ((int64_t)(n->fix_changes >> 6) + 1) * near <= gap))
         return guess > limit;
-    size_t exact = tree_size_exact(db, n);
-    n->est_fix = (int64_t)exact - (int64_t)n->est;
-    n->fix_changes = 0;
-    return exact > db->opt.node_bytes;
+    return tree_size_exact(db, n) > db->opt.node_bytes;
 }
 
 /* Shortest key s with a < s <= b (byte keys), written to buf. */
@@ -626,8 +623,6 @@ int bt_del(bonsai_db *db, bt_tree *t, bn_key key)
 static int del_needs_room(bonsai_db *db, bn_node *leaf)
 {
     size_t exact = tree_size_exact(db, leaf);
-    leaf->est_fix = (int64_t)exact - (int64_t)leaf->est;
-    leaf->fix_changes = 0;
     return exact > db->opt.node_bytes ||
            tree_pages_for(db, exact) > leaf->home.npages;
 }

@@ -70,7 +70,8 @@ void tree_adopt_children(bn_node *n);
 /* Must n be measured exactly (tree_size_exact) before its estimate guess
  * is trusted?  Its groups may have shifted past what the estimate sees. */
 int tree_grow_unsure(const bonsai_db *db, const bn_node *n, int64_t guess);
-/* bn_size_exact, its bounds noted in db->grow_max. */
+/* bn_size_exact, its bounds noted in db->grow_max and its estimate's
+ * drift in est_fix. */
 size_t tree_size_exact(bonsai_db *db, bn_node *n);
 /* Raises db->grow_max to n's bounds, measured as n is. */
 void tree_note_grow(bonsai_db *db, const bn_node *n);
