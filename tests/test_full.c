@@ -14,6 +14,10 @@
  *    every leaf full), then random keys among them until FULL: nearly
  *    every waiting put splits a leaf, the worst case of the room the
  *    write cache counts on for waiting puts; the write-back must succeed;
+ *  - anonymous memory, byte keys loaded so that each leaf stores its short
+ *    keys whole, then keys put among them: every later restart point of a
+ *    leaf moves to a long key, the leaf nearly doubles, and the write-back
+ *    after FULL (and after deletes) must still succeed;
  *  - a file in transaction mode, 1 MiB cap: the write transaction that
  *    hits the cap reports BONSAI_FULL (at a put or at commit); after the
  *    abort the committed contents are intact, also after a reopen.  A
@@ -504,6 +508,129 @@ Test(full, file_reopened_random_into_shifted_groups_syncs_after_full)
                           SEQ_SHIFTED, &o, tu_path("shifted.db"));
 }
 
+
+/* ---- byte keys whose restart points shift -------------------------------- */
+
+/* A byte-key leaf stores every 16th key whole and the others as what they
+ * add to the key before.  Keys are made in blocks of 16: a short one, then
+ * one that adds a long filler, then 14 that add one byte to it.  Loaded in
+ * order, a block's short key is whole; a key put among them moves every
+ * later key of the leaf by one, so each block's last key, filler and all,
+ * is stored whole instead of in one byte: the leaf nearly doubles, the
+ * growth the budget must count for byte keys as it does for u64 groups. */
+#define SHIFT_BLOCK 16u
+
+/* Key `id` of the ascending load (extra 0), or the key put right after it
+ * (extra 1..255). */
+static size_t shifted_key(uint64_t id, unsigned filler, unsigned extra,
+                          uint8_t *k)
+{
+    uint64_t block = id / SHIFT_BLOCK;
+    unsigned j = (unsigned)(id % SHIFT_BLOCK);
+    size_t n = 0;
+    for (int i = 7; i >= 0; i--)
+        k[n++] = (uint8_t)(block >> (8 * i));
+    if (j > 0) {
+        for (unsigned i = 0; i < filler; i++)
+            k[n++] = (uint8_t)(tu_mix64(block * 4096 + i) | 1);
+        k[n++] = (uint8_t)j;
+    }
+    if (extra)
+        k[n++] = (uint8_t)extra;
+    return n;
+}
+
+static int shifted_op(bonsai_map m, uint64_t id, unsigned filler,
+                      unsigned extra, int del)
+{
+    uint8_t k[BONSAI_MAX_KEY];
+    bonsai_val key = tu_val(k, shifted_key(id, filler, extra, k));
+    bonsai_val val = tu_val("", 0);
+    return del ? bonsai_del(NULL, m, &key) : bonsai_put(NULL, m, &key, &val, 0);
+}
+
+static void shifted_present(fill *f, bonsai_map m, const uint64_t *ids,
+                            size_t n, unsigned filler, const char *when)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint8_t k[BONSAI_MAX_KEY];
+        bonsai_val key = tu_val(k, shifted_key(ids[i] >> 8, filler,
+                                               (unsigned)(ids[i] & 255), k));
+        bonsai_val val;
+        int rc = bonsai_get(NULL, m, &key, &val);
+        if (rc)
+            FFAIL(f, "%s: get of put %zu (id %" PRIu64 ") -> %s", when, i,
+                  ids[i], tu_err(rc));
+    }
+}
+
+static void shifted_restarts_test(const char *name, uint64_t def_seed,
+                                  unsigned filler, bonsai_options *o)
+{
+    fill f;
+    fill_start(&f, name, BONSAI_KEY_BYTES, 0, 0, o->max_size, def_seed);
+    bonsai_db *db = tu_open(NULL, o);
+    bonsai_map m = tu_map_create(db, NULL, "fill", BONSAI_KEY_BYTES);
+    for (;; f.next++) {
+        if (f.next % SHIFT_BLOCK == 0) { /* whole blocks only */
+            bonsai_stat st;
+            TU_OK(bonsai_sync(db));
+            TU_OK(bonsai_db_stat(db, &st));
+            if (st.bytes_used >= f.max_size / 2)
+                break;
+        }
+        int rc = shifted_op(m, f.next, filler, 0, 0);
+        if (rc)
+            FFAIL(&f, "ascending put %" PRIu64 " -> %s", f.next, tu_err(rc));
+        live_add(&f, f.next << 8);
+    }
+    uint64_t loaded = f.nlive;
+    tu_rng r = {f.seed};
+    for (;;) {
+        uint64_t id = tu_below(&r, loaded);
+        unsigned extra = 1 + (unsigned)tu_below(&r, 255);
+        int rc = shifted_op(m, id, filler, extra, 0);
+        if (rc == BONSAI_FULL)
+            break;
+        if (rc)
+            FFAIL(&f, "put after id %" PRIu64 " -> %s", id, tu_err(rc));
+        live_add(&f, id << 8 | extra);
+    }
+    sync_after_full(&f, db, "after FULL");
+    check_cap(&f, db, NULL);
+    shifted_present(&f, m, f.live, f.nlive, filler, "after FULL");
+    /* deletes after FULL shift restart points back */
+    for (size_t i = loaded; i < f.nlive; i += 2) {
+        int rc = shifted_op(m, f.live[i] >> 8, filler,
+                            (unsigned)(f.live[i] & 255), 1);
+        if (rc && rc != BONSAI_NOTFOUND) /* a key put twice goes once */
+            FFAIL(&f, "delete after FULL -> %s", tu_err(rc));
+    }
+    sync_after_full(&f, db, "after the deletes");
+    shifted_present(&f, m, f.live, loaded, filler, "after the deletes");
+    cr_log_info("[%s] %" PRIu64 " ascending, then %zu put among them", name,
+                loaded, f.nlive - loaded);
+    free(f.live);
+    TU_OK(bonsai_close(db));
+}
+
+/* Leaves of 64 entries, so a load leaves every block's short key whole. */
+Test(full, anonymous_bytes_into_shifted_restarts_syncs_after_full)
+{
+    bonsai_options o = capped(CAP);
+    o.node_entries = 64;
+    shifted_restarts_test("anon-bytes-shifted-restarts", 0xF011000C, 900,
+                          &o);
+}
+
+Test(full, anonymous_small_nodes_bytes_into_shifted_restarts_syncs)
+{
+    bonsai_options o = capped(CAP);
+    o.node_bytes = 1024;
+    o.node_entries = 32;
+    shifted_restarts_test("anon-p1k-bytes-shifted-restarts", 0xF011000D, 200,
+                          &o);
+}
 
 /* ---- file, transactions ------------------------------------------------- */
 
