@@ -401,14 +401,26 @@ static inline uint64_t grp_delta(const bn_grp *gr, const uint8_t *end,
                     gr->width);
 }
 
-/* Widths whose every delta one unaligned 8-byte read holds whole (the
- * read starts at the delta's byte, up to 7 bits before it). */
-#define SCAN_WIDE_MAX 57u
+/* Whether every delta of gr is one unaligned 8-byte read from its first
+ * byte: most groups have deltas of at most 56 bits and 7 bytes of the key
+ * section after them (a node's last group takes get_bits' care for the
+ * section's end). */
+static inline int grp_in_words(const bn_grp *gr, const uint8_t *end)
+{
+    return gr->width > 0 && gr->width <= 56 &&
+           (size_t)(end - gr->packed) >= packed_bytes(gr->cnt, gr->width) + 7;
+}
 
-/* grp_find's scan where 8 bytes can be read past every delta's first
- * byte: one read, shift and mask a delta, no bounds test (a random get
- * scans half a group, and the general read cost it four times the
- * instructions). */
+/* The delta at bit pos of a group grp_in_words accepts, base not added. */
+static inline uint64_t grp_word_delta(const bn_grp *gr, uint64_t pos,
+                                      uint64_t mask)
+{
+    return get_le64(gr->packed + (pos >> 3)) >> (pos & 7) & mask;
+}
+
+/* grp_find's scan of a group grp_in_words accepts: one read, shift and
+ * mask a delta (a random get scans half a group, and get_bits cost it
+ * twice the instructions). */
 static uint32_t scan_words(const bn_grp *gr, uint64_t key, uint32_t from,
                            uint64_t *k)
 {
@@ -416,8 +428,7 @@ static uint32_t scan_words(const bn_grp *gr, uint64_t key, uint32_t from,
     uint64_t pos = (uint64_t)from * gr->width; /* delta from + 1's bit */
     uint32_t j = from;
     while (kj < key && ++j < gr->cnt) {
-        uint64_t word = get_le64(gr->packed + (pos >> 3));
-        kj += gr->base + ((word >> (pos & 7)) & mask);
+        kj += gr->base + grp_word_delta(gr, pos, mask);
         pos += gr->width;
     }
     *k = kj;
@@ -439,8 +450,7 @@ static uint32_t grp_find(const bn_grp *gr, const uint8_t *end, uint64_t key,
         *k = kj + ((j < gr->cnt ? j : gr->cnt - 1) - from) * gr->base;
         return j;
     }
-    if (gr->width <= SCAN_WIDE_MAX &&
-        packed_bytes(gr->cnt, gr->width) + 8 <= (size_t)(end - gr->packed))
+    if (grp_in_words(gr, end))
         return scan_words(gr, key, from, k);
     while (kj < key && ++j < gr->cnt)
         kj += gr->base + grp_delta(gr, end, j);
@@ -1949,22 +1959,17 @@ int bn_encode_laid(const bn_node *node, const bn_layout *laid, uint8_t *out,
 
 /* ---- decoding ----------------------------------------------------------- */
 
-/* The packed deltas 1..cnt-1 of a group into d[1..].  Most groups have
- * deltas of at most 56 bits and 7 bytes of the key section after them:
- * each is then one unaligned load, without get_bits' care for the
- * section's end (a node's last group takes get_bits). */
+/* The packed deltas 1..cnt-1 of a group into d[1..]. */
 static void unpack_deltas(const bn_grp *gr, const uint8_t *end, uint64_t *d)
 {
-    unsigned width = gr->width;
-    size_t len = packed_bytes(gr->cnt, width);
-    if (width == 0 || width > 56 || (size_t)(end - gr->packed) < len + 7) {
+    if (!grp_in_words(gr, end)) {
         for (uint32_t j = 1; j < gr->cnt; j++)
             d[j] = grp_delta(gr, end, j);
         return;
     }
-    uint64_t mask = (UINT64_C(1) << width) - 1, pos = 0;
-    for (uint32_t j = 1; j < gr->cnt; j++, pos += width)
-        d[j] = get_le64(gr->packed + (pos >> 3)) >> (pos & 7) & mask;
+    uint64_t mask = (UINT64_C(1) << gr->width) - 1, pos = 0;
+    for (uint32_t j = 1; j < gr->cnt; j++, pos += gr->width)
+        d[j] = grp_word_delta(gr, pos, mask);
 }
 
 /* Unpacks one group into k[gr->start ..] checking that the keys strictly
