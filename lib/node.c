@@ -764,6 +764,34 @@ static int bsec_restart(const bsec *b, uint32_t r, const uint8_t **p)
     return 0;
 }
 
+/* The two lengths that open a byte-key entry, and where its bytes start
+ * (NULL if the lengths are bad). */
+typedef struct entry_lens {
+    const uint8_t *p;
+    uint64_t shared, unshared;
+} entry_lens;
+
+/* Either length longer than one byte: rare, and out of line, so that the
+ * usual case keeps its position in a register (a position passed by
+ * address lives in memory, and a scan would wait on it every entry). */
+__attribute__((noinline)) static entry_lens
+rd_entry_lens_slow(const uint8_t *q, const uint8_t *end)
+{
+    entry_lens e = {NULL, 0, 0};
+    if (rd_varint(&q, end, &e.shared) || rd_varint(&q, end, &e.unshared))
+        return e;
+    e.p = q;
+    return e;
+}
+
+__attribute__((always_inline)) static inline entry_lens
+rd_entry_lens(const uint8_t *q, const uint8_t *end)
+{
+    if (end - q >= 2 && (q[0] | q[1]) < 0x80)
+        return (entry_lens){q + 2, q[0], q[1]};
+    return rd_entry_lens_slow(q, end);
+}
+
 /* Steps over the next entry of a restart block, whose key shares *shares
  * bytes with the one before (*len bytes, 0 at a restart, which forces
  * shared == 0; its own length on return) and stores the rest, *sfx, in
@@ -772,14 +800,13 @@ __attribute__((always_inline)) static inline int
 bsec_next(const uint8_t **p, const uint8_t *end, const uint8_t **sfx,
           uint32_t *len, uint32_t *shares)
 {
-    uint64_t shared, unshared;
-    if (rd_varint(p, end, &shared) || rd_varint(p, end, &unshared))
+    entry_lens e = rd_entry_lens(*p, end);
+    uint64_t shared = e.shared, unshared = e.unshared;
+    if (!e.p || shared > *len || unshared > BONSAI_MAX_KEY - shared ||
+        shared + unshared == 0 || unshared > (uint64_t)(end - e.p))
         return -1;
-    if (shared > *len || unshared > BONSAI_MAX_KEY - shared ||
-        shared + unshared == 0 || unshared > (uint64_t)(end - *p))
-        return -1;
-    *sfx = *p;
-    *p += unshared;
+    *sfx = e.p;
+    *p = e.p + unshared;
     *len = (uint32_t)(shared + unshared);
     *shares = (uint32_t)shared;
     return 0;
@@ -803,15 +830,14 @@ static int bsec_restart_key(const bsec *b, uint32_t r, const uint8_t **key,
                             uint32_t *len)
 {
     const uint8_t *p;
-    uint64_t shared, unshared;
-    if (bsec_restart(b, r, &p) || rd_varint(&p, b->ents, &shared) ||
-        rd_varint(&p, b->ents, &unshared))
+    if (bsec_restart(b, r, &p))
         return -1;
-    if (shared != 0 || unshared == 0 || unshared > BONSAI_MAX_KEY ||
-        unshared > (uint64_t)(b->ents - p))
+    entry_lens e = rd_entry_lens(p, b->ents);
+    if (!e.p || e.shared != 0 || e.unshared == 0 ||
+        e.unshared > BONSAI_MAX_KEY || e.unshared > (uint64_t)(b->ents - e.p))
         return -1;
-    *key = p;
-    *len = (uint32_t)unshared;
+    *key = e.p;
+    *len = (uint32_t)e.unshared;
     return 0;
 }
 
