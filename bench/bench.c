@@ -45,8 +45,10 @@
  * lookups/s present and absent, single and batched, scan entries/s (every
  * key and value byte is read), and the ratios of bonsai to LMDB and of
  * bonsai-mem to each peer (bonsai's batched rates over the other engine's
- * single ones when it has no batched get).  Times include making keys,
- * the same work for every engine.
+ * single ones when it has no batched get).  Load times include making
+ * keys, the same work for every engine; lookup times do not (keys are made
+ * a chunk at a time with the clock stopped), but checking each answer is
+ * in them.
  *
  * Only bonsai's public API (bonsai.h) is used.
  */
@@ -80,6 +82,7 @@
 #define LOOKUPS_PRESENT 5000000.0   /* at scale 1 */
 #define LOOKUPS_ABSENT 1000000.0
 #define BATCH_GETS (1u << 20)       /* keys per batched get */
+#define LOOKUP_CHUNK 256u           /* single gets between clock readings */
 #define MAP_SIZE (UINT64_C(64) << 30) /* LMDB mapsize, bonsai max_size */
 #define DEFAULT_SEED UINT64_C(20240601)
 #define MAX_VALUE 16u
@@ -1042,24 +1045,38 @@ static inline void tally(const struct stream *st, struct tally *t,
         t->bad_values++;
 }
 
+/* Single gets, a chunk of LOOKUP_CHUNK keys at a time: the chunk's keys
+ * are made with the clock stopped, as a program has the keys it looks up
+ * in hand, so that the time is the engine's (making a string key costs a
+ * fifth of a bonsai miss).  Each answer is checked inside the clock, as a
+ * program uses it before its next call. */
 static int lookups(const struct engine_ops *e, struct ctx *c,
                    struct result *r, int absent)
 {
     const struct stream *st = c->st;
     uint64_t count = absent ? st->absent : st->present;
-    struct key k;
-    double t0 = now();
-    for (uint64_t q = 0; q < count; q++) {
-        uint64_t id = lookup_id(st, q, absent);
-        const void *v = NULL;
-        size_t vlen = 0;
-        key_of(st, id, &k);
-        int found = e->get(c, &k, &v, &vlen);
-        if (found < 0)
-            return -1;
-        tally(st, &r->single, id, absent, found, v, vlen);
+    struct key keys[LOOKUP_CHUNK];
+    uint64_t ids[LOOKUP_CHUNK];
+    double timed = 0;
+    for (uint64_t q0 = 0; q0 < count; q0 += LOOKUP_CHUNK) {
+        size_t n = count - q0 < LOOKUP_CHUNK ? (size_t)(count - q0)
+                                             : LOOKUP_CHUNK;
+        for (size_t i = 0; i < n; i++) {
+            ids[i] = lookup_id(st, q0 + i, absent);
+            key_of(st, ids[i], &keys[i]);
+        }
+        double t0 = now();
+        for (size_t i = 0; i < n; i++) {
+            const void *v = NULL;
+            size_t vlen = 0;
+            int found = e->get(c, &keys[i], &v, &vlen);
+            if (found < 0)
+                return -1;
+            tally(st, &r->single, ids[i], absent, found, v, vlen);
+        }
+        timed += now() - t0;
     }
-    *(absent ? &r->miss_s : &r->hit_s) = now() - t0;
+    *(absent ? &r->miss_s : &r->hit_s) = timed;
     return 0;
 }
 
@@ -1105,27 +1122,30 @@ static int batch_alloc(struct ctx *c, struct batch *b, size_t cap)
 }
 
 /* The keys of lookups() in calls of b->cap keys (the last one shorter),
- * timed as a whole, making the keys included; the answers are tallied as
- * lookups() does, into r->batch. */
+ * each call's keys made with the clock stopped as in lookups(); the
+ * answers are tallied as lookups() does, into r->batch, inside the
+ * clock. */
 static int batch_lookups(const struct engine_ops *e, struct ctx *c,
                          struct result *r, struct batch *b, int absent)
 {
     const struct stream *st = c->st;
     uint64_t count = absent ? st->absent : st->present;
-    double t0 = now();
+    double timed = 0;
     for (uint64_t q0 = 0; q0 < count; q0 += b->cap) {
         size_t n = count - q0 < b->cap ? (size_t)(count - q0) : b->cap;
         for (size_t i = 0; i < n; i++) {
             b->ids[i] = lookup_id(st, q0 + i, absent);
             key_of(st, b->ids[i], &b->keys[i]);
         }
+        double t0 = now();
         if (e->get_batch(c, b->keys, n, b->v, b->vlen, b->found))
             return -1;
         for (size_t i = 0; i < n; i++)
             tally(st, &r->batch, b->ids[i], absent, b->found[i], b->v[i],
                   b->vlen[i]);
+        timed += now() - t0;
     }
-    *(absent ? &r->bmiss_s : &r->bhit_s) = now() - t0;
+    *(absent ? &r->bmiss_s : &r->bhit_s) = timed;
     return 0;
 }
 
