@@ -2162,13 +2162,15 @@ static int decode_byte_keys(const uint8_t *s, uint32_t keys_len, uint32_t n,
         return BONSAI_CORRUPT;
     const uint8_t *p = s;
     for (uint32_t i = 0; i < n; i++) {
-        uint64_t shared, unshared;
         uint32_t plen = i ? node->kb[i - 1].len : 0;
         if (i % RESTART == 0 &&
             get_le32(b.ents + (size_t)(i / RESTART) * 4) != (uint64_t)(p - s))
             return BONSAI_CORRUPT;
-        if (rd_varint(&p, b.ents, &shared) || rd_varint(&p, b.ents, &unshared))
+        entry_lens e = rd_entry_lens(p, b.ents);
+        if (!e.p)
             return BONSAI_CORRUPT;
+        uint64_t shared = e.shared, unshared = e.unshared;
+        p = e.p;
         if ((i % RESTART == 0 && shared) || shared > plen || unshared == 0 ||
             unshared > BONSAI_MAX_KEY - shared ||
             unshared > (uint64_t)(b.ents - p))
