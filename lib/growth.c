@@ -88,6 +88,29 @@ size_t tree_size_exact(bonsai_db *db, bn_node *n)
     return size;
 }
 
+int tree_outgrows(bonsai_db *db, bn_node *n, size_t *exact)
+{
+    size_t size = bn_size_exact(n);
+    n->est_fix = (int64_t)size - (int64_t)n->est;
+    n->fix_changes = 0;
+    if (exact)
+        *exact = size;
+    if (size <= db->opt.node_bytes) {
+        tree_note_grow(db, n);
+        return 0;
+    }
+    /* split at once, and each part measured as it is: the bound of all
+     * of it would raise grow_max for good, and with it the room every
+     * waiting put is charged (a node of 1,000 random keys measured on
+     * its way to a split set it past half a node, and a billion-key
+     * fill ran at a third of its speed) */
+    if (n->kind == BONSAI_KEY_U64) {
+        n->grow = BN_GROW_UNKNOWN;
+        db->grow_unsure = 1;
+    }
+    return 1;
+}
+
 void bt_size_unsure(bonsai_db *db)
 {
     if (!db->grow_unsure)

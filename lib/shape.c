@@ -36,7 +36,7 @@ static int too_big(bonsai_db *db, bn_node *n)
         (++n->fix_changes < 64 ||
          ((int64_t)(n->fix_changes >> 6) + 1) * near <= gap))
         return guess > limit;
-    return tree_size_exact(db, n) > db->opt.node_bytes;
+    return tree_outgrows(db, n, NULL);
 }
 
 /* Shortest key s with a < s <= b (byte keys), written to buf. */
@@ -622,8 +622,8 @@ int bt_del(bonsai_db *db, bt_tree *t, bn_key key)
  * dirty with changes whose room was not counted either). */
 static int del_needs_room(bonsai_db *db, bn_node *leaf)
 {
-    size_t exact = tree_size_exact(db, leaf);
-    return exact > db->opt.node_bytes ||
+    size_t exact;
+    return tree_outgrows(db, leaf, &exact) ||
            tree_pages_for(db, exact) > leaf->home.npages;
 }
 

@@ -73,6 +73,10 @@ int tree_grow_unsure(const bonsai_db *db, const bn_node *n, int64_t guess);
 /* bn_size_exact, its bounds noted in db->grow_max and its estimate's
  * drift in est_fix. */
 size_t tree_size_exact(bonsai_db *db, bn_node *n);
+/* Does n's exact size exceed node_bytes (*exact = it, unless NULL)?  The
+ * caller splits n when it does, so its bounds are noted only when it
+ * fits; else they become unknown, each part to be measured alone. */
+int tree_outgrows(bonsai_db *db, bn_node *n, size_t *exact);
 /* Raises db->grow_max to n's bounds, measured as n is. */
 void tree_note_grow(bonsai_db *db, const bn_node *n);
 /* n was just read from its home: its bounds are known now. */
