@@ -79,31 +79,34 @@ void tree_note_change(bonsai_db *db, const bn_node *n)
         db->grow_unsure = 1;
 }
 
-size_t tree_size_exact(bonsai_db *db, bn_node *n)
+/* n's exact size; its estimate's drift kept in est_fix. */
+static size_t measure(bn_node *n)
 {
     size_t size = bn_size_exact(n);
-    tree_note_grow(db, n);
     n->est_fix = (int64_t)size - (int64_t)n->est;
     n->fix_changes = 0;
     return size;
 }
 
+size_t tree_size_exact(bonsai_db *db, bn_node *n)
+{
+    size_t size = measure(n);
+    tree_note_grow(db, n);
+    return size;
+}
+
 int tree_outgrows(bonsai_db *db, bn_node *n, size_t *exact)
 {
-    size_t size = bn_size_exact(n);
-    n->est_fix = (int64_t)size - (int64_t)n->est;
-    n->fix_changes = 0;
+    size_t size = measure(n);
     if (exact)
         *exact = size;
     if (size <= db->opt.node_bytes) {
         tree_note_grow(db, n);
         return 0;
     }
-    /* split at once, and each part measured as it is: the bound of all
-     * of it would raise grow_max for good, and with it the room every
-     * waiting put is charged (a node of 1,000 random keys measured on
-     * its way to a split set it past half a node, and a billion-key
-     * fill ran at a third of its speed) */
+    /* split at once, each part measured alone: the bound of the whole
+     * would stay in grow_max, which only rises, and raise the room
+     * charged to every waiting put for the rest of the run */
     if (n->kind == BONSAI_KEY_U64) {
         n->grow = BN_GROW_UNKNOWN;
         db->grow_unsure = 1;
