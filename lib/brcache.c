@@ -34,13 +34,19 @@ static br_entry *probe(br_entry *tab, uint32_t cap, uint64_t pgno)
     return &tab[i];
 }
 
-bn_node *br_find(const br_cache *c, bn_ext e, unsigned kind)
+/* A descent's other branches are linked into their decoded parents, so
+ * the table is asked for the root, the same page each time: the entry
+ * found last is tried first. */
+bn_node *br_find(br_cache *c, bn_ext e, unsigned kind)
 {
     if (!c->tab)
         return NULL;
-    const br_entry *at = probe(c->tab, c->cap, e.pgno);
+    br_entry *at = c->last && c->last->pgno == e.pgno
+                       ? c->last
+                       : probe(c->tab, c->cap, e.pgno);
     if (!at->node || at->npages != e.npages || at->node->kind != kind)
         return NULL;
+    c->last = at;
     return at->node;
 }
 
@@ -60,6 +66,7 @@ static int grow(br_cache *c)
             *probe(tab, cap, c->tab[i].pgno) = c->tab[i];
     free(c->tab);
     c->bytes += bytes - (size_t)c->cap * sizeof(br_entry);
+    c->last = NULL; /* it pointed into the old table */
     c->tab = tab;
     c->cap = cap;
     return 0;

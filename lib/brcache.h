@@ -38,10 +38,11 @@ typedef struct br_cache {
     uint32_t cap;   /* entries in tab, a power of two */
     uint32_t used;
     size_t bytes;   /* tab and the kept nodes */
+    br_entry *last; /* the entry br_find found last: a lookup's root */
 } br_cache;
 
 /* The decoded branch of kind kept for extent e, or NULL. */
-bn_node *br_find(const br_cache *c, bn_ext e, unsigned kind);
+bn_node *br_find(br_cache *c, bn_ext e, unsigned kind);
 
 /* Counts a visit of the branch image img (avail bytes) at e, which
  * br_find did not have; from the second visit on, decodes and keeps it
