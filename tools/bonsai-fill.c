@@ -799,12 +799,13 @@ static double run_progress(const struct fill *f, const struct args *a,
 static int shape_now(struct fill *f, uint64_t entries)
 {
     struct probe *pr = &f->pr;
-    /* a read applies the waiting puts first: that is insert time, and
-     * counted in stat_seconds it made a --csv run's rate look twice as
-     * fast as it was */
-    bonsai_val v;
-    int rc = bonsai_get_u64(NULL, f->map, 0, &v);
-    if (rc && rc != BONSAI_NOTFOUND)
+    /* a count applies the waiting puts first (a get would not: it reads
+     * them where they wait): that is insert time, and counted in
+     * stat_seconds it made a --csv run's rate look twice as fast as it
+     * was */
+    uint64_t count;
+    int rc = bonsai_count(NULL, f->map, &count);
+    if (rc)
         return rc;
     double t = now_seconds();
     rc = bonsai_map_stat(NULL, f->map, &pr->info);
