@@ -88,7 +88,8 @@ static size_t measure(bn_node *n)
     return size;
 }
 
-size_t tree_size_exact(bonsai_db *db, bn_node *n)
+/* measure, its bounds noted in db->grow_max. */
+static size_t size_exact(bonsai_db *db, bn_node *n)
 {
     size_t size = measure(n);
     tree_note_grow(db, n);
@@ -121,7 +122,7 @@ void bt_size_unsure(bonsai_db *db)
     for (size_t i = 0; i < db->dirty.n; i++) {
         bn_node *n = db->dirty.v[i];
         if (budget_unsure(n))
-            tree_size_exact(db, n);
+            size_exact(db, n);
     }
     db->grow_unsure = 0;
 }

@@ -67,13 +67,11 @@ void tree_adopt_children(bn_node *n);
 
 /* ---- growth as groups shift (growth.c) ---------------------------------- */
 
-/* Must n be measured exactly (tree_size_exact) before its estimate guess
+/* Must n be measured exactly (tree_outgrows) before its estimate guess
  * is trusted?  Its groups may have shifted past what the estimate sees. */
 int tree_grow_unsure(const bonsai_db *db, const bn_node *n, int64_t guess);
-/* bn_size_exact, its bounds noted in db->grow_max and its estimate's
- * drift in est_fix. */
-size_t tree_size_exact(bonsai_db *db, bn_node *n);
-/* Does n's exact size exceed node_bytes (*exact = it, unless NULL)?  The
+/* Does n's exact size (bn_size_exact; its estimate's drift kept in
+ * est_fix) exceed node_bytes (*exact = it, unless NULL)?  The
  * caller splits n when it does, so its bounds are noted only when it
  * fits; else they become unknown, each part to be measured alone. */
 int tree_outgrows(bonsai_db *db, bn_node *n, size_t *exact);
