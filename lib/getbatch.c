@@ -162,6 +162,18 @@ static int renumber(const batch *b, bkey *a, size_t n, size_t off)
 static int sort_range(const batch *b, bkey *a, uint8_t *tmp, size_t n,
                       size_t off);
 
+/* Byte keys whose numbers agree at every offset differ, if at all, only
+ * in trailing zero bytes ("k" < "k\0"): they sort by their lengths, as
+ * numbers, with nothing left to renumber. */
+static int sort_by_length(const batch *b, bkey *a, uint8_t *tmp, size_t n)
+{
+    batch lengths = *b;
+    lengths.bytes = 0;
+    for (size_t i = 0; i < n; i++)
+        a[i].k = b->keys[a[i].i].size;
+    return sort_range(&lengths, a, tmp, n, 0);
+}
+
 /* Sorts the buckets of a[0, n) that spread left in c, all but the largest
  * (sort_range's recursion); *big = where that one starts, *nbig its size. */
 static int sort_buckets(const batch *b, bkey *a, uint8_t *tmp,
@@ -196,8 +208,10 @@ static int sort_range(const batch *b, bkey *a, uint8_t *tmp, size_t n,
         for (size_t i = 1; i < n; i++)
             differ |= a[i].k ^ a[0].k;
         if (!differ) {
-            if (!b->bytes || !renumber(b, a, n, off))
+            if (!b->bytes)
                 return 0; /* all the same key */
+            if (!renumber(b, a, n, off))
+                return sort_by_length(b, a, tmp, n);
             off += 8;
             continue;
         }

@@ -2862,6 +2862,39 @@ Test(api, get_batch_long_shared_prefixes)
     free(keys);
 }
 
+/* Keys equal but for trailing zero bytes ("k", "k\0", "k\0\0", ...) are
+ * distinct keys, the shorter first: a batch of more than a few of them
+ * must still find each, in any order. */
+Test(api, get_batch_keys_equal_but_for_trailing_zeros)
+{
+    tu_rng rng = {tu_seed("get_batch_keys_equal_but_for_trailing_zeros", 83)};
+    enum { NK = 30, N = 400 };
+    static uint8_t text[NK][NK + 1];
+    bonsai_val all[NK];
+    for (unsigned i = 0; i < NK; i++) {
+        text[i][0] = 'k';
+        all[i] = tu_val(text[i], 1 + i); /* 'k' and i zero bytes */
+    }
+    bonsai_val *keys = malloc(N * sizeof *keys);
+    cr_assert(keys);
+    bonsai_db *db = tu_open(NULL, NULL);
+    bonsai_map m = tu_map_create(db, NULL, "b", BONSAI_KEY_BYTES);
+    tm_model model;
+    tm_init(&model, BONSAI_KEY_BYTES);
+    for (size_t i = 0; i < NK; i += 2) { /* half of them present */
+        char v[64];
+        bonsai_val val = tu_val(v, batch_value(i, v));
+        TU_OK(bonsai_put(NULL, m, &all[i], &val, 0));
+        tm_put(&model, all[i].data, all[i].size, v, val.size);
+    }
+    for (size_t i = 0; i < N; i++)
+        keys[i] = all[tu_below(&rng, NK)];
+    expect_batch(NULL, m, &model, keys, N);
+    tm_free(&model);
+    TU_OK(bonsai_close(db));
+    free(keys);
+}
+
 Test(api, get_batch_empty_and_bad_arguments)
 {
     bonsai_options o = file_opts();
