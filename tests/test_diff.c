@@ -237,7 +237,11 @@ static void gen_bytes(dt *d)
             size_t extra = (size_t)tu_range(&d->rng, 1, 8);
             if (n + extra > BONSAI_MAX_KEY)
                 extra = BONSAI_MAX_KEY - n;
-            fill_alpha(d, d->key + n, extra);
+            /* trailing zero bytes: a key its extension pads alike */
+            if (tu_chance(&d->rng, 250))
+                memset(d->key + n, 0, extra);
+            else
+                fill_alpha(d, d->key + n, extra);
             n += extra;
             break;
         }
