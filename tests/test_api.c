@@ -2829,6 +2829,32 @@ Test(api, get_batch_byte_keys)
  * prefix of another and many repeated: a batch sorts them 8 bytes at a
  * time, and keys equal so far in large numbers are what it must get
  * right. */
+/* A byte map in memory holding every `every`th of all[0, nk), then a
+ * batch of n keys picked from all of them at random, checked against a
+ * model. */
+static void batch_of_picks(tu_rng *rng, const bonsai_val *all, size_t nk,
+                           size_t every, size_t n)
+{
+    bonsai_val *keys = malloc(n * sizeof *keys);
+    cr_assert(keys);
+    bonsai_db *db = tu_open(NULL, NULL);
+    bonsai_map m = tu_map_create(db, NULL, "b", BONSAI_KEY_BYTES);
+    tm_model model;
+    tm_init(&model, BONSAI_KEY_BYTES);
+    for (size_t i = 0; i < nk; i += every) {
+        char v[64];
+        bonsai_val val = tu_val(v, batch_value(i, v));
+        TU_OK(bonsai_put(NULL, m, &all[i], &val, 0));
+        tm_put(&model, all[i].data, all[i].size, v, val.size);
+    }
+    for (size_t i = 0; i < n; i++)
+        keys[i] = all[tu_below(rng, nk)];
+    expect_batch(NULL, m, &model, keys, n);
+    tm_free(&model);
+    TU_OK(bonsai_close(db));
+    free(keys);
+}
+
 Test(api, get_batch_long_shared_prefixes)
 {
     tu_rng rng = {tu_seed("get_batch_long_shared_prefixes", 79)};
@@ -2842,24 +2868,7 @@ Test(api, get_batch_long_shared_prefixes)
                  more, "0123456789abcd" + (i / 14) % 2);
         all[i] = tu_val(text[i], strlen(text[i]) - (i / 28) % 3);
     }
-    bonsai_val *keys = malloc(N * sizeof *keys);
-    cr_assert(keys);
-    bonsai_db *db = tu_open(NULL, NULL);
-    bonsai_map m = tu_map_create(db, NULL, "b", BONSAI_KEY_BYTES);
-    tm_model model;
-    tm_init(&model, BONSAI_KEY_BYTES);
-    for (size_t i = 0; i < NK; i += 3) { /* a third of them present */
-        char v[64];
-        bonsai_val val = tu_val(v, batch_value(i, v));
-        TU_OK(bonsai_put(NULL, m, &all[i], &val, 0));
-        tm_put(&model, all[i].data, all[i].size, v, val.size);
-    }
-    for (size_t i = 0; i < N; i++)
-        keys[i] = all[tu_below(&rng, NK)];
-    expect_batch(NULL, m, &model, keys, N);
-    tm_free(&model);
-    TU_OK(bonsai_close(db));
-    free(keys);
+    batch_of_picks(&rng, all, NK, 3, N); /* a third of them present */
 }
 
 /* Keys equal but for trailing zero bytes ("k", "k\0", "k\0\0", ...) are
@@ -2875,24 +2884,7 @@ Test(api, get_batch_keys_equal_but_for_trailing_zeros)
         text[i][0] = 'k';
         all[i] = tu_val(text[i], 1 + i); /* 'k' and i zero bytes */
     }
-    bonsai_val *keys = malloc(N * sizeof *keys);
-    cr_assert(keys);
-    bonsai_db *db = tu_open(NULL, NULL);
-    bonsai_map m = tu_map_create(db, NULL, "b", BONSAI_KEY_BYTES);
-    tm_model model;
-    tm_init(&model, BONSAI_KEY_BYTES);
-    for (size_t i = 0; i < NK; i += 2) { /* half of them present */
-        char v[64];
-        bonsai_val val = tu_val(v, batch_value(i, v));
-        TU_OK(bonsai_put(NULL, m, &all[i], &val, 0));
-        tm_put(&model, all[i].data, all[i].size, v, val.size);
-    }
-    for (size_t i = 0; i < N; i++)
-        keys[i] = all[tu_below(&rng, NK)];
-    expect_batch(NULL, m, &model, keys, N);
-    tm_free(&model);
-    TU_OK(bonsai_close(db));
-    free(keys);
+    batch_of_picks(&rng, all, NK, 2, N); /* half of them present */
 }
 
 Test(api, get_batch_empty_and_bad_arguments)
