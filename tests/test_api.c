@@ -2825,10 +2825,6 @@ Test(api, get_batch_byte_keys)
     free(keys);
 }
 
-/* Byte keys that share a prefix longer than 8 bytes, many of them a
- * prefix of another and many repeated: a batch sorts them 8 bytes at a
- * time, and keys equal so far in large numbers are what it must get
- * right. */
 /* A byte map in memory holding every `every`th of all[0, nk), then a
  * batch of n keys picked from all of them at random, checked against a
  * model. */
@@ -2855,6 +2851,10 @@ static void batch_of_picks(tu_rng *rng, const bonsai_val *all, size_t nk,
     free(keys);
 }
 
+/* Byte keys that share a prefix longer than 8 bytes, many of them a
+ * prefix of another and many repeated: a batch sorts them 8 bytes at a
+ * time, and keys equal so far in large numbers are what it must get
+ * right. */
 Test(api, get_batch_long_shared_prefixes)
 {
     tu_rng rng = {tu_seed("get_batch_long_shared_prefixes", 79)};
