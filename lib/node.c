@@ -1609,9 +1609,29 @@ static uint64_t walked_keys_len(const bn_node *node, rg_sum *rg)
     return len;
 }
 
-/* The indexed form's length; its step or index widths into lay. */
-static uint64_t u64_keys_len(const bn_node *node, bn_layout *lay,
-                             rg_sum *rg)
+/* The first `kept` groups of the image section x, whose keys node has
+ * unchanged (and keeps after them): their bytes, their shapes added to rg
+ * as group_len adds them. */
+static uint64_t kept_groups_len(const bn_node *node, const bn_ixsec *x,
+                                uint32_t kept, rg_sum *rg)
+{
+    const uint64_t *k = node->k64;
+    for (uint32_t g = 0; g < kept; g++) {
+        bn_grp gr;
+        const uint8_t *after;
+        ix_group(x, g, &gr, &after); /* read whole by ix_decode before */
+        grp_base(&gr, x->end);
+        uint32_t i = g * GROUP;
+        rg_add_group(rg, GROUP, gr.base, gr.width, g > 0,
+                     g ? k[i] - k[i - 1] : 0);
+    }
+    return ix_off(x, kept);
+}
+
+/* The indexed form's length; its step or index widths into lay.  The
+ * first `kept` groups are those of x (none without x). */
+static uint64_t u64_keys_len_kept(const bn_node *node, const bn_ixsec *x,
+                                  uint32_t kept, bn_layout *lay, rg_sum *rg)
 {
     uint64_t len = 0, off = 0;
     if (node->n == 0)
@@ -1624,12 +1644,23 @@ static uint64_t u64_keys_len(const bn_node *node, bn_layout *lay,
         return len + 1 + vlen(lay->ix_step);
     }
     int zero_base = zero_base_of(node);
-    for (uint32_t g = 0; g + GROUP < node->n; g += GROUP)
+    uint32_t g = 0;
+    if (kept) {
+        off = kept_groups_len(node, x, kept, rg);
+        g = kept * GROUP;
+    }
+    for (; g + GROUP < node->n; g += GROUP)
         off += group_len(node, g, GROUP, zero_base, rg);
     uint32_t last = (node->n - 1) / GROUP * GROUP;
     index_widths(node, off, lay);
     return len + 1 + index_len(node, lay) + off +
            group_len(node, last, node->n - last, zero_base, rg);
+}
+
+static uint64_t u64_keys_len(const bn_node *node, bn_layout *lay,
+                             rg_sum *rg)
+{
+    return u64_keys_len_kept(node, NULL, 0, lay, rg);
 }
 
 static inline const uint8_t *key_bytes(const bn_node *node, uint32_t i)
@@ -1852,11 +1883,24 @@ static uint8_t *put_walked_keys(const bn_node *node, uint8_t *p)
     return p;
 }
 
+/* Index record g (>= 1) of a grouped section at index. */
+static int put_record(uint8_t *index, const bn_layout *lay, uint32_t g,
+                      uint64_t rel, uint64_t off)
+{
+    unsigned rw = lay->ix_rw, ow = lay->ix_ow, rec = rw + ow;
+    if (bit_len(rel) > rw || bit_len(off) > ow)
+        return -1;
+    put_bits_at(index, (uint64_t)(g - 1) * rec, rel, rw);
+    put_bits_at(index, (uint64_t)(g - 1) * rec + rw, off, ow);
+    return 0;
+}
+
 /* Writes the key section in the indexed form, with the step or index
- * widths lay measured; NULL if the keys do not strictly increase or no
- * longer fit those widths. */
-static uint8_t *put_u64_keys(const bn_node *node, uint8_t *p,
-                             const bn_layout *lay)
+ * widths lay measured, the first `kept` groups copied from x; NULL if the
+ * keys do not strictly increase or no longer fit those widths. */
+static uint8_t *put_u64_keys_kept(const bn_node *node, const bn_ixsec *x,
+                                  uint32_t kept, uint8_t *p,
+                                  const bn_layout *lay)
 {
     if (node->n == 0)
         return p;
@@ -1869,26 +1913,38 @@ static uint8_t *put_u64_keys(const bn_node *node, uint8_t *p,
     }
     *p++ = 1;
     uint8_t *index = p + 2;
-    unsigned rw = lay->ix_rw, ow = lay->ix_ow, rec = rw + ow;
     if (node->n > GROUP) {
-        p[0] = (uint8_t)rw;
-        p[1] = (uint8_t)ow;
+        p[0] = lay->ix_rw;
+        p[1] = lay->ix_ow;
         p = index + index_len(node, lay) - 2;
         memset(index, 0, (size_t)(p - index));
     }
     uint8_t *g0 = p;
-    for (uint32_t g = 0; g < node->n && p; g += GROUP) {
-        if (g > 0) {
-            uint64_t rel = node->k64[g] - node->k64[0];
-            uint64_t off = (uint64_t)(p - g0);
-            if (bit_len(rel) > rw || bit_len(off) > ow)
+    uint32_t g = 0;
+    if (kept) {
+        uint64_t bytes = ix_off(x, kept);
+        memcpy(p, x->groups, (size_t)bytes);
+        for (uint32_t i = 1; i < kept; i++)
+            if (put_record(index, lay, i, node->k64[i * GROUP] - node->k64[0],
+                           ix_off(x, i)))
                 return NULL;
-            put_bits_at(index, (uint64_t)(g / GROUP - 1) * rec, rel, rw);
-            put_bits_at(index, (uint64_t)(g / GROUP - 1) * rec + rw, off, ow);
-        }
+        p += bytes;
+        g = kept * GROUP;
+    }
+    for (; g < node->n && p; g += GROUP) {
+        if (g > 0 && put_record(index, lay, g / GROUP,
+                                node->k64[g] - node->k64[0],
+                                (uint64_t)(p - g0)))
+            return NULL;
         p = put_group(node, g, p);
     }
     return p;
+}
+
+static uint8_t *put_u64_keys(const bn_node *node, uint8_t *p,
+                             const bn_layout *lay)
+{
+    return put_u64_keys_kept(node, NULL, 0, p, lay);
 }
 
 static uint8_t *put_byte_keys(const bn_node *node, uint8_t *p,
@@ -2423,6 +2479,85 @@ static uint32_t lower_bound_u64(const uint64_t *k, uint32_t n, uint64_t key)
     if (k[lo] < key && k[hi] >= key) /* the answer is in (lo, hi] */
         return lo + 1 + halve_u64(k + lo + 1, hi - lo, key);
     return halve_u64(k, n, key);
+}
+
+/* ---- keys added to an image ---------------------------------------------- */
+
+/* Merges the m increasing keys add[] into the n increasing keys at
+ * k[m ..], writing the union from k[0] on (a write never passes the next
+ * read); a key in both is taken once.  Returns the keys in the union;
+ * *first = the index of the first key not in k before (the union's
+ * count if none). */
+static uint32_t merge_keys(uint64_t *k, uint32_t n, const uint64_t *add,
+                           uint32_t m, uint32_t *first)
+{
+    const uint64_t *old = k + m;
+    uint32_t i = 0, w = 0;
+    *first = UINT32_MAX;
+    for (uint32_t j = 0; j < m; j++) {
+        uint32_t at = i < n ? i + lower_bound_u64(old + i, n - i, add[j]) : n;
+        memmove(k + w, old + i, (size_t)(at - i) * sizeof *k);
+        w += at - i;
+        i = at;
+        if (i < n && old[i] == add[j])
+            continue;
+        if (*first == UINT32_MAX)
+            *first = w;
+        k[w++] = add[j];
+    }
+    if (*first == UINT32_MAX)
+        *first = w + n - i;
+    memmove(k + w, old + i, (size_t)(n - i) * sizeof *k);
+    return w + n - i;
+}
+
+int bn_img_add_u64(const uint8_t *img, const bn_info *info,
+                   const uint64_t *add, uint32_t m, uint64_t *keys,
+                   uint8_t *out, size_t cap, size_t *len, uint32_t *grow)
+{
+    const unsigned form = BN_F_KEY_U64 | BN_F_KEY_INDEX | BN_F_ZERO_BASE |
+                          BN_F_VALS_EMPTY;
+    if (info->type != BN_TYPE_LEAF || info->flags != form)
+        return BONSAI_INVALID;
+    for (uint32_t j = 1; j < m; j++)
+        if (add[j] <= add[j - 1])
+            return BONSAI_INVALID;
+    const uint8_t *ks = img + BN_HEADER_SIZE, *ke = ks + info->keys_len;
+    rg_sum rg = RG_EMPTY;
+    uint32_t n = info->count, first_new;
+    bn_ixsec x;
+    if (n == 0 || ix_open(&x, ks, ke, n) ||
+        ix_decode(ks, ke, n, 1, keys + m, &rg))
+        return n == 0 ? BONSAI_INVALID : BONSAI_CORRUPT;
+    bn_node node;
+    bn_init(&node, BONSAI_KEY_U64, 1);
+    node.k64 = keys;
+    node.n = merge_keys(keys, n, add, m, &first_new);
+    if (node.n > MAX_COUNT)
+        return BONSAI_INVALID;
+    /* the groups before the first new key's stay as they are */
+    uint32_t kept = first_new / GROUP;
+    kept = x.ngroups == 0 ? 0 : kept < x.ngroups ? kept : x.ngroups - 1;
+    bn_layout lay;
+    memset(&lay, 0, sizeof lay);
+    rg = (rg_sum)RG_EMPTY;
+    lay.keys_len = u64_keys_len_kept(&node, &x, kept, &lay, &rg);
+    uint64_t size = BN_HEADER_SIZE + lay.keys_len;
+    if (size > cap)
+        return BONSAI_INVALID;
+    if (!put_u64_keys_kept(&node, &x, kept, out + BN_HEADER_SIZE, &lay))
+        return BONSAI_INVALID;
+    out[0] = BN_TYPE_LEAF;
+    out[1] = (uint8_t)form;
+    put_le16(out + 2, (uint16_t)node.n);
+    put_le32(out + 4, (uint32_t)size);
+    put_le32(out + 8, 0);
+    put_le32(out + 12, (uint32_t)lay.keys_len);
+    put_le32(out + 8, bonsai_crc32c(0, out, size));
+    *len = size;
+    uint32_t shift = rg_shift_bytes(&rg), per_key = rg_key_bytes(&rg);
+    *grow = shift > per_key ? shift : per_key;
+    return 0;
 }
 
 /* lower_bound_bytes in a branch: the prefix its keys share compared

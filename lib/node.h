@@ -280,6 +280,20 @@ int bn_decode(const uint8_t *img, size_t avail, unsigned kind,
 int bn_decode_frozen(const uint8_t *img, size_t avail, unsigned kind,
                      bn_node *node);
 
+/* The image of a u64 leaf whose values are all empty (flags KEY_U64,
+ * KEY_INDEX, ZERO_BASE, VALS_EMPTY, as this code writes them) with the m
+ * strictly increasing keys add[] put in, as bn_encode would write the
+ * node decoded from img with those puts made (a key it holds already
+ * stays once): written to out, *len bytes, *grow = the larger of its two
+ * growth bounds (regroup.h) as decoding it would give them.  keys has
+ * room for the image's count + m keys.  The checksum is not verified:
+ * the caller's store wrote img.  Returns 0, BONSAI_CORRUPT, or
+ * BONSAI_INVALID when img is of another form, the result needs more than
+ * cap bytes or 65535 entries, or add[] does not increase. */
+int bn_img_add_u64(const uint8_t *img, const bn_info *info,
+                   const uint64_t *add, uint32_t m, uint64_t *keys,
+                   uint8_t *out, size_t cap, size_t *len, uint32_t *grow);
+
 /* Exact size in bytes of the image bn_encode would write. */
 size_t bn_encoded_size(const bn_node *node);
 

@@ -1940,3 +1940,129 @@ Test(node, growth_bound_holds_as_groups_shift)
         bn_clear(&node);
     }
 }
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* m keys to add to node: among its keys, below and above them, and some
+ * it holds already; increasing, each once. */
+static uint32_t keys_to_add(rng *r, const bn_node *node, uint64_t *add,
+                            uint32_t m)
+{
+    for (uint32_t j = 0; j < m; j++) {
+        uint64_t pick = rnd(r) % 8;
+        if (pick == 0 || node->n < 2)
+            add[j] = rnd(r); /* anywhere, ends included */
+        else if (pick == 1)
+            add[j] = node->k64[rnd(r) % node->n]; /* held already */
+        else
+            add[j] = key_among(r, node);
+    }
+    qsort(add, m, sizeof *add, cmp_u64);
+    uint32_t w = 0;
+    for (uint32_t j = 0; j < m; j++)
+        if (w == 0 || add[j] != add[w - 1])
+            add[w++] = add[j];
+    return w;
+}
+
+/* Keys added to a leaf's image (bn_img_add_u64) give the image the
+ * node decoded from it encodes to once they are put in, byte for byte,
+ * with the growth bounds decoding that image gives; whatever the keys'
+ * shape, wherever the new keys fall. */
+Test(node, keys_added_to_an_image_as_the_node_would_encode_them)
+{
+    seed_test("keys_added_to_an_image", 0x1A7E0001);
+    rng r = {g_seed};
+    for (int round = 0; round < 600; round++) {
+        int shape = round % SHAPE_COUNT;
+        uint32_t n = 1 + (uint32_t)(rnd(&r) % (round % 3 ? 300 : 2000));
+        bn_node node;
+        bn_init(&node, BONSAI_KEY_U64, 1);
+        uint64_t key = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            key = shaped_key(&r, shape, i, key);
+            cr_assert_eq(bn_insert(&node, i, (bn_key){.u = key}, NULL, 0, 0),
+                         0);
+        }
+        size_t len;
+        uint8_t *img = encode(&node, &len);
+        bn_info info;
+        cr_assert_eq(bn_img_check(img, len, BONSAI_KEY_U64, 1, &info), 0);
+
+        uint64_t add[200];
+        uint32_t m = keys_to_add(&r, &node, add, 1 + (uint32_t)(rnd(&r) % 200));
+        for (uint32_t j = 0; j < m; j++) {
+            int found;
+            uint32_t at = bn_search(&node, (bn_key){.u = add[j]}, &found);
+            if (!found)
+                cr_assert_eq(bn_insert(&node, at, (bn_key){.u = add[j]}, NULL,
+                                       0, 0), 0);
+        }
+        size_t want_len;
+        uint8_t *want = encode(&node, &want_len);
+        bn_node dec;
+        bn_init(&dec, BONSAI_KEY_U64, 1);
+        cr_assert_eq(bn_decode(want, want_len, BONSAI_KEY_U64, &dec), 0);
+        uint32_t want_grow = dec.grow > dec.grow_key ? dec.grow : dec.grow_key;
+
+        uint64_t *keys = malloc((n + 2 * m) * sizeof *keys);
+        uint8_t *out = malloc(want_len);
+        cr_assert(keys && out);
+        size_t got_len = 0;
+        uint32_t grow = 0;
+        int rc = bn_img_add_u64(img, &info, add, m, keys, out, want_len,
+                                &got_len, &grow);
+        CHK(rc == 0, "round %d: -> %d", round, rc);
+        CHK(got_len == want_len && memcmp(out, want, want_len) == 0,
+            "round %d (shape %d, %u keys, %u added): %zu bytes, want %zu",
+            round, shape, n, m, got_len, want_len);
+        CHK(grow == want_grow, "round %d: bound %u, decoded %u", round, grow,
+            want_grow);
+        if (want_len > len) /* a byte short: refused, nothing promised */
+            CHK(bn_img_add_u64(img, &info, add, m, keys, out, want_len - 1,
+                               &got_len, &grow) == BONSAI_INVALID,
+                "round %d: no room", round);
+        if (m >= 2) {
+            uint64_t t = add[0];
+            add[0] = add[1];
+            add[1] = t;
+            rc = bn_img_add_u64(img, &info, add, m, keys, out, want_len,
+                               &got_len, &grow);
+            CHK(rc == BONSAI_INVALID, "round %d: keys out of order -> %d",
+                round, rc);
+        }
+        free(keys);
+        free(out);
+        free(want);
+        free(img);
+        bn_clear(&dec);
+        bn_clear(&node);
+    }
+}
+
+/* Only the form the writer makes of an empty-valued u64 leaf is added to
+ * in place: values, branches and the older key forms go the decoded way. */
+Test(node, keys_added_only_to_empty_valued_u64_leaves)
+{
+    bn_node node;
+    bn_init(&node, BONSAI_KEY_U64, 1);
+    for (uint32_t i = 0; i < 100; i++)
+        cr_assert_eq(bn_insert(&node, i, (bn_key){.u = i * i + 7},
+                               (const uint8_t *)"v", 1, 0), 0);
+    size_t len;
+    uint8_t *img = encode(&node, &len);
+    bn_info info;
+    cr_assert_eq(bn_img_check(img, len, BONSAI_KEY_U64, 1, &info), 0);
+    uint64_t add[1] = {3}, keys[102];
+    uint8_t out[4096];
+    size_t got;
+    uint32_t grow;
+    cr_assert_eq(bn_img_add_u64(img, &info, add, 1, keys, out, sizeof out,
+                                &got, &grow), BONSAI_INVALID);
+    free(img);
+    bn_clear(&node);
+}
