@@ -67,6 +67,14 @@ void bt_size_unsure(bonsai_db *db);
 int bt_leaf_takes(const bonsai_db *db, const bt_tree *t, const bn_node *leaf,
                   bn_key key, uint32_t vlen);
 
+/* bt_put_run without decoding the leaf (inplace.c): the run's keys
+ * written into the leaf's image where it lies, when the store rewrites
+ * images in place, the values are empty and the new image fits the
+ * leaf's run.  *done = 0 when it does not apply (nothing changed); else
+ * *to = the first entry not put.  Needs no room. */
+int bt_put_run_in_place(bonsai_db *db, bt_tree *t, const putbuf *b,
+                        uint32_t from, uint32_t max, uint32_t *to, int *done);
+
 /* Puts entries from, from + 1, ... of the sorted batch b (all inline
  * values) while they fall into the leaf of entry `from`, at most max of
  * them, then splits that leaf as needed.  *to = the first entry not put.

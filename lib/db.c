@@ -556,6 +556,7 @@ int bonsai_close(bonsai_db *db)
     extvec_free(&db->plan_freed);
     free(db->undo);
     free(db->scratch);
+    free(db->run_keys);
     pk_cache_free(&db->uc);
     pk_cache_free(&db->auto_uc);
     free(db->batch_sort);

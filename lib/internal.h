@@ -165,8 +165,11 @@ struct bonsai_db {
     size_t nundo, cap_undo;
     uint64_t defrag_left; /* slots' worth of free pages in short runs
                              the last bt_defrag could not gather */
-    uint8_t *scratch;    /* a raw image being packed */
+    uint8_t *scratch;    /* a raw image being packed, or made in place
+                            (inplace.c) */
     size_t scratch_cap;
+    uint64_t *run_keys;  /* inplace.c: a run's keys, then both merged */
+    size_t run_keys_cap;
     pk_cache uc;         /* the writer's unpacked images */
     pk_cache auto_uc;    /* those of the last read without a txn */
     void *batch_sort;    /* the sort arrays of the last batched get, kept

@@ -354,12 +354,15 @@ static int apply_run(bonsai_db *db, map_slot *s, uint32_t from, uint32_t *to)
                                                  : ROOM_RUN_MAX;
     uint64_t gen0 = db->write_gen;
     *to = from;
-    /* the leaf read first: room_run counts its growth bound */
+    /* a leaf written where it lies needs neither decoding nor room;
+     * else the leaf is read first: room_run counts its growth bound */
     bn_node *leaf;
-    int rc = t->depth ? bt_leaf_of(db, t, pb_key(&s->pb, from), &leaf) : 0;
-    if (rc == 0)
+    int done, rc = bt_put_run_in_place(db, t, &s->pb, from, max, to, &done);
+    if (rc == 0 && !done && t->depth)
+        rc = bt_leaf_of(db, t, pb_key(&s->pb, from), &leaf);
+    if (rc == 0 && !done)
         rc = room_reserve(db, room_run(db, t, max), 0);
-    if (rc == 0) {
+    if (rc == 0 && !done) {
         change_note_tree(db, t);
         rc = bt_put_run(db, t, &s->pb, from, max, to);
     } else if (rc == BONSAI_FULL) {

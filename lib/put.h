@@ -36,7 +36,9 @@
  * They are applied in key order, all of a map at once, before anything
  * reads or writes that map's tree otherwise (txn_tree, deletes, commit,
  * write-back); a get and a listing only look them up.  A map's count
- * excludes its waiting puts until they are applied.
+ * excludes its waiting puts until they are applied.  Each run of them
+ * that falls in one leaf goes into the leaf's image where it lies when
+ * that needs no room (inplace.c), else into the decoded leaf (shape.c).
  *
  * Deletes take their path through here too (put_del): they meet the
  * waiting puts of their map, and need room as puts do.

@@ -2101,6 +2101,8 @@ typedef struct capcfg {
     cfg base;          /* base.file stays 0: no transactions */
     int file;          /* on a file (else anonymous memory) */
     uint64_t max_size; /* the cap */
+    int empty_values;  /* all but 1 in 100 values empty: whole leaves of
+                          them take puts where their images lie */
 } capcfg;
 
 #define CAP_EXTRA_MAX 48
@@ -2118,9 +2120,11 @@ typedef struct capst {
 
 /* Small values: many entries fit under the cap; now and then a longer
  * one (inline, or past inline_max) takes a run of its own. */
-static void cap_gen_val(dt *d)
+static void cap_gen_val(dt *d, const capcfg *cc)
 {
     unsigned r = (unsigned)tu_below(&d->rng, 1000);
+    if (cc->empty_values && r >= 10)
+        r = 0;
     size_t n = r < 400 ? 0
              : r < 980 ? (size_t)tu_range(&d->rng, 1, 24)
              : r < 998 ? (size_t)tu_range(&d->rng, 25, 600)
@@ -2185,7 +2189,7 @@ static void cap_put(capst *s, bool present)
     d->opname = present ? "overwrite at the cap" : "put new key at the cap";
     if (!present || !pick_present(d, NULL))
         gen_absent(d);
-    cap_gen_val(d);
+    cap_gen_val(d, s->cc);
     bool had = tm_find(&d->model, d->key, d->klen, NULL);
     int rc = do_put(d, 0);
     DCHECK(d, rc == 0 || rc == BONSAI_FULL, "put(%s, %zu bytes) -> %s",
@@ -2218,7 +2222,7 @@ static void cap_nooverwrite_present(capst *s)
     d->opname = "NOOVERWRITE of a present key at the cap";
     if (!pick_present(d, NULL))
         return;
-    cap_gen_val(d);
+    cap_gen_val(d, s->cc);
     int rc = do_put(d, BONSAI_NOOVERWRITE);
     DCHECK(d, rc == BONSAI_EXISTS, "put NOOVERWRITE of present %s -> %s, "
            "expected EXISTS", kstr(d, d->key, d->klen), tu_err(rc));
@@ -2478,22 +2482,27 @@ static void cap_run(const capcfg *cc)
 static const capcfg cap_anon_u64_cached = {
     {"cap-anon-u64-cached", BONSAI_KEY_U64, 0, 0, 0, 0, 0, 60000, 60000,
      0x5EED0101, 0, UINT64_C(1) << 20},
-    0, UINT64_C(1) << 20};
+    0, UINT64_C(1) << 20, 0};
 static const capcfg cap_file_u64_cached = {
     {"cap-file-u64-cached", BONSAI_KEY_U64, 0, 0, 0, 0, 0, 60000, 60000,
      0x5EED0102, 0, UINT64_C(1) << 20},
-    1, UINT64_C(1) << 20};
+    1, UINT64_C(1) << 20, 0};
+static const capcfg cap_anon_u64_empty_values = {
+    {"cap-anon-u64-empty-values", BONSAI_KEY_U64, 0, 0, 0, 0, 0, 60000, 60000,
+     0x5EED0105, 0, UINT64_C(1) << 20},
+    0, UINT64_C(1) << 20, 1};
 static const capcfg cap_anon_u64_direct_4 = {
     {"cap-anon-u64-no-cache-4-entries", BONSAI_KEY_U64, 0, 65536, 0, 4, 0,
      20000, 3000, 0x5EED0103, 0, CACHE_NONE},
-    0, UINT64_C(7) << 20};
+    0, UINT64_C(7) << 20, 0};
 static const capcfg cap_file_bytes_p64 = {
     {"cap-file-bytes-p64", BONSAI_KEY_BYTES, 0, 64, 1024, 0, 0, 40000, 40000,
      0x5EED0104, 0, UINT64_C(256) << 10},
-    1, UINT64_C(2) << 20};
+    1, UINT64_C(2) << 20, 0};
 
 Test(diff, cap_anon_u64_cached) { cap_run(&cap_anon_u64_cached); }
 Test(diff, cap_file_u64_cached) { cap_run(&cap_file_u64_cached); }
+Test(diff, cap_anon_u64_empty_values) { cap_run(&cap_anon_u64_empty_values); }
 Test(diff, cap_anon_u64_no_cache_4_entries)
 {
     cap_run(&cap_anon_u64_direct_4);

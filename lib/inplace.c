@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * inplace.c - a run of waiting puts written into its leaf's image where
+ * the image lies, without decoding the leaf.
+ *
+ * Near the cap a batch of waiting puts is small beside the tree, so each
+ * put lands in a leaf of its own, which bt_put_run decodes, changes,
+ * caches, lays out and encodes again for that one entry.  Where the store
+ * overwrites images in place anyway (anonymous memory, no transactions)
+ * and the new image still fits the leaf's run, the codec can make the new
+ * image from the old one and the run's keys directly (bn_img_add_u64):
+ * the leaf's extent stays, so its parent does not change, and no room is
+ * taken.  Any other case takes the decoded path.
+ */
+#include "btree.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "bytes.h"
+#include "putbuf.h"
+#include "tree.h"
+
+static int grow_u64s(uint64_t **v, size_t *cap, size_t need)
+{
+    if (*cap >= need)
+        return 0;
+    uint64_t *p = realloc(*v, need * sizeof *p);
+    if (!p)
+        return BONSAI_NOMEM;
+    *v = p;
+    *cap = need;
+    return 0;
+}
+
+static int grow_bytes(uint8_t **v, size_t *cap, size_t need)
+{
+    if (*cap >= need)
+        return 0;
+    uint8_t *p = realloc(*v, need);
+    if (!p)
+        return BONSAI_NOMEM;
+    *v = p;
+    *cap = need;
+    return 0;
+}
+
+/* Whether t's images may be rewritten where they lie with keys alone. */
+static int store_allows(const bonsai_db *db, const bt_tree *t)
+{
+    return db->anonymous && !db->cow && t->kind == BONSAI_KEY_U64 &&
+           db->opt.compression == BONSAI_COMPRESS_NONE && t->depth >= 2;
+}
+
+/* Decodes the branches down to the leaf's parent: *parent, the child's
+ * index, and the lowest key beyond the leaf (*has_bound 0 for none). */
+static int parent_of(bonsai_db *db, bt_tree *t, bn_key key, bn_node **parent,
+                     uint32_t *idx, uint64_t *bound, int *has_bound)
+{
+    bn_node *n;
+    int found, rc = tree_load_root(db, t, &n);
+    *has_bound = 0;
+    while (rc == 0) {
+        uint32_t i = bn_search(n, key, &found);
+        if (i + 1 < n->n) {
+            *bound = bn_key_at(n, i + 1).u; /* tighter the deeper */
+            *has_bound = 1;
+        }
+        if (n->level == 1) {
+            *parent = n;
+            *idx = i;
+            return 0;
+        }
+        rc = tree_load_child(db, t, n, i, &n);
+    }
+    return rc;
+}
+
+/* The run's keys into db->run_keys while they fall below bound and their
+ * values are empty: how many. */
+static uint32_t gather_run(bonsai_db *db, const putbuf *b, uint32_t from,
+                           uint32_t max, uint64_t bound, int has_bound)
+{
+    uint32_t m = 0;
+    while (m < max && from + m < b->n) {
+        uint32_t vlen;
+        uint64_t key = pb_key(b, from + m).u;
+        pb_value(b, from + m, &vlen);
+        if (vlen != 0 || (has_bound && key >= bound))
+            break;
+        db->run_keys[m++] = key;
+    }
+    return m;
+}
+
+/* Whether m more keys may fit in cap bytes, if each takes what the
+ * image's keys take on average: a run that would not is not worth the
+ * work of finding out (far from the cap, runs are long and leaves
+ * mostly outgrow their runs). */
+static int may_fit(const bn_info *info, uint32_t m, size_t cap)
+{
+    uint64_t per_key = info->count ? info->keys_len / info->count : 0;
+    return info->length + (uint64_t)m * per_key <= cap;
+}
+
+int bt_put_run_in_place(bonsai_db *db, bt_tree *t, const putbuf *b,
+                        uint32_t from, uint32_t max, uint32_t *to, int *done)
+{
+    *done = 0;
+    *to = from;
+    if (!store_allows(db, t))
+        return 0;
+    bn_node *parent;
+    uint32_t idx;
+    uint64_t bound = 0;
+    int has_bound;
+    int rc = parent_of(db, t, pb_key(b, from), &parent, &idx, &bound,
+                       &has_bound);
+    if (rc)
+        return rc;
+    bn_child c = parent->child[idx];
+    if (c.mem || !tree_ext_ok(db, db->al.end, c.ext))
+        return 0;
+    uint8_t *img = db->rg.base + c.ext.pgno * db->page_size;
+    size_t run = (size_t)c.ext.npages * db->page_size;
+    bn_info info;
+    if ((rc = bn_img_check(img, run, t->kind, 0, &info)))
+        return rc;
+    size_t cap = run < db->opt.node_bytes ? run : db->opt.node_bytes;
+    /* the run's keys, then room for the leaf's and the run's merged */
+    if ((rc = grow_u64s(&db->run_keys, &db->run_keys_cap,
+                        (size_t)info.count + 2u * max)) ||
+        (rc = grow_bytes(&db->scratch, &db->scratch_cap, cap)))
+        return rc;
+    uint32_t m = gather_run(db, b, from, max, bound, has_bound);
+    if (m == 0 || info.count + m > db->opt.node_entries ||
+        !may_fit(&info, m, cap))
+        return 0;
+    size_t len;
+    uint32_t grow;
+    rc = bn_img_add_u64(img, &info, db->run_keys, m, db->run_keys + max,
+                        db->scratch, cap, &len, &grow);
+    if (rc == BONSAI_INVALID)
+        return 0; /* another form, or too large: the decoded path */
+    if (rc)
+        return rc;
+    uint32_t count = get_le16(db->scratch + 2);
+    memcpy(img, db->scratch, len);
+    if (len < info.length)
+        memset(img + len, 0, info.length - len);
+    t->count += count - info.count;
+    t->record_dirty = 1;
+    db->write_gen++;
+    if (grow > db->grow_max)
+        db->grow_max = grow;
+    tree_forget_unread(db, c.ext);
+    *to = from + m;
+    *done = 1;
+    return 0;
+}
