@@ -1552,6 +1552,31 @@ static int evenly_spaced(const bn_node *node, uint64_t *step)
     return 1;
 }
 
+/* The first groups of an image kept as they are (bn_img_add_u64): of
+ * their keys node holds only each group's first and last. */
+typedef struct kept_groups {
+    const bn_ixsec *x;
+    uint32_t n;    /* groups, all full */
+    uint64_t step; /* their keys' one difference when evenly spaced, or 0 */
+} kept_groups;
+
+/* evenly_spaced for a node with kept groups (none: kg NULL). */
+static int evenly_spaced_kept(const bn_node *node, const kept_groups *kg,
+                              uint64_t *step)
+{
+    if (!kg || kg->n == 0)
+        return evenly_spaced(node, step);
+    const uint64_t *k = node->k64;
+    uint64_t d = kg->step;
+    if (d == 0)
+        return 0;
+    for (uint32_t i = kg->n * GROUP; i < node->n; i++)
+        if (k[i] - k[i - 1] != d || k[i] <= k[i - 1])
+            return 0;
+    *step = d;
+    return 1;
+}
+
 /* Whether node's groups take the zero-base rule: every node but one read
  * from a walked (format 2) or format 3 image and not changed since. */
 static int zero_base_of(const bn_node *node)
@@ -1609,29 +1634,28 @@ static uint64_t walked_keys_len(const bn_node *node, rg_sum *rg)
     return len;
 }
 
-/* The first `kept` groups of the image section x, whose keys node has
- * unchanged (and keeps after them): their bytes, their shapes added to rg
- * as group_len adds them. */
-static uint64_t kept_groups_len(const bn_node *node, const bn_ixsec *x,
-                                uint32_t kept, rg_sum *rg)
+/* The kept groups' bytes, their shapes added to rg as group_len adds
+ * them. */
+static uint64_t kept_groups_len(const bn_node *node, const kept_groups *kg,
+                                rg_sum *rg)
 {
     const uint64_t *k = node->k64;
-    for (uint32_t g = 0; g < kept; g++) {
+    for (uint32_t g = 0; g < kg->n; g++) {
         bn_grp gr;
         const uint8_t *after;
-        ix_group(x, g, &gr, &after); /* read whole by ix_decode before */
-        grp_base(&gr, x->end);
+        ix_group(kg->x, g, &gr, &after); /* read by kept_keys before */
+        grp_base(&gr, kg->x->end);
         uint32_t i = g * GROUP;
         rg_add_group(rg, GROUP, gr.base, gr.width, g > 0,
                      g ? k[i] - k[i - 1] : 0);
     }
-    return ix_off(x, kept);
+    return ix_off(kg->x, kg->n);
 }
 
-/* The indexed form's length; its step or index widths into lay.  The
- * first `kept` groups are those of x (none without x). */
-static uint64_t u64_keys_len_kept(const bn_node *node, const bn_ixsec *x,
-                                  uint32_t kept, bn_layout *lay, rg_sum *rg)
+/* The indexed form's length; its step or index widths into lay.  With
+ * kg, its groups first. */
+static uint64_t u64_keys_len_kept(const bn_node *node, const kept_groups *kg,
+                                  bn_layout *lay, rg_sum *rg)
 {
     uint64_t len = 0, off = 0;
     if (node->n == 0)
@@ -1639,15 +1663,15 @@ static uint64_t u64_keys_len_kept(const bn_node *node, const bn_ixsec *x,
     len = vlen(node->k64[0]);
     if (node->n == 1)
         return len;
-    if (evenly_spaced(node, &lay->ix_step)) {
+    if (evenly_spaced_kept(node, kg, &lay->ix_step)) {
         rg_add_even(rg, node->n, lay->ix_step);
         return len + 1 + vlen(lay->ix_step);
     }
     int zero_base = zero_base_of(node);
     uint32_t g = 0;
-    if (kept) {
-        off = kept_groups_len(node, x, kept, rg);
-        g = kept * GROUP;
+    if (kg && kg->n) {
+        off = kept_groups_len(node, kg, rg);
+        g = kg->n * GROUP;
     }
     for (; g + GROUP < node->n; g += GROUP)
         off += group_len(node, g, GROUP, zero_base, rg);
@@ -1660,7 +1684,7 @@ static uint64_t u64_keys_len_kept(const bn_node *node, const bn_ixsec *x,
 static uint64_t u64_keys_len(const bn_node *node, bn_layout *lay,
                              rg_sum *rg)
 {
-    return u64_keys_len_kept(node, NULL, 0, lay, rg);
+    return u64_keys_len_kept(node, NULL, lay, rg);
 }
 
 static inline const uint8_t *key_bytes(const bn_node *node, uint32_t i)
@@ -1896,11 +1920,10 @@ static int put_record(uint8_t *index, const bn_layout *lay, uint32_t g,
 }
 
 /* Writes the key section in the indexed form, with the step or index
- * widths lay measured, the first `kept` groups copied from x; NULL if the
+ * widths lay measured, kg's groups (if any) copied first; NULL if the
  * keys do not strictly increase or no longer fit those widths. */
-static uint8_t *put_u64_keys_kept(const bn_node *node, const bn_ixsec *x,
-                                  uint32_t kept, uint8_t *p,
-                                  const bn_layout *lay)
+static uint8_t *put_u64_keys_kept(const bn_node *node, const kept_groups *kg,
+                                  uint8_t *p, const bn_layout *lay)
 {
     if (node->n == 0)
         return p;
@@ -1921,15 +1944,15 @@ static uint8_t *put_u64_keys_kept(const bn_node *node, const bn_ixsec *x,
     }
     uint8_t *g0 = p;
     uint32_t g = 0;
-    if (kept) {
-        uint64_t bytes = ix_off(x, kept);
-        memcpy(p, x->groups, (size_t)bytes);
-        for (uint32_t i = 1; i < kept; i++)
+    if (kg && kg->n) {
+        uint64_t bytes = ix_off(kg->x, kg->n);
+        memcpy(p, kg->x->groups, (size_t)bytes);
+        for (uint32_t i = 1; i < kg->n; i++)
             if (put_record(index, lay, i, node->k64[i * GROUP] - node->k64[0],
-                           ix_off(x, i)))
+                           ix_off(kg->x, i)))
                 return NULL;
         p += bytes;
-        g = kept * GROUP;
+        g = kg->n * GROUP;
     }
     for (; g < node->n && p; g += GROUP) {
         if (g > 0 && put_record(index, lay, g / GROUP,
@@ -1944,7 +1967,7 @@ static uint8_t *put_u64_keys_kept(const bn_node *node, const bn_ixsec *x,
 static uint8_t *put_u64_keys(const bn_node *node, uint8_t *p,
                              const bn_layout *lay)
 {
-    return put_u64_keys_kept(node, NULL, 0, p, lay);
+    return put_u64_keys_kept(node, NULL, p, lay);
 }
 
 static uint8_t *put_byte_keys(const bn_node *node, uint8_t *p,
@@ -2483,30 +2506,101 @@ static uint32_t lower_bound_u64(const uint64_t *k, uint32_t n, uint64_t key)
 
 /* ---- keys added to an image ---------------------------------------------- */
 
+/* The sum of a group's packed deltas (base not added). */
+static uint64_t grp_sum(const bn_grp *gr, const uint8_t *end)
+{
+    uint64_t sum = 0;
+    if (grp_in_words(gr, end)) {
+        uint64_t mask = (UINT64_C(1) << gr->width) - 1, pos = 0;
+        for (uint32_t j = 1; j < gr->cnt; j++, pos += gr->width)
+            sum += grp_word_delta(gr, pos, mask);
+    } else {
+        for (uint32_t j = 1; j < gr->cnt; j++)
+            sum += grp_delta(gr, end, j);
+    }
+    return sum;
+}
+
+/* Fills in kg (x and n set) and, of each of its groups, the first and
+ * last key in k: what a layout that keeps them reads of their keys.
+ * Returns 0 or -1. */
+static int kept_keys(kept_groups *kg, uint64_t *k)
+{
+    int even = 1;
+    uint64_t step = 0;
+    for (uint32_t g = 0; g < kg->n; g++) {
+        bn_grp gr;
+        const uint8_t *after;
+        if (ix_group(kg->x, g, &gr, &after) || grp_base(&gr, kg->x->end) ||
+            gr.cnt != GROUP)
+            return -1;
+        uint32_t i = g * GROUP;
+        k[i] = gr.first;
+        k[i + GROUP - 1] = gr.first + (GROUP - 1) * gr.base +
+                           grp_sum(&gr, kg->x->end);
+        even &= gr.width == 0 && (g == 0 || (gr.base == step &&
+                                              k[i] - k[i - 1] == step));
+        step = gr.base;
+    }
+    kg->step = even ? step : 0;
+    return 0;
+}
+
+/* The groups of x from group `from` on into k, checked as ix_decode
+ * checks each. */
+static int decode_groups_from(const bn_ixsec *x, uint32_t from, uint64_t *k)
+{
+    for (uint32_t g = from; g < x->ngroups; g++) {
+        bn_grp gr;
+        const uint8_t *after;
+        if (ix_group(x, g, &gr, &after) || grp_base(&gr, x->end) ||
+            (g > 0 && gr.first <= k[gr.start - 1]) ||
+            decode_group(&gr, x->end, 1, k))
+            return -1;
+    }
+    return 0;
+}
+
+/* Reads the keys of the section at ks (opened as x) into k + m: of the
+ * groups before add[0]'s, which stay as they are (*kg), only their first
+ * and last keys.  Returns 0 or -1. */
+static int read_keys(const uint8_t *ks, const bn_ixsec *x,
+                     const uint64_t *add, uint32_t m, uint64_t *k,
+                     kept_groups *kg)
+{
+    kg->x = x;
+    kg->n = 0;
+    kg->step = 0;
+    if (x->step || x->ngroups < 2) {
+        rg_sum rg = RG_EMPTY;
+        return ix_decode(ks, x->end, x->n, 1, k + m, &rg);
+    }
+    uint32_t at = 0;
+    int eq;
+    bn_mark none = {0};
+    if (add[0] > x->first && ix_search_on(x, add[0], &none, &at, &eq))
+        return -1;
+    kg->n = at / GROUP < x->ngroups - 1 ? at / GROUP : x->ngroups - 1;
+    return kept_keys(kg, k + m) || decode_groups_from(x, kg->n, k + m);
+}
+
 /* Merges the m increasing keys add[] into the n increasing keys at
- * k[m ..], writing the union from k[0] on (a write never passes the next
- * read); a key in both is taken once.  Returns the keys in the union;
- * *first = the index of the first key not in k before (the union's
- * count if none). */
-static uint32_t merge_keys(uint64_t *k, uint32_t n, const uint64_t *add,
-                           uint32_t m, uint32_t *first)
+ * k[m ..] from index `from` on (the keys before it stay where they are),
+ * writing the union from k[from] on (a write never passes the next
+ * read); a key in both is taken once.  Returns the keys in the union. */
+static uint32_t merge_keys(uint64_t *k, uint32_t n, uint32_t from,
+                           const uint64_t *add, uint32_t m)
 {
     const uint64_t *old = k + m;
-    uint32_t i = 0, w = 0;
-    *first = UINT32_MAX;
+    uint32_t i = from, w = from;
     for (uint32_t j = 0; j < m; j++) {
         uint32_t at = i < n ? i + lower_bound_u64(old + i, n - i, add[j]) : n;
         memmove(k + w, old + i, (size_t)(at - i) * sizeof *k);
         w += at - i;
         i = at;
-        if (i < n && old[i] == add[j])
-            continue;
-        if (*first == UINT32_MAX)
-            *first = w;
-        k[w++] = add[j];
+        if (i == n || old[i] != add[j])
+            k[w++] = add[j];
     }
-    if (*first == UINT32_MAX)
-        *first = w + n - i;
     memmove(k + w, old + i, (size_t)(n - i) * sizeof *k);
     return w + n - i;
 }
@@ -2517,35 +2611,38 @@ int bn_img_add_u64(const uint8_t *img, const bn_info *info,
 {
     const unsigned form = BN_F_KEY_U64 | BN_F_KEY_INDEX | BN_F_ZERO_BASE |
                           BN_F_VALS_EMPTY;
-    if (info->type != BN_TYPE_LEAF || info->flags != form)
+    if (info->type != BN_TYPE_LEAF || info->flags != form || m == 0 ||
+        info->count == 0)
         return BONSAI_INVALID;
     for (uint32_t j = 1; j < m; j++)
         if (add[j] <= add[j - 1])
             return BONSAI_INVALID;
-    const uint8_t *ks = img + BN_HEADER_SIZE, *ke = ks + info->keys_len;
-    rg_sum rg = RG_EMPTY;
-    uint32_t n = info->count, first_new;
+    const uint8_t *ks = img + BN_HEADER_SIZE;
+    uint32_t n = info->count;
     bn_ixsec x;
-    if (n == 0 || ix_open(&x, ks, ke, n) ||
-        ix_decode(ks, ke, n, 1, keys + m, &rg))
-        return n == 0 ? BONSAI_INVALID : BONSAI_CORRUPT;
+    kept_groups kg;
+    if (ix_open(&x, ks, ks + info->keys_len, n) ||
+        read_keys(ks, &x, add, m, keys, &kg))
+        return BONSAI_CORRUPT;
+    /* the kept groups' keys stay where they are */
+    uint32_t from = kg.n * GROUP;
+    for (uint32_t g = 0; g < kg.n; g++) {
+        keys[g * GROUP] = keys[m + g * GROUP];
+        keys[g * GROUP + GROUP - 1] = keys[m + g * GROUP + GROUP - 1];
+    }
     bn_node node;
     bn_init(&node, BONSAI_KEY_U64, 1);
     node.k64 = keys;
-    node.n = merge_keys(keys, n, add, m, &first_new);
+    node.n = merge_keys(keys, n, from, add, m);
     if (node.n > MAX_COUNT)
         return BONSAI_INVALID;
-    /* the groups before the first new key's stay as they are */
-    uint32_t kept = first_new / GROUP;
-    kept = x.ngroups == 0 ? 0 : kept < x.ngroups ? kept : x.ngroups - 1;
     bn_layout lay;
     memset(&lay, 0, sizeof lay);
-    rg = (rg_sum)RG_EMPTY;
-    lay.keys_len = u64_keys_len_kept(&node, &x, kept, &lay, &rg);
+    rg_sum rg = RG_EMPTY;
+    lay.keys_len = u64_keys_len_kept(&node, &kg, &lay, &rg);
     uint64_t size = BN_HEADER_SIZE + lay.keys_len;
-    if (size > cap)
-        return BONSAI_INVALID;
-    if (!put_u64_keys_kept(&node, &x, kept, out + BN_HEADER_SIZE, &lay))
+    if (size > cap || !put_u64_keys_kept(&node, &kg, out + BN_HEADER_SIZE,
+                                         &lay))
         return BONSAI_INVALID;
     out[0] = BN_TYPE_LEAF;
     out[1] = (uint8_t)form;

@@ -2044,6 +2044,38 @@ Test(node, keys_added_to_an_image_as_the_node_would_encode_them)
     }
 }
 
+/* A key that fills the one hole in evenly spaced keys makes the image
+ * the step form, though the groups before it were kept as they were. */
+Test(node, keys_added_fill_the_hole_of_evenly_spaced_keys)
+{
+    const uint64_t step = 1000;
+    bn_node node;
+    bn_init(&node, BONSAI_KEY_U64, 1);
+    for (uint32_t i = 0, at = 0; i < 200; i++)
+        if (i != 150)
+            cr_assert_eq(bn_insert(&node, at++, (bn_key){.u = i * step},
+                                   NULL, 0, 0), 0);
+    size_t len;
+    uint8_t *img = encode(&node, &len);
+    bn_info info;
+    cr_assert_eq(bn_img_check(img, len, BONSAI_KEY_U64, 1, &info), 0);
+    uint64_t add[1] = {150 * step}, keys[202];
+    uint8_t out[4096];
+    size_t got;
+    uint32_t grow;
+    cr_assert_eq(bn_img_add_u64(img, &info, add, 1, keys, out, sizeof out,
+                                &got, &grow), 0);
+    cr_assert_eq(bn_insert(&node, 150, (bn_key){.u = add[0]}, NULL, 0, 0), 0);
+    size_t want_len;
+    uint8_t *want = encode(&node, &want_len);
+    cr_assert(want_len < 32, "the step form: %zu bytes", want_len);
+    cr_assert(got == want_len && memcmp(out, want, got) == 0,
+              "%zu bytes, want %zu", got, want_len);
+    free(want);
+    free(img);
+    bn_clear(&node);
+}
+
 /* Only the form the writer makes of an empty-valued u64 leaf is added to
  * in place: values, branches and the older key forms go the decoded way. */
 Test(node, keys_added_only_to_empty_valued_u64_leaves)
