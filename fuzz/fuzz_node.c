@@ -390,6 +390,74 @@ static void fn_check_decoded(const fn_ctx *c, const uint8_t *img,
     bn_clear(&hi);
 }
 
+/* ---- keys added to an image --------------------------------------------- */
+
+static int fn_cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The probe keys, increasing, each once: how many (u64 only). */
+static uint32_t fn_add_keys(const fn_ctx *c, uint64_t *add)
+{
+    static uint8_t kbuf[BONSAI_MAX_KEY];
+    uint32_t m = 0;
+    for (unsigned j = 0; j < FN_PROBES; j++)
+        add[m++] = fn_probe(c, j, kbuf).u;
+    qsort(add, m, sizeof *add, fn_cmp_u64);
+    uint32_t w = 0;
+    for (uint32_t j = 0; j < m; j++)
+        if (w == 0 || add[j] != add[w - 1])
+            add[w++] = add[j];
+    return w;
+}
+
+/* bn_img_add_u64 on any image with a sound header: an answer, never a
+ * read out of bounds.  With `node` (the image decoded, so canonical):
+ * the image that node encodes to with the keys put in. */
+static void fn_add(const fn_ctx *c, const uint8_t *img, const bn_info *info,
+                   const bn_node *node)
+{
+    if (c->kind != BONSAI_KEY_U64 || info->type != BN_TYPE_LEAF)
+        return;
+    uint64_t add[FN_PROBES];
+    uint32_t m = fn_add_keys(c, add);
+    uint64_t *keys = malloc(((size_t)info->count + 2u * m) * sizeof *keys);
+    size_t cap = (size_t)info->length + 65536u;
+    uint8_t *out = malloc(cap);
+    FZ_CHECK(keys && out, "harness: out of memory");
+    size_t len = 0;
+    uint32_t grow;
+    int rc = bn_img_add_u64(img, info, add, m, keys, out, cap, &len, &grow);
+    FZ_CHECK(rc == 0 || rc == BONSAI_CORRUPT || rc == BONSAI_INVALID,
+             "bn_img_add_u64 -> %s", fz_err(rc));
+    if (node && rc == 0) {
+        bn_node want;
+        bn_init(&want, BONSAI_KEY_U64, 1);
+        for (uint32_t i = 0; i < node->n; i++)
+            FZ_CHECK(bn_insert(&want, i, bn_key_at(node, i), NULL, 0, 0) == 0,
+                     "harness: bn_insert");
+        for (uint32_t j = 0; j < m; j++) {
+            int found;
+            bn_key k = {add[j], NULL, 0};
+            uint32_t at = bn_search(&want, k, &found);
+            if (!found)
+                FZ_CHECK(bn_insert(&want, at, k, NULL, 0, 0) == 0,
+                         "harness: bn_insert");
+        }
+        size_t wlen;
+        uint8_t *wimg = fn_encode(&want, &wlen, "node with keys added");
+        FZ_CHECK(wlen == len && memcmp(wimg, out, len) == 0,
+                 "bn_img_add_u64 wrote %zu bytes unlike bn_encode's %zu",
+                 len, wlen);
+        free(wimg);
+        bn_clear(&want);
+    }
+    free(keys);
+    free(out);
+}
+
 /* ---- one image ---------------------------------------------------------------- */
 
 static void fn_image(const fn_ctx *c, uint8_t *img, size_t avail, int depth);
@@ -467,6 +535,7 @@ static void fn_image(const fn_ctx *c, uint8_t *img, size_t avail, int depth)
                  "length %u, keys_len %u, avail %zu",
                  plain.type, plain.length, plain.keys_len, avail);
         fn_read_image(c, img, &plain);
+        fn_add(c, img, &plain, NULL);
     }
 
     bn_node node;
@@ -476,8 +545,10 @@ static void fn_image(const fn_ctx *c, uint8_t *img, size_t avail, int depth)
              "bn_decode -> %s", fz_err(rd));
     FZ_CHECK(rd != 0 || rc == 0, "bn_decode accepted an image whose "
                                  "header or crc check fails");
-    if (rd == 0)
+    if (rd == 0) {
+        fn_add(c, img, &crc, &node);
         fn_check_decoded(c, img, &crc, &node);
+    }
     bn_clear(&node);
 
     if (avail >= BN_HEADER_SIZE && pk_is_packed(img))
