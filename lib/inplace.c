@@ -21,28 +21,16 @@
 #include "putbuf.h"
 #include "tree.h"
 
-static int grow_u64s(uint64_t **v, size_t *cap, size_t need)
+/* v with room for `need` items of elem bytes (*cap counts them), moved
+ * perhaps; NULL when memory ran out (v kept). */
+static void *with_room(void *v, size_t *cap, size_t need, size_t elem)
 {
     if (*cap >= need)
-        return 0;
-    uint64_t *p = realloc(*v, need * sizeof *p);
-    if (!p)
-        return BONSAI_NOMEM;
-    *v = p;
-    *cap = need;
-    return 0;
-}
-
-static int grow_bytes(uint8_t **v, size_t *cap, size_t need)
-{
-    if (*cap >= need)
-        return 0;
-    uint8_t *p = realloc(*v, need);
-    if (!p)
-        return BONSAI_NOMEM;
-    *v = p;
-    *cap = need;
-    return 0;
+        return v;
+    void *w = realloc(v, need * elem);
+    if (w)
+        *cap = need;
+    return w;
 }
 
 /* Whether t's images may be rewritten where they lie with keys alone. */
@@ -103,6 +91,73 @@ static int may_fit(const bn_info *info, uint32_t m, size_t cap)
     return info->length + (uint64_t)m * per_key <= cap;
 }
 
+/* A leaf's image as it lies in the store. */
+typedef struct leaf_image {
+    bn_ext ext;
+    uint8_t *img;
+    bn_info info;
+    uint64_t bound; /* the lowest key beyond the leaf, if has_bound */
+    int has_bound;
+} leaf_image;
+
+/* key's leaf's image into *li, its header checked, where no decoded node
+ * stands for the leaf: *found = 0 when one does (or the extent is not
+ * plainly inside the store). */
+static int find_leaf_image(bonsai_db *db, bt_tree *t, bn_key key,
+                           leaf_image *li, int *found)
+{
+    bn_node *parent;
+    uint32_t idx;
+    *found = 0;
+    li->bound = 0;
+    int rc = parent_of(db, t, key, &parent, &idx, &li->bound,
+                       &li->has_bound);
+    if (rc)
+        return rc;
+    bn_child c = parent->child[idx];
+    if (c.mem || !tree_ext_ok(db, db->al.end, c.ext))
+        return 0;
+    li->ext = c.ext;
+    li->img = db->rg.base + c.ext.pgno * db->page_size;
+    rc = bn_img_check(li->img, (size_t)c.ext.npages * db->page_size,
+                      t->kind, 0, &li->info);
+    *found = rc == 0;
+    return rc;
+}
+
+/* db->run_keys for a run of max keys and a leaf of count, db->scratch
+ * for an image of cap bytes. */
+static int reserve_scratch(bonsai_db *db, uint32_t count, uint32_t max,
+                           size_t cap)
+{
+    /* the run's keys, then room for the leaf's and the run's merged */
+    uint64_t *keys = with_room(db->run_keys, &db->run_keys_cap,
+                               (size_t)count + 2u * max, sizeof *keys);
+    if (keys)
+        db->run_keys = keys;
+    uint8_t *out = with_room(db->scratch, &db->scratch_cap, cap, 1);
+    if (out)
+        db->scratch = out;
+    return keys && out ? 0 : BONSAI_NOMEM;
+}
+
+/* The new image (db->scratch, len bytes, growth bound grow) over the old
+ * one, and the tree told of its new keys. */
+static void write_image(bonsai_db *db, bt_tree *t, const leaf_image *li,
+                        size_t len, uint32_t grow)
+{
+    uint32_t count = get_le16(db->scratch + 2);
+    memcpy(li->img, db->scratch, len);
+    if (len < li->info.length)
+        memset(li->img + len, 0, li->info.length - len);
+    t->count += count - li->info.count;
+    t->record_dirty = 1;
+    db->write_gen++;
+    if (grow > db->grow_max)
+        db->grow_max = grow;
+    tree_forget_unread(db, li->ext);
+}
+
 int bt_put_run_in_place(bonsai_db *db, bt_tree *t, const putbuf *b,
                         uint32_t from, uint32_t max, uint32_t *to, int *done)
 {
@@ -110,50 +165,27 @@ int bt_put_run_in_place(bonsai_db *db, bt_tree *t, const putbuf *b,
     *to = from;
     if (!store_allows(db, t))
         return 0;
-    bn_node *parent;
-    uint32_t idx;
-    uint64_t bound = 0;
-    int has_bound;
-    int rc = parent_of(db, t, pb_key(b, from), &parent, &idx, &bound,
-                       &has_bound);
-    if (rc)
+    leaf_image li;
+    int found, rc = find_leaf_image(db, t, pb_key(b, from), &li, &found);
+    if (rc || !found)
         return rc;
-    bn_child c = parent->child[idx];
-    if (c.mem || !tree_ext_ok(db, db->al.end, c.ext))
-        return 0;
-    uint8_t *img = db->rg.base + c.ext.pgno * db->page_size;
-    size_t run = (size_t)c.ext.npages * db->page_size;
-    bn_info info;
-    if ((rc = bn_img_check(img, run, t->kind, 0, &info)))
-        return rc;
+    size_t run = (size_t)li.ext.npages * db->page_size;
     size_t cap = run < db->opt.node_bytes ? run : db->opt.node_bytes;
-    /* the run's keys, then room for the leaf's and the run's merged */
-    if ((rc = grow_u64s(&db->run_keys, &db->run_keys_cap,
-                        (size_t)info.count + 2u * max)) ||
-        (rc = grow_bytes(&db->scratch, &db->scratch_cap, cap)))
+    if ((rc = reserve_scratch(db, li.info.count, max, cap)))
         return rc;
-    uint32_t m = gather_run(db, b, from, max, bound, has_bound);
-    if (m == 0 || info.count + m > db->opt.node_entries ||
-        !may_fit(&info, m, cap))
+    uint32_t m = gather_run(db, b, from, max, li.bound, li.has_bound);
+    if (m == 0 || li.info.count + m > db->opt.node_entries ||
+        !may_fit(&li.info, m, cap))
         return 0;
     size_t len;
     uint32_t grow;
-    rc = bn_img_add_u64(img, &info, db->run_keys, m, db->run_keys + max,
-                        db->scratch, cap, &len, &grow);
+    rc = bn_img_add_u64(li.img, &li.info, db->run_keys, m,
+                        db->run_keys + max, db->scratch, cap, &len, &grow);
     if (rc == BONSAI_INVALID)
         return 0; /* another form, or too large: the decoded path */
     if (rc)
         return rc;
-    uint32_t count = get_le16(db->scratch + 2);
-    memcpy(img, db->scratch, len);
-    if (len < info.length)
-        memset(img + len, 0, info.length - len);
-    t->count += count - info.count;
-    t->record_dirty = 1;
-    db->write_gen++;
-    if (grow > db->grow_max)
-        db->grow_max = grow;
-    tree_forget_unread(db, c.ext);
+    write_image(db, t, &li, len, grow);
     *to = from + m;
     *done = 1;
     return 0;
