@@ -2013,6 +2013,19 @@ static uint8_t *put_children(const bn_node *node, uint8_t *p)
     return p;
 }
 
+/* The header of an image whose sections are written, and its checksum. */
+static void put_header(uint8_t *out, unsigned type, unsigned flags,
+                       uint32_t n, uint64_t size, uint64_t keys_len)
+{
+    out[0] = (uint8_t)type;
+    out[1] = (uint8_t)flags;
+    put_le16(out + 2, (uint16_t)n);
+    put_le32(out + 4, (uint32_t)size);
+    put_le32(out + 8, 0);
+    put_le32(out + 12, (uint32_t)keys_len);
+    put_le32(out + 8, bonsai_crc32c(0, out, size));
+}
+
 int bn_encode(const bn_node *node, uint8_t *out, size_t cap, size_t *len)
 {
     bn_layout lay;
@@ -2051,13 +2064,9 @@ int bn_encode_laid(const bn_node *node, const bn_layout *laid, uint8_t *out,
                      : node->least_base       ? BN_F_KEY_U64 | BN_F_KEY_INDEX
                                               : BN_F_KEY_U64 | BN_F_KEY_INDEX |
                                               BN_F_ZERO_BASE;
-    out[0] = node->leaf ? BN_TYPE_LEAF : BN_TYPE_BRANCH;
-    out[1] = (uint8_t)(flags | (node->leaf ? lay.vform : 0));
-    put_le16(out + 2, (uint16_t)node->n);
-    put_le32(out + 4, (uint32_t)size);
-    put_le32(out + 8, 0);
-    put_le32(out + 12, (uint32_t)lay.keys_len);
-    put_le32(out + 8, bonsai_crc32c(0, out, size));
+    put_header(out, node->leaf ? BN_TYPE_LEAF : BN_TYPE_BRANCH,
+               flags | (node->leaf ? lay.vform : 0), node->n, size,
+               lay.keys_len);
     *len = size;
     return 0;
 }
@@ -2644,13 +2653,7 @@ int bn_img_add_u64(const uint8_t *img, const bn_info *info,
     if (size > cap || !put_u64_keys_kept(&node, &kg, out + BN_HEADER_SIZE,
                                          &lay))
         return BONSAI_INVALID;
-    out[0] = BN_TYPE_LEAF;
-    out[1] = (uint8_t)form;
-    put_le16(out + 2, (uint16_t)node.n);
-    put_le32(out + 4, (uint32_t)size);
-    put_le32(out + 8, 0);
-    put_le32(out + 12, (uint32_t)lay.keys_len);
-    put_le32(out + 8, bonsai_crc32c(0, out, size));
+    put_header(out, BN_TYPE_LEAF, form, node.n, size, lay.keys_len);
     *len = size;
     uint32_t shift = rg_shift_bytes(&rg), per_key = rg_key_bytes(&rg);
     *grow = shift > per_key ? shift : per_key;
