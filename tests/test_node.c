@@ -1873,6 +1873,17 @@ static uint64_t shaped_key(rng *r, int shape, uint64_t i, uint64_t prev)
     }
 }
 
+/* A leaf of n keys of a shape, empty values. */
+static void shaped_leaf(rng *r, int shape, uint32_t n, bn_node *node)
+{
+    bn_init(node, BONSAI_KEY_U64, 1);
+    uint64_t key = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        key = shaped_key(r, shape, i, key);
+        cr_assert_eq(bn_insert(node, i, (bn_key){.u = key}, NULL, 0, 0), 0);
+    }
+}
+
 /* A key strictly between two neighbouring keys of node, at random. */
 static uint64_t key_among(rng *r, const bn_node *node)
 {
@@ -1894,13 +1905,7 @@ Test(node, growth_bound_holds_as_groups_shift)
         int shape = round % SHAPE_COUNT;
         uint32_t n = 64 + (uint32_t)(rnd(&r) % 2000);
         bn_node node;
-        bn_init(&node, BONSAI_KEY_U64, 1);
-        uint64_t key = 0;
-        for (uint32_t i = 0; i < n; i++) {
-            key = shaped_key(&r, shape, i, key);
-            cr_assert_eq(bn_insert(&node, i, (bn_key){.u = key}, NULL, 0, 0),
-                         0);
-        }
+        shaped_leaf(&r, shape, n, &node);
         size_t size0 = bn_size_exact(&node);
         uint32_t shift = node.grow, per_key = node.grow_key;
         CHK(shift != BN_GROW_UNKNOWN, "round %d: no bound", round);
@@ -1981,13 +1986,7 @@ Test(node, keys_added_to_an_image_as_the_node_would_encode_them)
         int shape = round % SHAPE_COUNT;
         uint32_t n = 1 + (uint32_t)(rnd(&r) % (round % 3 ? 300 : 2000));
         bn_node node;
-        bn_init(&node, BONSAI_KEY_U64, 1);
-        uint64_t key = 0;
-        for (uint32_t i = 0; i < n; i++) {
-            key = shaped_key(&r, shape, i, key);
-            cr_assert_eq(bn_insert(&node, i, (bn_key){.u = key}, NULL, 0, 0),
-                         0);
-        }
+        shaped_leaf(&r, shape, n, &node);
         size_t len;
         uint8_t *img = encode(&node, &len);
         bn_info info;
