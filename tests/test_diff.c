@@ -2476,9 +2476,11 @@ static void cap_run(const capcfg *cc)
     free(s);
 }
 
-/* the write cache as large as the cap (puts wait, deletes are cached);
- * no cache with one node a page and four entries a node (a map's record
- * often needs a new catalog node); 64-byte pages, byte keys */
+/* the write cache as large as the cap (puts wait, deletes are cached),
+ * and so with nearly every value empty (runs go into leaf images where
+ * they lie); no cache with one node a page and four entries a node (a
+ * map's record often needs a new catalog node); 64-byte pages, byte
+ * keys */
 static const capcfg cap_anon_u64_cached = {
     {"cap-anon-u64-cached", BONSAI_KEY_U64, 0, 0, 0, 0, 0, 60000, 60000,
      0x5EED0101, 0, UINT64_C(1) << 20},
