@@ -2571,8 +2571,8 @@ static int decode_groups_from(const bn_ixsec *x, uint32_t from, uint64_t *k)
 }
 
 /* Reads the keys of the section at ks (opened as x) into k + m: of the
- * groups before add[0]'s, which stay as they are (*kg), only their first
- * and last keys.  Returns 0 or -1. */
+ * groups before the one add[0] falls in, which stay as they are (*kg),
+ * only their first and last keys.  Returns 0 or -1. */
 static int read_keys(const uint8_t *ks, const bn_ixsec *x,
                      const uint64_t *add, uint32_t m, uint64_t *k,
                      kept_groups *kg)
@@ -2584,12 +2584,8 @@ static int read_keys(const uint8_t *ks, const bn_ixsec *x,
         rg_sum rg = RG_EMPTY;
         return ix_decode(ks, x->end, x->n, 1, k + m, &rg);
     }
-    uint32_t at = 0;
-    int eq;
-    bn_mark none = {0};
-    if (add[0] > x->first && ix_search_on(x, add[0], &none, &at, &eq))
-        return -1;
-    kg->n = at / GROUP < x->ngroups - 1 ? at / GROUP : x->ngroups - 1;
+    /* the index alone says which group add[0] falls in */
+    kg->n = add[0] > x->first ? ix_group_of(x, add[0], 0) : 0;
     return kept_keys(kg, k + m) || decode_groups_from(x, kg->n, k + m);
 }
 
