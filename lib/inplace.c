@@ -40,30 +40,6 @@ static int store_allows(const bonsai_db *db, const bt_tree *t)
            db->opt.compression == BONSAI_COMPRESS_NONE && t->depth >= 2;
 }
 
-/* Decodes the branches down to the leaf's parent: *parent, the child's
- * index, and the lowest key beyond the leaf (*has_bound 0 for none). */
-static int parent_of(bonsai_db *db, bt_tree *t, bn_key key, bn_node **parent,
-                     uint32_t *idx, uint64_t *bound, int *has_bound)
-{
-    bn_node *n;
-    int found, rc = tree_load_root(db, t, &n);
-    *has_bound = 0;
-    while (rc == 0) {
-        uint32_t i = bn_search(n, key, &found);
-        if (i + 1 < n->n) {
-            *bound = bn_key_at(n, i + 1).u; /* tighter the deeper */
-            *has_bound = 1;
-        }
-        if (n->level == 1) {
-            *parent = n;
-            *idx = i;
-            return 0;
-        }
-        rc = tree_load_child(db, t, n, i, &n);
-    }
-    return rc;
-}
-
 /* The run's keys into db->run_keys while they fall below bound and their
  * values are empty: how many. */
 static uint32_t gather_run(bonsai_db *db, const putbuf *b, uint32_t from,
@@ -107,13 +83,19 @@ static int find_leaf_image(bonsai_db *db, bt_tree *t, bn_key key,
                            leaf_image *li, int *found)
 {
     bn_node *parent;
-    uint32_t idx;
+    bn_key bound = {0};
     *found = 0;
-    li->bound = 0;
-    int rc = parent_of(db, t, key, &parent, &idx, &li->bound,
-                       &li->has_bound);
+    li->has_bound = 0;
+    int rc = tree_descend(db, t, key, 1, &parent, &bound, &li->has_bound);
     if (rc)
         return rc;
+    int exact;
+    uint32_t idx = bn_search(parent, key, &exact);
+    if (idx + 1 < parent->n) {
+        bound = bn_key_at(parent, idx + 1);
+        li->has_bound = 1;
+    }
+    li->bound = bound.u;
     bn_child c = parent->child[idx];
     if (c.mem || !tree_ext_ok(db, db->al.end, c.ext))
         return 0;

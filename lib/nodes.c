@@ -145,6 +145,24 @@ int tree_load_child(bonsai_db *db, bt_tree *t, bn_node *parent,
     return 0;
 }
 
+int tree_descend(bonsai_db *db, bt_tree *t, bn_key key, unsigned level,
+                 bn_node **out, bn_key *bound, int *has_bound)
+{
+    bn_node *n = NULL;
+    int rc = tree_load_root(db, t, &n);
+    while (rc == 0 && n->level > level) {
+        int found;
+        uint32_t idx = bn_search(n, key, &found);
+        if (bound && idx + 1 < n->n) {
+            *bound = bn_key_at(n, idx + 1); /* tighter the deeper */
+            *has_bound = 1;
+        }
+        rc = tree_load_child(db, t, n, idx, &n);
+    }
+    *out = n;
+    return rc;
+}
+
 /* Index of child in parent, found by its first key and checked. */
 uint32_t tree_slot_of(const bn_node *parent, const bn_node *child)
 {

@@ -344,9 +344,32 @@ static void fail_writer(bonsai_db *db)
         db->failed = 1;
 }
 
-/* Entries from, from + 1, ... of the sorted batch that share a leaf, all
- * at once when there is room for a whole run, else just the first, with
- * its room counted exactly.  *to = the first entry not applied. */
+/* apply_run through the decoded leaf: the whole run when there is room
+ * for it, else just its first entry, with its room counted exactly. */
+static int put_run_decoded(bonsai_db *db, bt_tree *t, const putbuf *b,
+                           uint32_t from, uint32_t max, uint32_t *to)
+{
+    /* the leaf read first: room_run counts its growth bound */
+    bn_node *leaf;
+    int rc = t->depth ? bt_leaf_of(db, t, pb_key(b, from), &leaf) : 0;
+    if (rc == 0)
+        rc = room_reserve(db, room_run(db, t, max), 0);
+    if (rc == 0) {
+        change_note_tree(db, t);
+        rc = bt_put_run(db, t, b, from, max, to);
+    } else if (rc == BONSAI_FULL) {
+        uint32_t vlen;
+        const uint8_t *val = pb_value(b, from, &vlen);
+        rc = put_now(db, t, pb_key(b, from), val, vlen, 0);
+        *to = from + (rc == 0);
+    }
+    return rc;
+}
+
+/* Entries from, from + 1, ... of the sorted batch that share a leaf: into
+ * the leaf's image where it lies when that needs neither decoding nor
+ * room, else through the decoded leaf.  *to = the first entry not
+ * applied. */
 static int apply_run(bonsai_db *db, map_slot *s, uint32_t from, uint32_t *to)
 {
     bt_tree *t = &s->w;
@@ -354,23 +377,9 @@ static int apply_run(bonsai_db *db, map_slot *s, uint32_t from, uint32_t *to)
                                                  : ROOM_RUN_MAX;
     uint64_t gen0 = db->write_gen;
     *to = from;
-    /* a leaf written where it lies needs neither decoding nor room;
-     * else the leaf is read first: room_run counts its growth bound */
-    bn_node *leaf;
     int done, rc = bt_put_run_in_place(db, t, &s->pb, from, max, to, &done);
-    if (rc == 0 && !done && t->depth)
-        rc = bt_leaf_of(db, t, pb_key(&s->pb, from), &leaf);
     if (rc == 0 && !done)
-        rc = room_reserve(db, room_run(db, t, max), 0);
-    if (rc == 0 && !done) {
-        change_note_tree(db, t);
-        rc = bt_put_run(db, t, &s->pb, from, max, to);
-    } else if (rc == BONSAI_FULL) {
-        uint32_t vlen;
-        const uint8_t *val = pb_value(&s->pb, from, &vlen);
-        rc = put_now(db, t, pb_key(&s->pb, from), val, vlen, 0);
-        *to = from + (rc == 0);
-    }
+        rc = put_run_decoded(db, t, &s->pb, from, max, to);
     if (rc) {
         if (db->write_gen != gen0 && db->write_gen != db->settled_gen)
             fail_writer(db);

@@ -217,18 +217,7 @@ static int touch_leaf_bounded(bonsai_db *db, bt_tree *t, bn_key key,
         /* dirty at once: an empty tree's new root must be written */
         return tree_mark_dirty(db, n);
     }
-    int rc = tree_load_root(db, t, &n);
-    while (rc == 0 && !n->leaf) {
-        int found;
-        uint32_t idx = bn_search(n, key, &found);
-        if (bound && idx + 1 < n->n) {
-            *bound = bn_key_at(n, idx + 1); /* tighter the deeper */
-            *has_bound = 1;
-        }
-        rc = tree_load_child(db, t, n, idx, &n);
-    }
-    *leaf = n;
-    return rc;
+    return tree_descend(db, t, key, 0, leaf, bound, has_bound);
 }
 
 static int touch_leaf(bonsai_db *db, bt_tree *t, bn_key key, bn_node **leaf)

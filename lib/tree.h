@@ -59,6 +59,13 @@ int tree_kill_node(bonsai_db *db, bn_node *n);
 int tree_load_root(bonsai_db *db, bt_tree *t, bn_node **out);
 int tree_load_child(bonsai_db *db, bt_tree *t, bn_node *parent,
                     uint32_t idx, bn_node **out);
+/* Decodes the path for key down to the node on `level` (0: the leaf) of
+ * a tree of depth >= 1: *out.  With bound: *bound is the lowest key
+ * beyond *out (*has_bound 1; left as it was when there is none),
+ * pointing into a branch that stays as it is until the tree changes
+ * shape. */
+int tree_descend(bonsai_db *db, bt_tree *t, bn_key key, unsigned level,
+                 bn_node **out, bn_key *bound, int *has_bound);
 /* Index of child in parent, found by its first key and checked
  * (UINT32_MAX: not there). */
 uint32_t tree_slot_of(const bn_node *parent, const bn_node *child);
