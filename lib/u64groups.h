@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * u64groups.h - u64 keys in counted groups that keep their bounds.
+ *
+ * The groups of an indexed u64 key section (format.md) hold 64 keys by
+ * position, so a key put among them moves every later key one place on:
+ * every later group changes and may widen (regroup.h), and a write of the
+ * leaf re-encodes all of them.  In counted groups each group says how many
+ * keys it holds, and a key put into a node joins one group or starts its
+ * own; the other groups keep their bytes.  A put then grows the section by
+ * a few bytes whatever the node's other keys are (ug_put_bound), which is
+ * what a charge of room per waiting put needs, and rewriting the section
+ * changes one group's bytes and the index.
+ *
+ * The groups form of a section, after key 0 and the marker byte:
+ *
+ *   groups := rw:u8  G:varint  index  data
+ *   index   G records as one bit stream (bitstream.h) padded to a whole
+ *           byte; each record is rel (rw bits), cnt - 1 (7 bits), width
+ *           (7 bits):
+ *     rel     the group's first key minus key 0: 0 for group 0, strictly
+ *             increasing; rw is the bit length of the last record's rel
+ *     cnt     keys in the group, 1..UG_MAX; the counts sum to n
+ *     width   0..64, the bit length of the group's largest
+ *             key[j] - key[j-1] - 1 (0 for a group of one key)
+ *   data    for each group, its cnt - 1 numbers key[j] - key[j-1] - 1 at
+ *           its width as a bit stream padded to a whole byte; the groups
+ *           lie back to back and end with the section
+ *
+ * Where the groups lie is the node's state, not a function of its keys: a
+ * decoded node keeps a flag a key (start[i] = 1 where a group begins), and
+ * one rule (ug_place) decides where a key put into the node goes, whether
+ * the node is decoded or its image is changed where it lies, so that both
+ * give the same bytes.
+ *
+ * No image holds this form yet: node.c writes format 4's groups of 64
+ * (format.md).  It is the key section of the next format version, whose
+ * marker, flag and version number come with the images that use it.
+ *
+ * Pure: no allocation, no I/O.  Every reader checks its reads against the
+ * section's end.
+ */
+#ifndef BONSAI_U64GROUPS_H
+#define BONSAI_U64GROUPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define UG_MAX 96u   /* keys in a group; a put that makes it 97 halves it */
+#define UG_FRESH 64u /* keys a group takes when keys come without groups */
+
+/* Groups of UG_FRESH keys by position, for keys that come without any
+ * (an image of the older forms, keys loaded in order). */
+void ug_fresh(uint8_t *start, uint32_t n);
+
+/* Key i of k[0..n) has just been put (its start flag is a placeholder):
+ * sets start[i] and what the rule changes next to it.  Inside a group the
+ * key joins it.  Between two groups (or past either end) it joins the one
+ * whose bytes grow least, or starts a group of its own when that costs
+ * fewer bits than either; a group that reaches UG_MAX + 1 keys is halved. */
+void ug_place(const uint64_t *k, uint8_t *start, uint32_t n, uint32_t i);
+
+/* Key i of n is about to be removed: moves its group's start to the next
+ * key where it began one.  The caller then removes start[i] with key i. */
+void ug_unplace(uint8_t *start, uint32_t n, uint32_t i);
+
+/* Bytes of the groups form of k[0..n) (n >= 2) grouped by start, and the
+ * form written at out; ug_put returns the byte after it.  start must hold
+ * start[0] = 1 and groups of 1..UG_MAX keys (ug_grouping_ok). */
+size_t ug_len(const uint64_t *k, const uint8_t *start, uint32_t n);
+uint8_t *ug_put(const uint64_t *k, const uint8_t *start, uint32_t n,
+                uint8_t *out);
+int ug_grouping_ok(const uint8_t *start, uint32_t n);
+
+/* Decodes the groups form in [s, end) of n >= 2 keys whose key 0 is first
+ * into k and start.  Accepts only what ug_put writes for them: returns 0,
+ * or -1 for anything else. */
+int ug_decode(const uint8_t *s, const uint8_t *end, uint64_t first,
+              uint32_t n, uint64_t *k, uint8_t *start);
+
+/* In place: the first index whose key is >= key, and whether it equals
+ * key; key i of the section.  Return 0, or -1 where the bytes do not hold
+ * what they claim. */
+int ug_search(const uint8_t *s, const uint8_t *end, uint64_t first,
+              uint32_t n, uint64_t key, uint32_t *idx, int *found);
+int ug_key_at(const uint8_t *s, const uint8_t *end, uint64_t first,
+              uint32_t n, uint32_t i, uint64_t *key);
+
+/* Keys put into a groups form where it lies: the form in [s, end) of n
+ * keys whose key 0 is first, with the strictly increasing keys add[0..m)
+ * (none of them in it) put in one by one as ug_place puts them, written
+ * at out (cap bytes): the bytes ug_put writes for the keys and groups that
+ * gives.  Groups no key joins are copied as they are.  scratch holds
+ * ug_add_scratch(n, m) bytes, 8-byte aligned.  *first_out is the new key
+ * 0 and *len the form's bytes.  Returns 0, 1 when the form would pass
+ * cap, or -1 for a form that does not hold what it claims, a key already
+ * in it or keys out of order. */
+size_t ug_add_scratch(uint32_t n, uint32_t m);
+int ug_add(const uint8_t *s, const uint8_t *end, uint64_t first, uint32_t n,
+           const uint64_t *add, uint32_t m, void *scratch, uint8_t *out,
+           size_t cap, uint64_t *first_out, size_t *len);
+
+/* The most one put can add to a groups form of `groups` groups and rel
+ * width rw, in bytes: the key's own bits or a record (ug_place takes the
+ * cheaper), a record for a halved group, every rel widened (a new lowest
+ * or highest key), a longer G and two bytes' rounding.  Key 0's varint,
+ * before the marker, may grow too; the caller adds it. */
+uint32_t ug_put_bound(uint32_t groups, unsigned rw);
+
+#endif
