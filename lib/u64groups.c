@@ -31,20 +31,45 @@ void ug_fresh(uint8_t *start, uint32_t n)
         start[i] = i % UG_FRESH == 0;
 }
 
-/* The first key of the group holding key i (start[0] is always set). */
-static uint32_t group_begin(const uint8_t *start, uint32_t i)
+/* The keys a placement sees: all of k but those of a batch still to be
+ * put (fresh ones after the key being placed, whose start flags mean
+ * nothing yet). */
+typedef struct ug_view {
+    const uint64_t *k;
+    uint8_t *start;
+    uint32_t n;
+    const uint8_t *fresh; /* NULL: every key is there */
+    uint32_t at;          /* the key being placed */
+} ug_view;
+
+static inline int seen(const ug_view *v, uint32_t j)
 {
-    while (!start[i])
+    return !v->fresh || !v->fresh[j] || j <= v->at;
+}
+
+/* The next key seen after j, or n. */
+static uint32_t next_seen(const ug_view *v, uint32_t j)
+{
+    for (j++; j < v->n && !seen(v, j); j++)
+        ;
+    return j;
+}
+
+/* The first key of the group holding key i (key 0 always begins one, and
+ * every key before the one being placed is seen). */
+static uint32_t group_begin(const ug_view *v, uint32_t i)
+{
+    while (!v->start[i] || !seen(v, i))
         i--;
     return i;
 }
 
-/* One past the last key of the group that begins at b. */
-static uint32_t group_end(const uint8_t *start, uint32_t n, uint32_t b)
+/* Where the next group begins after the one that begins at b, or n. */
+static uint32_t group_end(const ug_view *v, uint32_t b)
 {
-    uint32_t e = b + 1;
-    while (e < n && !start[e])
-        e++;
+    uint32_t e = next_seen(v, b);
+    while (e < v->n && !v->start[e])
+        e = next_seen(v, e);
     return e;
 }
 
@@ -58,64 +83,92 @@ static unsigned group_width(const uint64_t *k, uint32_t b, uint32_t e)
     return w;
 }
 
-/* Bits the group of keys [b, e) grows by when a key whose number takes
- * `bits` joins it. */
-static uint64_t join_cost(const uint64_t *k, uint32_t b, uint32_t e,
+/* Bits the group of the keys seen in [b, e) grows by when a key whose
+ * number takes `bits` joins it. */
+static uint64_t join_cost(const ug_view *v, uint32_t b, uint32_t e,
                           unsigned bits)
 {
-    unsigned w = group_width(k, b, e);
+    unsigned w = 0;
+    uint64_t cnt = 1;
+    for (uint32_t prev = b, j = next_seen(v, b); j < e;
+         prev = j, j = next_seen(v, j), cnt++) {
+        unsigned d = delta_bits(v->k[prev], v->k[j]);
+        w = d > w ? d : w;
+    }
     unsigned joined = bits > w ? bits : w;
-    uint64_t cnt = e - b;
     return cnt * joined - (cnt - 1) * w;
 }
 
-/* What a record costs before key i was put: rw + the fields. */
-static uint64_t record_cost(const uint64_t *k, const uint8_t *start,
-                            uint32_t n, uint32_t i)
+/* What a record costs before key i is put: rw + the fields. */
+static uint64_t record_cost(const ug_view *v, uint32_t i)
 {
-    uint32_t last = i + 1 < n ? group_begin(start, n - 1)
-                              : group_begin(start, i - 1);
-    uint64_t key0 = i == 0 ? k[1] : k[0];
-    return bit_len(k[last] - key0) + FIELD_BITS;
+    uint32_t last = v->n - 1;
+    while (!seen(v, last))
+        last--;
+    last = group_begin(v, last == i ? i - 1 : last);
+    uint64_t key0 = v->k[i == 0 ? next_seen(v, 0) : 0];
+    return bit_len(v->k[last] - key0) + FIELD_BITS;
 }
 
-static void halve_if_full(uint8_t *start, uint32_t n, uint32_t i)
+static void halve_if_full(const ug_view *v, uint32_t i)
 {
-    uint32_t b = group_begin(start, i);
-    uint32_t e = group_end(start, n, b);
-    if (e - b > UG_MAX)
-        start[b + (e - b) / 2] = 1;
+    uint32_t b = group_begin(v, i), e = group_end(v, b), cnt = 0;
+    for (uint32_t j = b; j < e; j = next_seen(v, j))
+        cnt++;
+    if (cnt <= UG_MAX)
+        return;
+    uint32_t half = b;
+    for (uint32_t t = 0; t < cnt / 2; t++)
+        half = next_seen(v, half);
+    v->start[half] = 1;
 }
 
-void ug_place(const uint64_t *k, uint8_t *start, uint32_t n, uint32_t i)
+static void place(const ug_view *v)
 {
-    if (n == 1) {
-        start[0] = 1;
+    uint32_t i = v->at, right_at = next_seen(v, i);
+    int has_left = i > 0, has_right = right_at < v->n;
+    uint8_t *start = v->start;
+    if (!has_left && !has_right) {
+        start[i] = 1;
         return;
     }
-    int has_left = i > 0, has_right = i + 1 < n;
-    if (has_left && has_right && !start[i + 1]) {
+    if (has_left && has_right && !start[right_at]) {
         start[i] = 0; /* among the keys of one group */
-        halve_if_full(start, n, i);
+        halve_if_full(v, i);
         return;
     }
     uint64_t left = UINT64_MAX, right = UINT64_MAX;
     if (has_left)
-        left = join_cost(k, group_begin(start, i - 1), i,
-                         delta_bits(k[i - 1], k[i]));
+        left = join_cost(v, group_begin(v, i - 1), i,
+                         delta_bits(v->k[i - 1], v->k[i]));
     if (has_right)
-        right = join_cost(k, i + 1, group_end(start, n, i + 1),
-                          delta_bits(k[i], k[i + 1]));
-    uint64_t own = record_cost(k, start, n, i);
+        right = join_cost(v, right_at, group_end(v, right_at),
+                          delta_bits(v->k[i], v->k[right_at]));
+    uint64_t own = record_cost(v, i);
     if (has_left && left <= right && left <= own) {
         start[i] = 0;
     } else if (has_right && right <= own) {
         start[i] = 1;
-        start[i + 1] = 0;
+        start[right_at] = 0;
     } else {
         start[i] = 1;
     }
-    halve_if_full(start, n, i);
+    halve_if_full(v, i);
+}
+
+void ug_place(const uint64_t *k, uint8_t *start, uint32_t n, uint32_t i)
+{
+    ug_view v = {k, start, n, NULL, i};
+    place(&v);
+}
+
+void ug_place_batch(const uint64_t *k, uint8_t *start, uint32_t n,
+                    const uint8_t *fresh)
+{
+    ug_view v = {k, start, n, fresh, 0};
+    for (v.at = 0; v.at < n; v.at++)
+        if (fresh[v.at])
+            place(&v);
 }
 
 void ug_unplace(uint8_t *start, uint32_t n, uint32_t i)
@@ -139,6 +192,16 @@ int ug_grouping_ok(const uint8_t *start, uint32_t n)
 
 /* ---- writing ------------------------------------------------------------- */
 
+/* One past the last key of the group that begins at b. */
+static uint32_t plain_group_end(const uint8_t *start, uint32_t n,
+                                uint32_t b)
+{
+    uint32_t e = b + 1;
+    while (e < n && !start[e])
+        e++;
+    return e;
+}
+
 typedef struct ug_shape {
     uint32_t groups;
     unsigned rw;
@@ -149,7 +212,7 @@ static ug_shape shape_of(const uint64_t *k, const uint8_t *start, uint32_t n)
 {
     ug_shape s = {0, 0, 0};
     for (uint32_t b = 0; b < n;) {
-        uint32_t e = group_end(start, n, b);
+        uint32_t e = plain_group_end(start, n, b);
         s.data += data_bytes(e - b, group_width(k, b, e));
         s.rw = bit_len(k[b] - k[0]);
         s.groups++;
@@ -177,7 +240,7 @@ uint8_t *ug_put(const uint64_t *k, const uint8_t *start, uint32_t n,
     out = varint_put(out, s.groups);
     bitw index = {out, 0, 0};
     for (uint32_t b = 0; b < n;) {
-        uint32_t e = group_end(start, n, b);
+        uint32_t e = plain_group_end(start, n, b);
         bitw_put(&index, k[b] - k[0], s.rw);
         bitw_put(&index, e - b - 1, CNT_BITS);
         bitw_put(&index, group_width(k, b, e), WIDTH_BITS);
@@ -185,7 +248,7 @@ uint8_t *ug_put(const uint64_t *k, const uint8_t *start, uint32_t n,
     }
     out = bitw_end(&index);
     for (uint32_t b = 0; b < n;) {
-        uint32_t e = group_end(start, n, b);
+        uint32_t e = plain_group_end(start, n, b);
         unsigned w = group_width(k, b, e);
         bitw data = {out, 0, 0};
         for (uint32_t j = b + 1; j < e; j++)

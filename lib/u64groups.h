@@ -60,6 +60,13 @@ void ug_fresh(uint8_t *start, uint32_t n);
  * fewer bits than either; a group that reaches UG_MAX + 1 keys is halved. */
 void ug_place(const uint64_t *k, uint8_t *start, uint32_t n, uint32_t i);
 
+/* Keys put into a node at once: k[i] with fresh[i] set, among keys that
+ * were there before with their groups.  Places them as ug_place would,
+ * one by one in increasing order, each seeing the keys put before it and
+ * not those after. */
+void ug_place_batch(const uint64_t *k, uint8_t *start, uint32_t n,
+                    const uint8_t *fresh);
+
 /* Key i of n is about to be removed: moves its group's start to the next
  * key where it began one.  The caller then removes start[i] with key i. */
 void ug_unplace(uint8_t *start, uint32_t n, uint32_t i);

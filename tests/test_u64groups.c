@@ -8,7 +8,9 @@
  *  - what the form is for: a put changes the bytes of at most the group it
  *    joins (two when it halves it) and grows the form by no more than
  *    ug_put_bound;
- *  - groups: fresh ones of 64 keys, none above UG_MAX;
+ *  - groups: fresh ones of 64 keys, none above UG_MAX; keys placed all at
+ *    once (ug_place_batch) or added to a form where it lies (ug_add) as
+ *    if put one by one;
  *  - every single-bit flip and truncation of small forms: refused, or
  *    decoded into keys that encode to the same bytes, and searched in place
  *    without reading past the end (ASan).
@@ -478,5 +480,58 @@ Test(u64groups, keys_added_where_the_form_lies_as_put_one_by_one)
         }
         qsort(add, m, sizeof add[0], cmp_u64);
         check_add(&s, add, m);
+    }
+}
+
+Test(u64groups, keys_placed_at_once_as_one_by_one)
+{
+    g_seed = tu_seed("u64groups batch", 0xba7c);
+    tu_rng r = {g_seed};
+    static keyset s, want;
+    static uint64_t k[MAXN];
+    static uint8_t start[MAXN], fresh[MAXN];
+    static uint64_t add[600];
+    uint64_t rounds = tu_scaled(300, 50);
+    for (uint64_t round = 0; round < rounds; round++) {
+        unsigned shape = (unsigned)(round % 4);
+        uint64_t base = tu_rand(&r) >> 2;
+        uint32_t target = 1 + (uint32_t)tu_below(&r, 800);
+        s.n = 0;
+        while (s.n < target) {
+            uint64_t key = shaped_key(&r, shape, base);
+            if (!contains(&s, key))
+                put_key(&s, key);
+        }
+        uint32_t m = 1 + (uint32_t)tu_below(&r, round % 3 ? 6 : 600);
+        uint32_t got = 0;
+        while (got < m) {
+            uint64_t key = shaped_key(&r, shape, base);
+            int dup = contains(&s, key);
+            for (uint32_t j = 0; j < got && !dup; j++)
+                dup = add[j] == key;
+            if (!dup)
+                add[got++] = key;
+        }
+        qsort(add, m, sizeof add[0], cmp_u64);
+        want = s;
+        for (uint32_t j = 0; j < m; j++)
+            put_key(&want, add[j]);
+        /* the same keys merged at once, the new ones' flags unknown */
+        uint32_t i = 0, j = 0, n = 0;
+        while (i < s.n || j < m) {
+            int take_new = j < m && (i == s.n || add[j] < s.k[i]);
+            k[n] = take_new ? add[j] : s.k[i];
+            start[n] = take_new ? 0xee : s.start[i];
+            fresh[n++] = (uint8_t)take_new;
+            if (take_new)
+                j++;
+            else
+                i++;
+        }
+        ug_place_batch(k, start, n, fresh);
+        CHK(n == want.n && memcmp(k, want.k, n * sizeof k[0]) == 0,
+            "merged keys");
+        CHK(memcmp(start, want.start, n) == 0,
+            "%u keys placed at once among %u: other groups", m, s.n);
     }
 }
