@@ -15,7 +15,8 @@
 # One harness per decoder or entry point (fuzz/fuzz_<name>.c): node (node
 # images and packed images), file (a store file through open, cursors,
 # stat, a write transaction), ops (an op sequence against a model),
-# compress (the codecs).  Each is built with $(FUZZ_CC) and
+# compress (the codecs), u64groups (the groups form of a u64 key section,
+# lib/u64groups.c).  Each is built with $(FUZZ_CC) and
 # -fsanitize=fuzzer,address,undefined against lib/*.c compiled again with
 # the same flags into $(BUILD)/fuzz/obj/.  A run reads fuzz/corpus/<name>/
 # and fuzz/regress/<name>/ and never writes there: new inputs go to
@@ -38,13 +39,14 @@ FUZZ_TIMEOUT       ?= 30
 FUZZ_FLAGS         ?=
 
 # -max_len per harness: a node image, a small store file, a program, a
-# compressed stream
-FUZZ_MAXLEN_node     ?= 16384
-FUZZ_MAXLEN_file     ?= 65536
-FUZZ_MAXLEN_ops      ?= 4096
-FUZZ_MAXLEN_compress ?= 16384
+# compressed stream, a key section of up to 2001 keys
+FUZZ_MAXLEN_node      ?= 16384
+FUZZ_MAXLEN_file      ?= 65536
+FUZZ_MAXLEN_ops       ?= 4096
+FUZZ_MAXLEN_compress  ?= 16384
+FUZZ_MAXLEN_u64groups ?= 32768
 
-FUZZ_NAMES    := node file ops compress
+FUZZ_NAMES    := node file ops compress u64groups
 FUZZ_OUT      := $(BUILD)/fuzz
 FUZZ_BINS     := $(FUZZ_NAMES:%=$(FUZZ_OUT)/fuzz_%)
 FUZZ_LIB_OBJS := $(LIB_SRCS:%.c=$(FUZZ_OUT)/obj/%.o)
@@ -71,7 +73,9 @@ define fuzz_run_all
 	@fail=; for h in $(FUZZ_NAMES); do \
 	    case $$h in \
 	    node) len=$(FUZZ_MAXLEN_node) ;; file) len=$(FUZZ_MAXLEN_file) ;; \
-	    ops) len=$(FUZZ_MAXLEN_ops) ;; *) len=$(FUZZ_MAXLEN_compress) ;; \
+	    ops) len=$(FUZZ_MAXLEN_ops) ;; \
+	    u64groups) len=$(FUZZ_MAXLEN_u64groups) ;; \
+	    *) len=$(FUZZ_MAXLEN_compress) ;; \
 	    esac; \
 	    sh fuzz/run.sh $(FUZZ_OUT)/fuzz_$$h $$h $(1) $$len $(FUZZ_OUT) \
 	        -timeout=$(FUZZ_TIMEOUT) $(FUZZ_FLAGS) || fail="$$fail $$h"; \

@@ -4,7 +4,7 @@
  * reading an input a field at a time, a temporary directory per process.
  *
  * Everything here is static inline, so the replay test, which compiles
- * all four harnesses into one translation unit, gets one copy without
+ * all five harnesses into one translation unit, gets one copy without
  * unused-function warnings.
  *
  * A finding is reported on stderr and ends in abort(): libFuzzer saves the

@@ -2,14 +2,16 @@
 /*
  * make_corpus.c - writes the seed corpora of the fuzz harnesses.
  *
- *   make_corpus ROOT [node|file|ops|compress ...]   (default: all four)
+ *   make_corpus ROOT [node|file|ops|compress|u64groups ...]
+ *                                                   (default: all five)
  *
  * writes ROOT/<harness>/<seed> for each harness named.  Everything is made
  * by the library itself, deterministically (fixed seeds), so the seeds are
  * real: node images from bn_encode and pk_pack, compressed streams from
  * bx_compress, store files from the public API (cut to their high-water
  * mark so they stay a few pages), op programs in the ops harness's own
- * encoding.  Each seed is under 64 KiB; existing files of the same name
+ * encoding, groups forms of u64 key sections from ug_put over keys placed
+ * by ug_place.  Each seed is under 64 KiB; existing files of the same name
  * are replaced, others are left alone.  Exit 0, 1 on an error, 2 usage.
  */
 #ifndef _GNU_SOURCE
@@ -29,6 +31,7 @@
 #include "meta.h"
 #include "node.h"
 #include "pack.h"
+#include "u64groups.h"
 
 /* the ops harness's opcodes and configuration bits */
 #define FUZZ_REPLAY 1
@@ -668,19 +671,138 @@ static void make_ops(void)
     }
 }
 
+/* ---- u64 key sections ---------------------------------------------------------- */
+
+/* A key section's keys and group flags, kept sorted (room for cap). */
+typedef struct keyset {
+    uint32_t n, cap;
+    uint64_t *k;
+    uint8_t *start;
+} keyset;
+
+/* Puts key as a node would: in order, then ug_place; 0 if it was there. */
+static int put_key(keyset *s, uint64_t key)
+{
+    uint32_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (s->k[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < s->n && s->k[lo] == key)
+        return 0;
+    if (s->n == s->cap)
+        die("put_key: keyset full", BONSAI_INVALID);
+    memmove(s->k + lo + 1, s->k + lo, (s->n - lo) * sizeof s->k[0]);
+    memmove(s->start + lo + 1, s->start + lo, s->n - lo);
+    s->k[lo] = key;
+    s->start[lo] = 0;
+    s->n++;
+    ug_place(s->k, s->start, s->n, lo);
+    return 1;
+}
+
+/* Key shapes: anywhere; dense in a small range; near 2^64 - 1; clusters
+ * with wide gaps between them. */
+static uint64_t shaped_key(unsigned shape, uint64_t base)
+{
+    uint64_t r = rnd();
+    switch (shape) {
+    case 0: return r;
+    case 1: return base + r % 4000;
+    case 2: return UINT64_MAX - r % 100000;
+    default: return base + ((r >> 61) << 40) + r % (1u << 20);
+    }
+}
+
+/* first, n - 2 (u16), control, then the form of s */
+static void groups_seed(const char *name, const keyset *s, unsigned ctl)
+{
+    if (!ug_grouping_ok(s->start, s->n))
+        die("ug_grouping_ok", BONSAI_INVALID);
+    size_t len = ug_len(s->k, s->start, s->n);
+    uint8_t *b = malloc(11 + len);
+    if (!b)
+        die("malloc", BONSAI_NOMEM);
+    put_le64(b, s->k[0]);
+    put_le16(b + 8, (uint16_t)(s->n - 2));
+    b[10] = (uint8_t)ctl;
+    if (ug_put(s->k, s->start, s->n, b + 11) != b + 11 + len)
+        die("ug_put", BONSAI_INVALID);
+    seed("u64groups", name, b, 11 + len);
+    free(b);
+}
+
+static void make_u64groups(void)
+{
+    static const char *shapes[4] = {"random", "dense", "high", "clustered"};
+    static const uint32_t sizes[4][3] = {
+        {2, 100, 2000}, {10, 600, 2000}, {10, 100, 600}, {100, 600, 2000},
+    };
+    /* a sequence of its own: the same seeds whichever harnesses ran
+     * before */
+    g_rng = 0x5EED6401;
+    keyset s;
+    s.cap = 2000;
+    s.k = malloc(s.cap * sizeof s.k[0]);
+    s.start = malloc(s.cap);
+    if (!s.k || !s.start)
+        die("malloc", BONSAI_NOMEM);
+    for (unsigned shape = 0; shape < 4; shape++) {
+        for (unsigned z = 0; z < 3; z++) {
+            /* keys put in random order, as puts into a node place them */
+            uint64_t base = rnd() >> 2;
+            s.n = 0;
+            while (s.n < sizes[shape][z])
+                put_key(&s, shaped_key(shape, base));
+            char name[64];
+            snprintf(name, sizeof name, "%s-%u", shapes[shape],
+                     sizes[shape][z]);
+            groups_seed(name, &s, (unsigned)rnd());
+        }
+    }
+
+    /* keys loaded in order into fresh groups of 64, with a key to add
+     * before, among and after them */
+    s.n = 300;
+    for (uint32_t i = 0; i < s.n; i++)
+        s.k[i] = 1000 + 3 * (uint64_t)i + (i % 7 == 0);
+    ug_fresh(s.start, s.n);
+    groups_seed("fresh-300", &s, 0xf3);
+
+    /* keys put in increasing order: each joins the last group, which is
+     * halved when it passes UG_MAX */
+    s.n = 0;
+    for (uint64_t key = 5; s.n < 1000; key += 2 + s.n % 3)
+        put_key(&s, key);
+    groups_seed("in-order-1000", &s, 0x2a);
+
+    /* the fewest keys, far apart: one group each or one of two */
+    s.n = 0;
+    put_key(&s, 0);
+    put_key(&s, UINT64_MAX);
+    groups_seed("ends-2", &s, 0x05);
+    free(s.k);
+    free(s.start);
+}
+
 /* ---- main -------------------------------------------------------------------- */
 
 int main(int argc, char **argv)
 {
     if (argc < 2 || argv[1][0] == '-') {
-        fprintf(stderr, "usage: %s ROOT [node|file|ops|compress ...]\n",
+        fprintf(stderr,
+                "usage: %s ROOT [node|file|ops|compress|u64groups ...]\n",
                 argv[0]);
         return 2;
     }
     g_root = argv[1];
-    static const char *all[] = {"node", "file", "ops", "compress"};
+    static const char *all[] = {"node", "file", "ops", "compress",
+                                "u64groups"};
     const char **names = argc > 2 ? (const char **)argv + 2 : all;
-    int count = argc > 2 ? argc - 2 : 4;
+    int count = argc > 2 ? argc - 2 : 5;
     for (int i = 0; i < count; i++) {
         unsigned before = g_written;
         if (!strcmp(names[i], "node"))
@@ -691,6 +813,8 @@ int main(int argc, char **argv)
             make_ops();
         else if (!strcmp(names[i], "compress"))
             make_compress();
+        else if (!strcmp(names[i], "u64groups"))
+            make_u64groups();
         else {
             fprintf(stderr, "make_corpus: no harness \"%s\"\n", names[i]);
             return 2;

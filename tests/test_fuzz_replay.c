@@ -4,7 +4,7 @@
  * compiler and sanitizers (`make check`), so every seed and every crasher
  * ever found keeps running even where clang's libFuzzer is absent.
  *
- * The four harnesses are compiled in from fuzz/ with FUZZ_REPLAY defined
+ * The five harnesses are compiled in from fuzz/ with FUZZ_REPLAY defined
  * (which leaves out their LLVMFuzzerTestOneInput).  For each harness h,
  * every regular file in fuzz/corpus/h/ and fuzz/regress/h/ goes through
  * fuzz_h(), the same entry libFuzzer calls.  A harness reports a finding
@@ -22,6 +22,7 @@
 #include "../fuzz/fuzz_file.c"
 #include "../fuzz/fuzz_node.c"
 #include "../fuzz/fuzz_ops.c"
+#include "../fuzz/fuzz_u64groups.c"
 
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
@@ -182,3 +183,4 @@ Test(fuzz_replay, node) { replay("node", fuzz_node); }
 Test(fuzz_replay, file) { replay("file", fuzz_file); }
 Test(fuzz_replay, ops) { replay("ops", fuzz_ops); }
 Test(fuzz_replay, compress) { replay("compress", fuzz_compress); }
+Test(fuzz_replay, u64groups) { replay("u64groups", fuzz_u64groups); }
