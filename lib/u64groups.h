@@ -110,8 +110,9 @@ int ug_add(const uint8_t *s, const uint8_t *end, uint64_t first, uint32_t n,
 /* The most one put can add to a groups form of `groups` groups and rel
  * width rw, in bytes: the key's own bits or a record (ug_place takes the
  * cheaper), a record for a halved group, every rel widened (a new lowest
- * or highest key), a longer G and two bytes' rounding.  Key 0's varint,
- * before the marker, may grow too; the caller adds it. */
+ * or highest key), a longer G, and a byte's rounding each for the index
+ * and the two groups a put may change.  Key 0's varint, before the
+ * marker, may grow too; the caller adds it. */
 uint32_t ug_put_bound(uint32_t groups, unsigned rw);
 
 #endif
