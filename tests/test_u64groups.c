@@ -95,6 +95,43 @@ static uint64_t shaped_key(tu_rng *r, unsigned shape, uint64_t base)
     }
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Puts keys of a shape into s until it holds target. */
+static void fill_keys(tu_rng *r, keyset *s, unsigned shape, uint64_t base,
+                      uint32_t target)
+{
+    while (s->n < target) {
+        uint64_t key = shaped_key(r, shape, base);
+        if (!contains(s, key))
+            put_key(s, key);
+    }
+}
+
+/* m keys in increasing order, none in s: of the shape, or any key with a
+ * chance of any_per_mille. */
+static void new_keys(tu_rng *r, const keyset *s, unsigned shape,
+                     uint64_t base, unsigned any_per_mille, uint64_t *add,
+                     uint32_t m)
+{
+    uint32_t got = 0;
+    while (got < m) {
+        uint64_t key = any_per_mille && tu_chance(r, any_per_mille)
+                           ? tu_rand(r)
+                           : shaped_key(r, shape, base);
+        int dup = contains(s, key);
+        for (uint32_t j = 0; j < got && !dup; j++)
+            dup = add[j] == key;
+        if (!dup)
+            add[got++] = key;
+    }
+    qsort(add, m, sizeof add[0], cmp_u64);
+}
+
 static size_t encode(const keyset *s, uint8_t *out)
 {
     CHK(ug_grouping_ok(s->start, s->n), "grouping of %u keys", s->n);
@@ -257,11 +294,7 @@ Test(u64groups, a_put_changes_one_group_and_grows_within_the_bound)
         unsigned shape = (unsigned)(round % 4);
         uint64_t base = tu_rand(&r) >> 2;
         s.n = 0;
-        while (s.n < 2) {
-            uint64_t key = shaped_key(&r, shape, base);
-            if (!contains(&s, key))
-                put_key(&s, key);
-        }
+        fill_keys(&r, &s, shape, base, 2);
         size_t lb = encode(&s, fb);
         while (s.n < MAXN - 1) {
             uint64_t key = shaped_key(&r, shape, base);
@@ -297,11 +330,7 @@ Test(u64groups, a_new_lowest_or_highest_key_stays_within_the_bound)
     static uint8_t fb[FORM_CAP], fa[FORM_CAP];
     uint64_t base = UINT64_C(1) << 62;
     s.n = 0;
-    while (s.n < 900) {
-        uint64_t key = shaped_key(&r, 3, base);
-        if (!contains(&s, key))
-            put_key(&s, key);
-    }
+    fill_keys(&r, &s, 3, base, 900);
     uint64_t ends[] = {1, UINT64_MAX, 0};
     for (unsigned e = 0; e < 3; e++) {
         size_t lb = encode(&s, fb);
@@ -384,11 +413,7 @@ Test(u64groups, flipped_and_truncated_forms_are_refused_or_canonical)
         s.n = 0;
         uint32_t target = 2 + (uint32_t)tu_below(&r, 150);
         uint64_t base = tu_rand(&r) >> 1;
-        while (s.n < target) {
-            uint64_t key = shaped_key(&r, (unsigned)round % 4, base);
-            if (!contains(&s, key))
-                put_key(&s, key);
-        }
+        fill_keys(&r, &s, (unsigned)round % 4, base, target);
         size_t len = encode(&s, form);
         for (size_t bit = 0; bit < len * 8; bit++) {
             form[bit / 8] ^= (uint8_t)(1u << (bit % 8));
@@ -444,12 +469,6 @@ static void check_add(const keyset *s, const uint64_t *add, uint32_t m)
     free(scratch);
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 Test(u64groups, keys_added_where_the_form_lies_as_put_one_by_one)
 {
     g_seed = tu_seed("u64groups add", 0xadd5);
@@ -462,23 +481,9 @@ Test(u64groups, keys_added_where_the_form_lies_as_put_one_by_one)
         uint64_t base = tu_rand(&r) >> 2;
         uint32_t target = 2 + (uint32_t)tu_below(&r, 1000);
         s.n = 0;
-        while (s.n < target) {
-            uint64_t key = shaped_key(&r, shape, base);
-            if (!contains(&s, key))
-                put_key(&s, key);
-        }
+        fill_keys(&r, &s, shape, base, target);
         uint32_t m = (uint32_t)tu_below(&r, round % 3 ? 8 : 400);
-        uint32_t got = 0;
-        while (got < m) {
-            uint64_t key = tu_chance(&r, 50) ? tu_rand(&r)
-                                             : shaped_key(&r, shape, base);
-            int dup = contains(&s, key);
-            for (uint32_t j = 0; j < got && !dup; j++)
-                dup = add[j] == key;
-            if (!dup)
-                add[got++] = key;
-        }
-        qsort(add, m, sizeof add[0], cmp_u64);
+        new_keys(&r, &s, shape, base, 50, add, m);
         check_add(&s, add, m);
     }
 }
@@ -497,22 +502,9 @@ Test(u64groups, keys_placed_at_once_as_one_by_one)
         uint64_t base = tu_rand(&r) >> 2;
         uint32_t target = 1 + (uint32_t)tu_below(&r, 800);
         s.n = 0;
-        while (s.n < target) {
-            uint64_t key = shaped_key(&r, shape, base);
-            if (!contains(&s, key))
-                put_key(&s, key);
-        }
+        fill_keys(&r, &s, shape, base, target);
         uint32_t m = 1 + (uint32_t)tu_below(&r, round % 3 ? 6 : 600);
-        uint32_t got = 0;
-        while (got < m) {
-            uint64_t key = shaped_key(&r, shape, base);
-            int dup = contains(&s, key);
-            for (uint32_t j = 0; j < got && !dup; j++)
-                dup = add[j] == key;
-            if (!dup)
-                add[got++] = key;
-        }
-        qsort(add, m, sizeof add[0], cmp_u64);
+        new_keys(&r, &s, shape, base, 0, add, m);
         want = s;
         for (uint32_t j = 0; j < m; j++)
             put_key(&want, add[j]);
