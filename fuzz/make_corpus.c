@@ -713,7 +713,11 @@ static uint64_t shaped_key(unsigned shape, uint64_t base)
     case 0: return r;
     case 1: return base + r % 4000;
     case 2: return UINT64_MAX - r % 100000;
-    default: return base + ((r >> 61) << 40) + r % (1u << 20);
+    case 3: return base + ((r >> 61) << 40) + r % (1u << 20);
+    default: { /* nearly even: groups with a base */
+        uint64_t slot = r % 2200;
+        return base + slot * 1000 + (slot * 2654435761u >> 7) % 11;
+    }
     }
 }
 
@@ -737,9 +741,11 @@ static void groups_seed(const char *name, const keyset *s, unsigned ctl)
 
 static void make_u64groups(void)
 {
-    static const char *shapes[4] = {"random", "dense", "high", "clustered"};
-    static const uint32_t sizes[4][3] = {
+    static const char *shapes[5] = {"random", "dense", "high", "clustered",
+                                    "even"};
+    static const uint32_t sizes[5][3] = {
         {2, 100, 2000}, {10, 600, 2000}, {10, 100, 600}, {100, 600, 2000},
+        {100, 600, 2000},
     };
     /* a sequence of its own: the same seeds whichever harnesses ran
      * before */
@@ -750,7 +756,7 @@ static void make_u64groups(void)
     s.start = malloc(s.cap);
     if (!s.k || !s.start)
         die("malloc", BONSAI_NOMEM);
-    for (unsigned shape = 0; shape < 4; shape++) {
+    for (unsigned shape = 0; shape < 5; shape++) {
         for (unsigned z = 0; z < 3; z++) {
             /* keys put in random order, as puts into a node place them */
             uint64_t base = rnd() >> 2;

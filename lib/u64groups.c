@@ -11,16 +11,103 @@
 #define WIDTH_BITS 7u
 #define FIELD_BITS (CNT_BITS + WIDTH_BITS)
 #define REL_MAX_BITS 64u
+#define BASED 65u           /* a width field BASED + w: a base, width w */
+#define BASED_MAX_WIDTH 62u /* so that BASED + w fits WIDTH_BITS */
+#define BASE_MAX_BITS 72u   /* a base varint at its longest */
 
-/* Bits the number stored for lo followed by hi takes. */
-static inline unsigned delta_bits(uint64_t lo, uint64_t hi)
+/* The number stored for lo followed by hi, before any base. */
+static inline uint64_t number(uint64_t lo, uint64_t hi)
 {
-    return bit_len(hi - lo - 1);
+    return hi - lo - 1;
 }
 
 static inline size_t data_bytes(uint32_t cnt, unsigned width)
 {
     return ((size_t)(cnt - 1) * width + 7) / 8;
+}
+
+/* ---- how a group stores its numbers --------------------------------------- */
+
+/* A group's keys: how many, and the least and largest of their numbers
+ * (lo > hi while it has one key). */
+typedef struct ug_nums {
+    uint32_t cnt;
+    uint64_t lo, hi;
+} ug_nums;
+
+static inline ug_nums nums_one(void)
+{
+    return (ug_nums){1, UINT64_MAX, 0};
+}
+
+static inline void nums_add(ug_nums *s, uint64_t x)
+{
+    s->cnt++;
+    s->lo = x < s->lo ? x : s->lo;
+    s->hi = x > s->hi ? x : s->hi;
+}
+
+/* The numbers' width, and their base (0: none). */
+typedef struct ug_form {
+    unsigned width;
+    uint64_t base;
+} ug_form;
+
+/* The one form a group takes: its numbers at the width of the largest,
+ * or less the smallest (the base) at the width of their spread, where
+ * that takes fewer bits with the base's varint. */
+static ug_form form_of(const ug_nums *s)
+{
+    ug_form f = {0, 0};
+    if (s->cnt < 2)
+        return f;
+    uint64_t nums = s->cnt - 1;
+    unsigned plain = bit_len(s->hi), tight = bit_len(s->hi - s->lo);
+    f.width = plain;
+    if (s->lo > 0 && tight <= BASED_MAX_WIDTH &&
+        8 * varint_len(s->lo) + nums * tight < nums * plain) {
+        f.width = tight;
+        f.base = s->lo;
+    }
+    return f;
+}
+
+static inline uint64_t form_bits(uint32_t cnt, ug_form f)
+{
+    return (f.base ? 8u * varint_len(f.base) : 0) + (uint64_t)(cnt - 1) * f.width;
+}
+
+static inline size_t form_bytes(uint32_t cnt, ug_form f)
+{
+    return (f.base ? varint_len(f.base) : 0) + data_bytes(cnt, f.width);
+}
+
+static inline unsigned width_field(ug_form f)
+{
+    return f.base ? BASED + f.width : f.width;
+}
+
+/* Bits of a group's numbers in its form. */
+static inline int64_t nums_bits(const ug_nums *s)
+{
+    return (int64_t)form_bits(s->cnt, form_of(s));
+}
+
+/* Bits a group grows by when the number x joins it (maybe fewer than 0:
+ * a shorter base). */
+static int64_t join_bits(ug_nums s, uint64_t x)
+{
+    int64_t before = nums_bits(&s);
+    nums_add(&s, x);
+    return nums_bits(&s) - before;
+}
+
+static ug_nums nums_of_keys(const uint64_t *k, uint32_t b, uint32_t e)
+{
+    ug_nums s = nums_one();
+    for (uint32_t j = b + 1; j < e; j++)
+        nums_add(&s, number(k[j - 1], k[j]));
+    return s;
 }
 
 /* ---- where groups lie ---------------------------------------------------- */
@@ -73,34 +160,26 @@ static uint32_t group_end(const ug_view *v, uint32_t b)
     return e;
 }
 
-static unsigned group_width(const uint64_t *k, uint32_t b, uint32_t e)
+/* The numbers of the keys seen in [b, e), key skip (if any) left out. */
+static ug_nums seen_nums(const ug_view *v, uint32_t b, uint32_t e,
+                         uint32_t skip)
 {
-    unsigned w = 0;
-    for (uint32_t j = b + 1; j < e; j++) {
-        unsigned d = delta_bits(k[j - 1], k[j]);
-        w = d > w ? d : w;
+    ug_nums s = {0, UINT64_MAX, 0};
+    uint32_t prev = UINT32_MAX;
+    for (uint32_t j = b; j < e; j = next_seen(v, j)) {
+        if (j == skip)
+            continue;
+        if (prev == UINT32_MAX)
+            s.cnt = 1;
+        else
+            nums_add(&s, number(v->k[prev], v->k[j]));
+        prev = j;
     }
-    return w;
-}
-
-/* Bits the group of the keys seen in [b, e) grows by when a key whose
- * number takes `bits` joins it. */
-static uint64_t join_cost(const ug_view *v, uint32_t b, uint32_t e,
-                          unsigned bits)
-{
-    unsigned w = 0;
-    uint64_t cnt = 1;
-    for (uint32_t prev = b, j = next_seen(v, b); j < e;
-         prev = j, j = next_seen(v, j), cnt++) {
-        unsigned d = delta_bits(v->k[prev], v->k[j]);
-        w = d > w ? d : w;
-    }
-    unsigned joined = bits > w ? bits : w;
-    return cnt * joined - (cnt - 1) * w;
+    return s;
 }
 
 /* What a record costs before key i is put: rw + the fields. */
-static uint64_t record_cost(const ug_view *v, uint32_t i)
+static int64_t record_cost(const ug_view *v, uint32_t i)
 {
     uint32_t last = v->n - 1;
     while (!seen(v, last))
@@ -123,6 +202,28 @@ static void halve_if_full(const ug_view *v, uint32_t i)
     v->start[half] = 1;
 }
 
+/* Key i has fallen between keys of the group that begins at b, r the key
+ * after it (start[i] clear): whether it stands alone, in a group of its
+ * own with the group's keys after it in another.  Joining costs at most
+ * one number's bits unless a number of key i is below the group's base,
+ * which then changes or goes; key i stands alone where that costs fewer
+ * bits than joining. */
+static int stands_alone(const ug_view *v, uint32_t b, uint32_t i, uint32_t r)
+{
+    uint32_t e = group_end(v, b);
+    ug_nums before = seen_nums(v, b, e, i);
+    ug_form f = form_of(&before);
+    if (!f.base || (number(v->k[i - 1], v->k[i]) >= f.base &&
+                    number(v->k[i], v->k[r]) >= f.base))
+        return 0;
+    ug_nums joined = seen_nums(v, b, e, v->n);
+    ug_nums left = seen_nums(v, b, i, v->n), right = seen_nums(v, r, e, v->n);
+    int64_t join = nums_bits(&joined);
+    int64_t alone = 2 * record_cost(v, i) + nums_bits(&left) +
+                    nums_bits(&right);
+    return alone < join;
+}
+
 static void place(const ug_view *v)
 {
     uint32_t i = v->at, right_at = next_seen(v, i);
@@ -134,17 +235,25 @@ static void place(const ug_view *v)
     }
     if (has_left && has_right && !start[right_at]) {
         start[i] = 0; /* among the keys of one group */
+        if (stands_alone(v, group_begin(v, i - 1), i, right_at)) {
+            start[i] = 1;
+            start[right_at] = 1;
+            return;
+        }
         halve_if_full(v, i);
         return;
     }
-    uint64_t left = UINT64_MAX, right = UINT64_MAX;
-    if (has_left)
-        left = join_cost(v, group_begin(v, i - 1), i,
-                         delta_bits(v->k[i - 1], v->k[i]));
+    int64_t left = INT64_MAX, right = INT64_MAX;
+    if (has_left) {
+        uint32_t b = group_begin(v, i - 1);
+        left = join_bits(seen_nums(v, b, i, v->n),
+                         number(v->k[i - 1], v->k[i]));
+    }
     if (has_right)
-        right = join_cost(v, right_at, group_end(v, right_at),
-                          delta_bits(v->k[i], v->k[right_at]));
-    uint64_t own = record_cost(v, i);
+        right = join_bits(seen_nums(v, right_at, group_end(v, right_at),
+                                    v->n),
+                          number(v->k[i], v->k[right_at]));
+    int64_t own = record_cost(v, i);
     if (has_left && left <= right && left <= own) {
         start[i] = 0;
     } else if (has_right && right <= own) {
@@ -202,70 +311,83 @@ static uint32_t plain_group_end(const uint8_t *start, uint32_t n,
     return e;
 }
 
-typedef struct ug_shape {
-    uint32_t groups;
-    unsigned rw;
-    size_t data; /* bytes of every group's numbers */
-} ug_shape;
-
-static ug_shape shape_of(const uint64_t *k, const uint8_t *start, uint32_t n)
-{
-    ug_shape s = {0, 0, 0};
-    for (uint32_t b = 0; b < n;) {
-        uint32_t e = plain_group_end(start, n, b);
-        s.data += data_bytes(e - b, group_width(k, b, e));
-        s.rw = bit_len(k[b] - k[0]);
-        s.groups++;
-        b = e;
-    }
-    return s;
-}
-
 static size_t index_bytes(uint32_t groups, unsigned rw)
 {
     return ((uint64_t)groups * (rw + FIELD_BITS) + 7) / 8;
 }
 
+/* The groups and rw of the form: from the flags and one key. */
+static uint32_t count_groups(const uint64_t *k, const uint8_t *start,
+                             uint32_t n, unsigned *rw)
+{
+    uint32_t groups = 0, last = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (start[i]) {
+            groups++;
+            last = i;
+        }
+    *rw = bit_len(k[last] - k[0]);
+    return groups;
+}
+
 size_t ug_len(const uint64_t *k, const uint8_t *start, uint32_t n)
 {
-    ug_shape s = shape_of(k, start, n);
-    return 1 + varint_len(s.groups) + index_bytes(s.groups, s.rw) + s.data;
+    unsigned rw;
+    uint32_t groups = count_groups(k, start, n, &rw);
+    size_t data = 0;
+    for (uint32_t b = 0; b < n;) {
+        uint32_t e = plain_group_end(start, n, b);
+        ug_nums s = nums_of_keys(k, b, e);
+        data += form_bytes(s.cnt, form_of(&s));
+        b = e;
+    }
+    return 1 + varint_len(groups) + index_bytes(groups, rw) + data;
+}
+
+/* Writes a group's base (if any) and numbers at out; the byte after. */
+static uint8_t *put_numbers(const uint64_t *k, uint32_t cnt, ug_form f,
+                            uint8_t *out)
+{
+    if (f.base)
+        out = varint_put(out, f.base);
+    bitw data = {out, 0, 0};
+    for (uint32_t j = 1; j < cnt; j++)
+        bitw_put(&data, number(k[j - 1], k[j]) - f.base, f.width);
+    return bitw_end(&data);
 }
 
 uint8_t *ug_put(const uint64_t *k, const uint8_t *start, uint32_t n,
                 uint8_t *out)
 {
-    ug_shape s = shape_of(k, start, n);
-    *out++ = (uint8_t)s.rw;
-    out = varint_put(out, s.groups);
+    unsigned rw;
+    uint32_t groups = count_groups(k, start, n, &rw);
+    *out++ = (uint8_t)rw;
+    out = varint_put(out, groups);
     bitw index = {out, 0, 0};
+    uint8_t *data = out + index_bytes(groups, rw);
     for (uint32_t b = 0; b < n;) {
         uint32_t e = plain_group_end(start, n, b);
-        bitw_put(&index, k[b] - k[0], s.rw);
+        ug_nums s = nums_of_keys(k, b, e);
+        ug_form f = form_of(&s);
+        bitw_put(&index, k[b] - k[0], rw);
         bitw_put(&index, e - b - 1, CNT_BITS);
-        bitw_put(&index, group_width(k, b, e), WIDTH_BITS);
+        bitw_put(&index, width_field(f), WIDTH_BITS);
+        data = put_numbers(k + b, e - b, f, data);
         b = e;
     }
-    out = bitw_end(&index);
-    for (uint32_t b = 0; b < n;) {
-        uint32_t e = plain_group_end(start, n, b);
-        unsigned w = group_width(k, b, e);
-        bitw data = {out, 0, 0};
-        for (uint32_t j = b + 1; j < e; j++)
-            bitw_put(&data, k[j] - k[j - 1] - 1, w);
-        out = bitw_end(&data);
-        b = e;
-    }
-    return out;
+    bitw_end(&index);
+    return data;
 }
 
 uint32_t ug_put_bound(uint32_t groups, unsigned rw)
 {
     uint64_t record = REL_MAX_BITS + FIELD_BITS;
-    uint64_t widen = ((uint64_t)groups + 2) * (REL_MAX_BITS - rw);
+    uint64_t widen = ((uint64_t)groups + 3) * (REL_MAX_BITS - rw);
     /* + G's varint one byte longer, + rounding of the index and of the
-     * two groups a put may change */
-    uint64_t bytes = (2 * record + widen + 7) / 8 + 4;
+     * two groups with numbers a put may change (a key standing alone has
+     * none) */
+    uint64_t bits = 3 * record + 4 * BASE_MAX_BITS + widen;
+    uint64_t bytes = (bits + 7) / 8 + 4;
     return bytes < UINT32_MAX ? (uint32_t)bytes : UINT32_MAX;
 }
 
@@ -278,10 +400,15 @@ typedef struct ug_sec {
     unsigned rw;
 } ug_sec;
 
+/* A group's record, and where its numbers lie once located. */
 typedef struct ug_rec {
     uint64_t rel;
     uint32_t cnt;
-    unsigned width;
+    unsigned field;      /* the width field: width, or BASED + width */
+    ug_form form;        /* located: its width and base */
+    const uint8_t *at;   /* located: its bytes, base first */
+    const uint8_t *nums; /* located: its numbers' bit stream */
+    size_t len;          /* located: its bytes */
 } ug_rec;
 
 static int open_sec(ug_sec *x, const uint8_t *s, const uint8_t *end,
@@ -312,39 +439,66 @@ static ug_rec record_at(const ug_sec *x, uint32_t g)
     ug_rec r;
     r.rel = get_bits(x->index, x->end, pos, x->rw);
     r.cnt = (uint32_t)get_bits(x->index, x->end, pos + x->rw, CNT_BITS) + 1;
-    r.width = (unsigned)get_bits(x->index, x->end, pos + x->rw + CNT_BITS,
+    r.field = (unsigned)get_bits(x->index, x->end, pos + x->rw + CNT_BITS,
                                  WIDTH_BITS);
     return r;
 }
 
-/* Group g's record, the keys before it and where its numbers lie; -1 where
- * the index claims more keys than n or bytes past the end. */
-static int locate(const ug_sec *x, uint32_t n, uint32_t g, ug_rec *r,
-                  uint32_t *rank, const uint8_t **data)
+/* Reads where record r's group lies, its data starting at data: its base
+ * and the bytes it takes.  -1 for a width past 64, a base that is 0 or
+ * not the shortest varint, or bytes past the end. */
+static int locate_at(const ug_sec *x, ug_rec *r, const uint8_t *data)
 {
-    uint64_t keys = 0, off = 0;
-    for (uint32_t h = 0; h < g; h++) {
-        ug_rec before = record_at(x, h);
-        keys += before.cnt;
-        off += data_bytes(before.cnt, before.width);
-    }
-    *r = record_at(x, g);
-    if (r->width > REL_MAX_BITS || keys + r->cnt > n ||
-        off + data_bytes(r->cnt, r->width) > (uint64_t)(x->end - x->data))
+    const uint8_t *p = data;
+    r->form = (ug_form){r->field, 0};
+    if (r->field >= BASED) {
+        r->form.width = r->field - BASED;
+        if (r->form.width > BASED_MAX_WIDTH ||
+            varint_get(&p, x->end, &r->form.base) || r->form.base == 0 ||
+            (size_t)(p - data) != varint_len(r->form.base))
+            return -1;
+    } else if (r->field > REL_MAX_BITS) {
         return -1;
+    }
+    size_t packed = data_bytes(r->cnt, r->form.width);
+    if (packed > (size_t)(x->end - p))
+        return -1;
+    r->at = data;
+    r->nums = p;
+    r->len = (size_t)(p - data) + packed;
+    return 0;
+}
+
+/* Group g's record, located, and the keys before it; -1 where the index
+ * claims more keys than n or bytes past the end. */
+static int locate(const ug_sec *x, uint32_t n, uint32_t g, ug_rec *r,
+                  uint32_t *rank)
+{
+    uint64_t keys = 0;
+    const uint8_t *data = x->data;
+    for (uint32_t h = 0; h <= g; h++) {
+        *r = record_at(x, h);
+        if (locate_at(x, r, data) || keys + r->cnt > n)
+            return -1;
+        if (h < g) {
+            keys += r->cnt;
+            data += r->len;
+        }
+    }
     *rank = (uint32_t)keys;
-    *data = x->data + off;
     return 0;
 }
 
 /* The key after cur by the group's number j (1-based); -1 past 2^64 - 1. */
-static inline int next_key(const uint8_t *data, const uint8_t *end,
-                           unsigned width, uint32_t j, uint64_t *cur)
+static inline int next_key(const ug_rec *r, const uint8_t *end, uint32_t j,
+                           uint64_t *cur)
 {
-    uint64_t d = get_bits(data, end, (uint64_t)(j - 1) * width, width);
-    if (d >= UINT64_MAX - *cur)
+    uint64_t d = get_bits(r->nums, end, (uint64_t)(j - 1) * r->form.width,
+                          r->form.width);
+    if (d > UINT64_MAX - r->form.base ||
+        d + r->form.base >= UINT64_MAX - *cur)
         return -1;
-    *cur += d + 1;
+    *cur += d + r->form.base + 1;
     return 0;
 }
 
@@ -369,12 +523,11 @@ int ug_search(const uint8_t *s, const uint8_t *end, uint64_t first,
     }
     ug_rec r;
     uint32_t rank;
-    const uint8_t *data;
-    if (locate(&x, n, lo, &r, &rank, &data) || r.rel > UINT64_MAX - first)
+    if (locate(&x, n, lo, &r, &rank) || r.rel > UINT64_MAX - first)
         return -1;
     uint64_t cur = first + r.rel;
     for (uint32_t j = 0; j < r.cnt; j++) {
-        if (j > 0 && next_key(data, end, r.width, j, &cur))
+        if (j > 0 && next_key(&r, end, j, &cur))
             return -1;
         if (cur >= key) {
             *idx = rank + j;
@@ -392,24 +545,24 @@ int ug_key_at(const uint8_t *s, const uint8_t *end, uint64_t first,
     ug_sec x;
     if (i >= n || open_sec(&x, s, end, n))
         return -1;
-    uint64_t keys = 0, off = 0;
+    uint64_t keys = 0;
+    const uint8_t *data = x.data;
     for (uint32_t g = 0; g < x.groups; g++) {
         ug_rec r = record_at(&x, g);
+        if (locate_at(&x, &r, data))
+            return -1;
         if (keys + r.cnt > i) {
-            const uint8_t *data = x.data + off;
-            if (r.width > REL_MAX_BITS || r.rel > UINT64_MAX - first ||
-                off + data_bytes(r.cnt, r.width) >
-                    (uint64_t)(x.end - x.data))
+            if (r.rel > UINT64_MAX - first)
                 return -1;
             uint64_t cur = first + r.rel;
             for (uint32_t j = 1; j <= i - keys; j++)
-                if (next_key(data, end, r.width, j, &cur))
+                if (next_key(&r, end, j, &cur))
                     return -1;
             *key = cur;
             return 0;
         }
         keys += r.cnt;
-        off += data_bytes(r.cnt, r.width);
+        data += r.len;
     }
     return -1;
 }
@@ -424,39 +577,36 @@ static int padding_zero(const uint8_t *end, uint64_t bits)
     return used == 0 || (end[-1] >> used) == 0;
 }
 
-/* Decodes group r of the form into k[at..] and start; *data moves past
- * it.  The group must follow prev (the key before it, if at > 0) and take
- * the smallest width. */
-static int decode_group(const ug_sec *x, const ug_rec *r, uint64_t first,
+/* Decodes group r of the form, whose data starts at *data, into k[at..]
+ * and start; *data moves past it.  The group must follow the key before
+ * it (if at > 0) and take the one form its numbers have (form_of). */
+static int decode_group(const ug_sec *x, ug_rec *r, uint64_t first,
                         uint32_t at, const uint8_t **data, uint64_t *k,
                         uint8_t *start)
 {
-    size_t len = data_bytes(r->cnt, r->width);
-    if (r->width > REL_MAX_BITS || r->rel > UINT64_MAX - first ||
-        len > (size_t)(x->end - *data))
+    if (locate_at(x, r, *data) || r->rel > UINT64_MAX - first)
         return -1;
     uint64_t cur = first + r->rel;
     if (at > 0 && cur <= k[at - 1])
         return -1;
-    unsigned widest = 0;
+    ug_nums s = nums_one();
     k[at] = cur;
     start[at] = 1;
     for (uint32_t j = 1; j < r->cnt; j++) {
-        uint64_t d = get_bits(*data, x->end, (uint64_t)(j - 1) * r->width,
-                              r->width);
-        unsigned bits = bit_len(d);
-        widest = bits > widest ? bits : widest;
-        if (d >= UINT64_MAX - cur)
+        uint64_t prev = cur;
+        if (next_key(r, x->end, j, &cur))
             return -1;
-        cur += d + 1;
+        nums_add(&s, number(prev, cur));
         k[at + j] = cur;
         start[at + j] = 0;
     }
-    if (widest != r->width)
+    ug_form f = form_of(&s);
+    if (f.width != r->form.width || f.base != r->form.base)
         return -1;
-    *data += len;
-    return len == 0 || padding_zero(*data,
-                                    (uint64_t)(r->cnt - 1) * r->width)
+    *data += r->len;
+    size_t packed = data_bytes(r->cnt, f.width);
+    return packed == 0 ||
+                   padding_zero(*data, (uint64_t)(r->cnt - 1) * f.width)
                ? 0
                : -1;
 }
@@ -493,9 +643,9 @@ int ug_decode(const uint8_t *s, const uint8_t *end, uint64_t first,
 typedef struct ug_out {
     uint64_t first;
     uint32_t cnt;
-    unsigned width;      /* its numbers' width, kept up to date */
-    const uint8_t *data; /* kept groups' numbers */
-    uint64_t *keys;
+    ug_rec rec;     /* kept: the old form's record, located */
+    uint64_t *keys; /* decoded */
+    ug_nums nums;   /* decoded: its numbers, kept up to date */
 } ug_out;
 
 typedef struct ug_adding {
@@ -510,19 +660,13 @@ typedef struct ug_adding {
 
 size_t ug_add_scratch(uint32_t n, uint32_t m)
 {
-    /* a key adds at most one group (its own, or half of the one it
-     * joined) and decodes at most three (the one before it, the one it
-     * joins, the new half) */
-    size_t groups = (size_t)n + m + 1;
+    /* a key adds at most two groups (its own and the keys after it in the
+     * group it fell into, or half of the one it joined) and decodes at
+     * most three (the two it chooses between and the one it adds, or the
+     * one it falls into and the two it adds) */
+    size_t groups = (size_t)n + 2 * (size_t)m + 1;
     size_t slots = 3 * (size_t)m + 1;
     return groups * sizeof(ug_out) + slots * SLOT_KEYS * sizeof(uint64_t);
-}
-
-static uint64_t out_join_cost(const ug_out *o, unsigned bits)
-{
-    unsigned w = o->width;
-    unsigned joined = bits > w ? bits : w;
-    return (uint64_t)o->cnt * joined - (uint64_t)(o->cnt - 1) * w;
 }
 
 static uint64_t *take_slot(ug_adding *a)
@@ -541,48 +685,53 @@ static int decode_out(ug_adding *a, ug_out *o)
     if (!k)
         return -1;
     k[0] = o->first;
+    o->nums = nums_one();
     for (uint32_t j = 1; j < o->cnt; j++) {
         k[j] = k[j - 1];
-        if (next_key(o->data, a->end, o->width, j, &k[j]))
+        if (next_key(&o->rec, a->end, j, &k[j]))
             return -1;
+        nums_add(&o->nums, number(k[j - 1], k[j]));
     }
     o->keys = k;
     return 0;
 }
 
-/* Inserts a group at index at: a decoded one holding key alone. */
-static ug_out *new_group(ug_adding *a, uint32_t at, uint64_t key)
+/* Inserts a group at index at: a decoded one holding the cnt keys at k. */
+static ug_out *new_group(ug_adding *a, uint32_t at, const uint64_t *keys,
+                         uint32_t cnt)
 {
     uint64_t *k = take_slot(a);
     if (!k || a->groups == a->groups_cap)
         return NULL;
     memmove(a->g + at + 1, a->g + at, (a->groups - at) * sizeof a->g[0]);
     a->groups++;
-    k[0] = key;
-    a->g[at] = (ug_out){key, 1, 0, NULL, k};
+    memcpy(k, keys, cnt * sizeof k[0]);
+    a->g[at] = (ug_out){k[0], cnt, {0}, k, nums_of_keys(k, 0, cnt)};
     return &a->g[at];
 }
 
-/* Puts key into decoded group o at its place.  At either end the key
- * brings one number more; inside, it cuts one in two, which may narrow
- * the group. */
-static void join(ug_out *o, uint64_t key)
+/* Puts key into decoded group o at index i of its keys. */
+static void join_at(ug_out *o, uint32_t i, uint64_t key)
 {
-    uint32_t i = o->cnt;
-    while (i > 0 && o->keys[i - 1] > key) {
-        o->keys[i] = o->keys[i - 1];
-        i--;
-    }
+    memmove(o->keys + i + 1, o->keys + i, (o->cnt - i) * sizeof o->keys[0]);
     o->keys[i] = key;
     o->cnt++;
     o->first = o->keys[0];
-    if (i == 0 || i == o->cnt - 1) {
-        unsigned bits = i == 0 ? delta_bits(key, o->keys[1])
-                               : delta_bits(o->keys[i - 1], key);
-        o->width = bits > o->width ? bits : o->width;
-    } else {
-        o->width = group_width(o->keys, 0, o->cnt);
-    }
+    if (i == 0)
+        nums_add(&o->nums, number(key, o->keys[1]));
+    else if (i == o->cnt - 1)
+        nums_add(&o->nums, number(o->keys[i - 1], key));
+    else /* it cuts a number in two */
+        o->nums = nums_of_keys(o->keys, 0, o->cnt);
+}
+
+/* Where key goes among decoded group o's keys. */
+static uint32_t place_in(const ug_out *o, uint64_t key)
+{
+    uint32_t i = o->cnt;
+    while (i > 0 && o->keys[i - 1] > key)
+        i--;
+    return i;
 }
 
 /* Halves group at when it has passed UG_MAX, as halve_if_full does. */
@@ -592,16 +741,54 @@ static int halve(ug_adding *a, uint32_t at)
     if (o->cnt <= UG_MAX)
         return 0;
     uint32_t keep = o->cnt / 2;
-    ug_out *h = new_group(a, at + 1, a->g[at].keys[keep]);
-    if (!h)
+    if (!new_group(a, at + 1, o->keys + keep, o->cnt - keep))
         return -1;
     o = &a->g[at];
-    memcpy(h->keys, o->keys + keep, (o->cnt - keep) * sizeof h->keys[0]);
-    h->cnt = o->cnt - keep;
-    h->width = group_width(h->keys, 0, h->cnt);
     o->cnt = keep;
-    o->width = group_width(o->keys, 0, o->cnt);
+    o->nums = nums_of_keys(o->keys, 0, keep);
     return 0;
+}
+
+/* The numbers of decoded group o's keys with key put at index i. */
+static ug_nums nums_with(const ug_out *o, uint32_t i, uint64_t key)
+{
+    ug_nums s = nums_one();
+    uint64_t prev = i == 0 ? key : o->keys[0];
+    for (uint32_t t = 1; t <= o->cnt; t++) {
+        uint64_t cur = t < i ? o->keys[t] : t == i ? key : o->keys[t - 1];
+        nums_add(&s, number(prev, cur));
+        prev = cur;
+    }
+    return s;
+}
+
+/* Key falls at index i (0 < i < cnt) among the keys of decoded group at:
+ * it joins, or stands alone as stands_alone decides.  own is what a
+ * record costs. */
+static int fall_into(ug_adding *a, uint32_t at, uint32_t i, uint64_t key,
+                     int64_t own)
+{
+    ug_out *o = &a->g[at];
+    ug_form f = form_of(&o->nums);
+    if (f.base && (number(o->keys[i - 1], key) < f.base ||
+                   number(key, o->keys[i]) < f.base)) {
+        ug_nums joined = nums_with(o, i, key);
+        ug_nums left = nums_of_keys(o->keys, 0, i);
+        ug_nums right = nums_of_keys(o->keys, i, o->cnt);
+        if (2 * own + nums_bits(&left) + nums_bits(&right) <
+            nums_bits(&joined)) {
+            uint64_t *rest = o->keys + i;
+            uint32_t rest_cnt = o->cnt - i;
+            if (!new_group(a, at + 1, rest, rest_cnt) ||
+                !new_group(a, at + 1, &key, 1))
+                return -1;
+            a->g[at].cnt = i;
+            a->g[at].nums = left;
+            return 0;
+        }
+    }
+    join_at(&a->g[at], i, key);
+    return halve(a, at);
 }
 
 /* One key put: the rule of ug_place on groups.  *at is the group holding
@@ -611,67 +798,59 @@ static int add_one(ug_adding *a, uint32_t *at, uint64_t key)
     while (*at + 1 < a->groups && a->g[*at + 1].first <= key)
         (*at)++;
     ug_out *o = &a->g[*at];
-    uint64_t own = bit_len(a->g[a->groups - 1].first - a->g[0].first) +
-                   FIELD_BITS;
-    if (key == o->first)
+    int64_t own = bit_len(a->g[a->groups - 1].first - a->g[0].first) +
+                  FIELD_BITS;
+    if (key == o->first || decode_out(a, o))
         return -1;
     if (key < o->first) { /* a new lowest key: o is group 0 */
-        if (out_join_cost(o, delta_bits(key, o->first)) <= own) {
-            if (decode_out(a, o))
-                return -1;
-            join(o, key);
+        if (join_bits(o->nums, number(key, o->first)) <= own) {
+            join_at(o, 0, key);
             return halve(a, *at);
         }
-        return new_group(a, 0, key) ? 0 : -1;
+        return new_group(a, 0, &key, 1) ? 0 : -1;
     }
-    if (decode_out(a, o))
+    uint32_t i = place_in(o, key);
+    if (o->keys[i - 1] == key)
         return -1;
-    uint64_t last = o->keys[o->cnt - 1];
-    if (key == last)
-        return -1;
-    int has_right = *at + 1 < a->groups;
-    if (key > last) {
-        uint64_t left = out_join_cost(o, delta_bits(last, key));
-        uint64_t right = UINT64_MAX;
-        if (has_right)
-            right = out_join_cost(&a->g[*at + 1],
-                                  delta_bits(key, a->g[*at + 1].first));
-        if (!(left <= right && left <= own)) {
-            if (has_right && right <= own)
-                (*at)++;
-            else
-                return new_group(a, *at + 1, key) ? 0 : -1;
-        }
+    if (i < o->cnt)
+        return fall_into(a, *at, i, key, own);
+    int64_t left = join_bits(o->nums, number(o->keys[o->cnt - 1], key));
+    int64_t right = INT64_MAX;
+    if (*at + 1 < a->groups) {
+        ug_out *r = &a->g[*at + 1];
+        if (decode_out(a, r))
+            return -1;
+        right = join_bits(r->nums, number(key, r->first));
     }
-    o = &a->g[*at];
-    if (decode_out(a, o))
-        return -1;
-    /* a key inside o, or at its end: duplicates of its keys are refused
-     * by the caller's check of the result's order */
-    join(o, key);
-    return halve(a, *at);
+    if (left <= right && left <= own) {
+        join_at(o, o->cnt, key);
+        return halve(a, *at);
+    }
+    if (right <= own) {
+        (*at)++;
+        join_at(&a->g[*at], 0, key);
+        return halve(a, *at);
+    }
+    return new_group(a, *at + 1, &key, 1) ? 0 : -1;
 }
 
 /* Reads the old form's records into a->g: -1 unless they are sound. */
 static int load_groups(ug_adding *a, const ug_sec *x, uint64_t first,
                        uint32_t n)
 {
-    uint64_t keys = 0, off = 0, last_rel = 0;
+    uint64_t keys = 0, last_rel = 0;
+    const uint8_t *data = x->data;
     if (x->groups > a->groups_cap)
         return -1;
     for (uint32_t g = 0; g < x->groups; g++) {
         ug_rec r = record_at(x, g);
-        if (r.width > REL_MAX_BITS || (g > 0 && r.rel <= last_rel) ||
+        if (locate_at(x, &r, data) || (g > 0 && r.rel <= last_rel) ||
             (g == 0) != (r.rel == 0) || r.rel > UINT64_MAX - first ||
             r.cnt > n - keys)
             return -1;
-        size_t len = data_bytes(r.cnt, r.width);
-        if (off + len > (uint64_t)(x->end - x->data))
-            return -1;
-        a->g[g] = (ug_out){first + r.rel, r.cnt, r.width, x->data + off,
-                           NULL};
+        a->g[g] = (ug_out){first + r.rel, r.cnt, r, NULL, {0, 0, 0}};
         keys += r.cnt;
-        off += len;
+        data += r.len;
         last_rel = r.rel;
     }
     a->groups = x->groups;
@@ -701,7 +880,7 @@ static size_t added_len(const ug_adding *a, unsigned *rw)
         const ug_out *o = &a->g[g];
         if (o->keys && !in_order(a, g))
             return 0;
-        data += data_bytes(o->cnt, o->width);
+        data += o->keys ? form_bytes(o->cnt, form_of(&o->nums)) : o->rec.len;
     }
     *rw = bit_len(a->g[a->groups - 1].first - a->g[0].first);
     return 1 + varint_len(a->groups) + index_bytes(a->groups, *rw) + data;
@@ -712,27 +891,21 @@ static void put_added(const ug_adding *a, unsigned rw, uint8_t *out)
     *out++ = (uint8_t)rw;
     out = varint_put(out, a->groups);
     bitw index = {out, 0, 0};
+    uint8_t *data = out + index_bytes(a->groups, rw);
     for (uint32_t g = 0; g < a->groups; g++) {
         const ug_out *o = &a->g[g];
+        ug_form f = o->keys ? form_of(&o->nums) : o->rec.form;
         bitw_put(&index, o->first - a->g[0].first, rw);
         bitw_put(&index, o->cnt - 1, CNT_BITS);
-        bitw_put(&index, o->width, WIDTH_BITS);
-    }
-    out = bitw_end(&index);
-    for (uint32_t g = 0; g < a->groups; g++) {
-        const ug_out *o = &a->g[g];
-        if (!o->keys) {
-            size_t len = data_bytes(o->cnt, o->width);
-            memcpy(out, o->data, len);
-            out += len;
-            continue;
+        bitw_put(&index, width_field(f), WIDTH_BITS);
+        if (o->keys) {
+            data = put_numbers(o->keys, o->cnt, f, data);
+        } else { /* its base and numbers as they were */
+            memcpy(data, o->rec.at, o->rec.len);
+            data += o->rec.len;
         }
-        unsigned w = o->width;
-        bitw data = {out, 0, 0};
-        for (uint32_t j = 1; j < o->cnt; j++)
-            bitw_put(&data, o->keys[j] - o->keys[j - 1] - 1, w);
-        out = bitw_end(&data);
     }
+    bitw_end(&index);
 }
 
 int ug_add(const uint8_t *s, const uint8_t *end, uint64_t first, uint32_t n,
@@ -744,7 +917,7 @@ int ug_add(const uint8_t *s, const uint8_t *end, uint64_t first, uint32_t n,
         return -1;
     ug_adding a;
     a.g = scratch;
-    a.groups_cap = n + m + 1;
+    a.groups_cap = n + 2 * m + 1;
     a.slots = (uint64_t *)(a.g + a.groups_cap);
     a.slots_used = 0;
     a.slots_cap = 3 * m + 1;

@@ -17,15 +17,23 @@
  *   groups := rw:u8  G:varint  index  data
  *   index   G records as one bit stream (bitstream.h) padded to a whole
  *           byte; each record is rel (rw bits), cnt - 1 (7 bits), width
- *           (7 bits):
+ *           field (7 bits):
  *     rel     the group's first key minus key 0: 0 for group 0, strictly
  *             increasing; rw is the bit length of the last record's rel
  *     cnt     keys in the group, 1..UG_MAX; the counts sum to n
- *     width   0..64, the bit length of the group's largest
- *             key[j] - key[j-1] - 1 (0 for a group of one key)
- *   data    for each group, its cnt - 1 numbers key[j] - key[j-1] - 1 at
- *           its width as a bit stream padded to a whole byte; the groups
+ *     field   0..64: the numbers' width, no base; 65..127: a base, and
+ *             the width is field - 65
+ *   data    for each group: its base (a varint, when it has one), then
+ *           its cnt - 1 numbers key[j] - key[j-1] - 1 less the base, at
+ *           the width, as a bit stream padded to a whole byte; the groups
  *           lie back to back and end with the section
+ *
+ * Each group takes one form, chosen by its numbers alone: with lo and hi
+ * the least and largest, the width is bit_len(hi) and no base, or where
+ * lo > 0, bit_len(hi - lo) <= 62 and 8 * varint_len(lo) + (cnt - 1) *
+ * bit_len(hi - lo) < (cnt - 1) * bit_len(hi) bits, base lo at width
+ * bit_len(hi - lo).  Keys nearly evenly spaced (timestamps, say) take a
+ * base; random keys almost never do.
  *
  * Where the groups lie is the node's state, not a function of its keys: a
  * decoded node keeps a flag a key (start[i] = 1 where a group begins), and
@@ -54,10 +62,14 @@
 void ug_fresh(uint8_t *start, uint32_t n);
 
 /* Key i of k[0..n) has just been put (its start flag is a placeholder):
- * sets start[i] and what the rule changes next to it.  Inside a group the
- * key joins it.  Between two groups (or past either end) it joins the one
- * whose bytes grow least, or starts a group of its own when that costs
- * fewer bits than either; a group that reaches UG_MAX + 1 keys is halved. */
+ * sets start[i] and what the rule changes next to it, costs counted in
+ * bits.  Inside a group the key joins it, unless a number of the key
+ * falls below the group's base and two records and the group cut in two
+ * there cost less: the key then stands alone, a group of its own, with
+ * the keys after it in another.  Between two groups (or past either end)
+ * it joins the one whose bytes grow least, or starts a group of its own
+ * when a record costs less than either; a group that reaches UG_MAX + 1
+ * keys is halved. */
 void ug_place(const uint64_t *k, uint8_t *start, uint32_t n, uint32_t i);
 
 /* Keys put into a node at once: k[i] with fresh[i] set, among keys that
@@ -108,11 +120,15 @@ int ug_add(const uint8_t *s, const uint8_t *end, uint64_t first, uint32_t n,
            size_t cap, uint64_t *first_out, size_t *len);
 
 /* The most one put can add to a groups form of `groups` groups and rel
- * width rw, in bytes: the key's own bits or a record (ug_place takes the
- * cheaper), a record for a halved group, every rel widened (a new lowest
- * or highest key), a longer G, and a byte's rounding each for the index
- * and the two groups a put may change.  Key 0's varint, before the
- * marker, may grow too; the caller adds it. */
+ * width rw, in bytes.  A key joining a group at its end, or starting its
+ * own, costs at most a record (ug_place takes the cheaper); inside a
+ * group it adds a number no wider than the group's largest, or, below a
+ * base, at most two records and the base written twice (it stands alone,
+ * or joins for less); a group halved costs a record and its base again.
+ * So: three records, four bases, every rel widened (a new lowest or
+ * highest key) for up to three records more, a longer G, and a byte's
+ * rounding each for the index and the groups a put changes.  Key 0's
+ * varint, before the marker, may grow too; the caller adds it. */
 uint32_t ug_put_bound(uint32_t groups, unsigned rw);
 
 #endif

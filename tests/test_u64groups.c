@@ -6,8 +6,9 @@
  *    removals, each step encoded, decoded (the same keys and groups) and
  *    searched in place against the sorted array;
  *  - what the form is for: a put changes the bytes of at most the group it
- *    joins (two when it halves it) and grows the form by no more than
- *    ug_put_bound;
+ *    joins (two when it halves it, three when it stands alone) and grows
+ *    the form by no more than ug_put_bound;
+ *  - nearly even keys take a base, and a key below it stands alone;
  *  - groups: fresh ones of 64 keys, none above UG_MAX; keys placed all at
  *    once (ug_place_batch) or added to a form where it lies (ug_add) as
  *    if put one by one;
@@ -83,15 +84,21 @@ static int contains(const keyset *s, uint64_t key)
 }
 
 /* Key shapes: anywhere; dense in a small range; near 2^64 - 1; clusters
- * with wide gaps between them. */
+ * with wide gaps between them; nearly even, a step of 1000 and up to 10
+ * more (the numbers of keys in neighbouring slots then take a base). */
+#define SHAPES 5u
 static uint64_t shaped_key(tu_rng *r, unsigned shape, uint64_t base)
 {
     switch (shape) {
     case 0: return tu_rand(r);
     case 1: return base + tu_below(r, 4000);
     case 2: return UINT64_MAX - tu_below(r, 100000);
-    default:
+    case 3:
         return base + (tu_below(r, 8) << 40) + tu_below(r, 1u << 20);
+    default: {
+        uint64_t slot = tu_below(r, MAXN + MAXN / 8);
+        return base + slot * 1000 + (slot * 2654435761u >> 7) % 11;
+    }
     }
 }
 
@@ -131,6 +138,8 @@ static void new_keys(tu_rng *r, const keyset *s, unsigned shape,
     }
     qsort(add, m, sizeof add[0], cmp_u64);
 }
+
+static void check_add(const keyset *s, const uint64_t *add, uint32_t m);
 
 static size_t encode(const keyset *s, uint8_t *out)
 {
@@ -202,7 +211,7 @@ Test(u64groups, random_puts_and_removals_round_trip)
     static uint8_t form[FORM_CAP];
     uint64_t rounds = tu_scaled(48, 8);
     for (uint64_t round = 0; round < rounds; round++) {
-        unsigned shape = (unsigned)(round % 4);
+        unsigned shape = (unsigned)(round % SHAPES);
         uint64_t base = tu_rand(&r) >> 2;
         uint32_t target = 2 + (uint32_t)tu_below(&r, MAXN - 2);
         s.n = 0;
@@ -235,25 +244,40 @@ typedef struct slices {
     size_t off[MAXN + 1];
 } slices;
 
-static void slice(const keyset *s, slices *out, size_t len)
+/* Reads the groups' slices from the form's own index: each group's data
+ * is its base varint (width field past 64) and its numbers. */
+static void slice(slices *out, const uint8_t *form, size_t len)
 {
-    out->groups = 0;
-    size_t data = 0;
-    for (uint32_t b = 0; b < s->n;) {
-        uint32_t e = b + 1;
-        while (e < s->n && !s->start[e])
-            e++;
-        uint64_t widest = 0;
-        for (uint32_t j = b + 1; j < e; j++)
-            widest |= s->k[j] - s->k[j - 1] - 1;
-        unsigned w = widest ? 64u - (unsigned)__builtin_clzll(widest) : 0;
-        out->cnt[out->groups] = e - b;
-        out->off[out->groups++] = data;
-        data += ((size_t)(e - b - 1) * w + 7) / 8;
-        b = e;
+    unsigned rw = form[0];
+    const uint8_t *p = form + 1;
+    uint64_t groups = 0;
+    CHK(varint_get(&p, form + len, &groups) == 0, "the group count");
+    size_t at = (size_t)(p - form) + (groups * (rw + 14) + 7) / 8;
+    out->groups = (uint32_t)groups;
+    for (uint32_t g = 0; g < out->groups; g++) {
+        uint64_t pos = (uint64_t)g * (rw + 14), field = 0, cnt = 0;
+        for (unsigned b = 0; b < 14; b++) {
+            uint64_t bit = pos + rw + b;
+            unsigned v = (p[bit / 8] >> (bit % 8)) & 1u;
+            if (b < 7)
+                cnt |= (uint64_t)v << b;
+            else
+                field |= (uint64_t)v << (b - 7);
+        }
+        cnt++;
+        unsigned width = (unsigned)field;
+        out->off[g] = at;
+        out->cnt[g] = (uint32_t)cnt;
+        if (field > 64) {
+            const uint8_t *q = form + at;
+            uint64_t base;
+            CHK(varint_get(&q, form + len, &base) == 0, "a base");
+            at = (size_t)(q - form);
+            width = (unsigned)field - 65;
+        }
+        at += ((size_t)(cnt - 1) * width + 7) / 8;
     }
-    for (uint32_t g = 0; g < out->groups; g++)
-        out->off[g] += len - data;
+    CHK(at == len, "groups end at %zu of %zu", at, len);
     out->off[out->groups] = len;
 }
 
@@ -291,7 +315,7 @@ Test(u64groups, a_put_changes_one_group_and_grows_within_the_bound)
     static slices sb, sa;
     uint64_t rounds = tu_scaled(24, 6);
     for (uint64_t round = 0; round < rounds; round++) {
-        unsigned shape = (unsigned)(round % 4);
+        unsigned shape = (unsigned)(round % SHAPES);
         uint64_t base = tu_rand(&r) >> 2;
         s.n = 0;
         fill_keys(&r, &s, shape, base, 2);
@@ -302,15 +326,17 @@ Test(u64groups, a_put_changes_one_group_and_grows_within_the_bound)
                 continue;
             uint32_t bound = ug_put_bound(groups_in(fb), fb[0]);
             int inner = key > s.k[0] && key < s.k[s.n - 1];
-            slice(&s, &sb, lb);
+            slice(&sb, fb, lb);
             put_key(&s, key);
             size_t la = encode(&s, fa);
             CHK(la <= lb + bound, "a put grew %zu to %zu, bound %u", lb, la,
                 bound);
-            slice(&s, &sa, la);
-            /* a put among the keys leaves every other group's bytes */
+            slice(&sa, fa, la);
+            /* a put among the keys leaves every other group's bytes: it
+             * changes the group it joins (and its new half), or the one
+             * it falls into and adds two, its own and the keys after it */
             if (inner)
-                CHK(groups_changed(&sb, fb, &sa, fa) <= 2,
+                CHK(groups_changed(&sb, fb, &sa, fa) <= 3,
                     "a put changed %u groups",
                     groups_changed(&sb, fb, &sa, fa));
             memcpy(fb, fa, la);
@@ -376,6 +402,37 @@ Test(u64groups, groups_fresh_of_64_and_never_above_the_most)
     check_decodes(&s, form, encode(&s, form));
 }
 
+/* Keys nearly evenly spaced take a base: their numbers (a step of 1000 and
+ * up to 10 more) at 4 bits, not 10.  A key put close to one of them, whose
+ * number is below the base, stands alone: joining would widen its group
+ * back to 10 bits. */
+Test(u64groups, nearly_even_keys_take_a_base_and_keep_it)
+{
+    static keyset s;
+    static uint8_t fb[FORM_CAP], fa[FORM_CAP];
+    s.n = 0;
+    for (uint64_t i = 0; i < 400; i++)
+        put_key(&s, (UINT64_C(1) << 40) + i * 1000 + (i * 7) % 11);
+    size_t lb = encode(&s, fb);
+    cr_assert_lt(lb, 399 * 5 / 8 + 64, "%zu bytes for 400 keys", lb);
+    check_decodes(&s, fb, lb);
+
+    uint64_t key = s.k[200] + 3;
+    put_key(&s, key);
+    uint32_t at = lower_bound(&s, key);
+    cr_assert(s.start[at] && s.start[at + 1], "the key stands alone");
+    size_t la = encode(&s, fa);
+    cr_assert_leq(la, lb + ug_put_bound(groups_in(fb), fb[0]));
+    cr_assert_lt(la, lb + 24, "grew %zu to %zu", lb, la);
+    check_decodes(&s, fa, la);
+
+    /* where the form lies, the same */
+    s.n = 0;
+    for (uint64_t i = 0; i < 400; i++)
+        put_key(&s, (UINT64_C(1) << 40) + i * 1000 + (i * 7) % 11);
+    check_add(&s, &key, 1);
+}
+
 /* A form the decoder accepts must be the one ug_put writes for what it
  * decoded; searches in place stay within the bytes either way. */
 static void check_mangled(const uint8_t *form, size_t len, uint64_t first,
@@ -413,7 +470,7 @@ Test(u64groups, flipped_and_truncated_forms_are_refused_or_canonical)
         s.n = 0;
         uint32_t target = 2 + (uint32_t)tu_below(&r, 150);
         uint64_t base = tu_rand(&r) >> 1;
-        fill_keys(&r, &s, (unsigned)round % 4, base, target);
+        fill_keys(&r, &s, (unsigned)round % SHAPES, base, target);
         size_t len = encode(&s, form);
         for (size_t bit = 0; bit < len * 8; bit++) {
             form[bit / 8] ^= (uint8_t)(1u << (bit % 8));
@@ -477,7 +534,7 @@ Test(u64groups, keys_added_where_the_form_lies_as_put_one_by_one)
     static uint64_t add[400];
     uint64_t rounds = tu_scaled(400, 60);
     for (uint64_t round = 0; round < rounds; round++) {
-        unsigned shape = (unsigned)(round % 4);
+        unsigned shape = (unsigned)(round % SHAPES);
         uint64_t base = tu_rand(&r) >> 2;
         uint32_t target = 2 + (uint32_t)tu_below(&r, 1000);
         s.n = 0;
@@ -498,7 +555,7 @@ Test(u64groups, keys_placed_at_once_as_one_by_one)
     static uint64_t add[600];
     uint64_t rounds = tu_scaled(300, 50);
     for (uint64_t round = 0; round < rounds; round++) {
-        unsigned shape = (unsigned)(round % 4);
+        unsigned shape = (unsigned)(round % SHAPES);
         uint64_t base = tu_rand(&r) >> 2;
         uint32_t target = 1 + (uint32_t)tu_below(&r, 800);
         s.n = 0;
