@@ -238,9 +238,18 @@ static uint32_t fu_pick(const fu_ctx *c, uint32_t n, uint32_t i, uint32_t *m)
     return (uint32_t)(fz_mix((uint64_t)i << 8 | (c->ctl >> 4)) % n);
 }
 
+/* Whether two groupings of n keys are the same. */
+static int fu_same_groups(const uint64_t *a, const uint64_t *b, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (ug_is_start(a, i) != ug_is_start(b, i))
+            return 0;
+    return 1;
+}
+
 /* Encodes k, start (n >= 2 keys) into a buffer of exactly ug_len bytes;
  * *len its length.  The caller frees it. */
-static uint8_t *fu_encode(const uint64_t *k, const uint8_t *start,
+static uint8_t *fu_encode(const uint64_t *k, const uint64_t *start,
                           uint32_t n, size_t *len, const char *what)
 {
     FZ_CHECK(ug_grouping_ok(start, n), "%s: grouping of %u keys not sound",
@@ -270,17 +279,17 @@ static void fu_shape(const uint8_t *form, size_t len, uint32_t *groups,
 }
 
 /* The keys and groups of an encoded form decode back as they are. */
-static void fu_round_trip(const uint64_t *k, const uint8_t *start,
+static void fu_round_trip(const uint64_t *k, const uint64_t *start,
                           uint32_t n, const char *what)
 {
     size_t len;
     uint8_t *form = fu_encode(k, start, n, &len, what);
     uint64_t *k2 = malloc((size_t)n * sizeof *k2);
-    uint8_t *s2 = malloc(n);
+    uint64_t *s2 = malloc(UG_WORDS(n) * sizeof *s2);
     FZ_CHECK(k2 && s2, "harness: out of memory");
     FZ_CHECK(ug_decode(form, form + len, k[0], n, k2, s2) == 0 &&
                  memcmp(k2, k, (size_t)n * sizeof *k) == 0 &&
-                 memcmp(s2, start, n) == 0,
+                 fu_same_groups(s2, start, n),
              "%s: %u keys encoded do not decode back", what, n);
     free(k2);
     free(s2);
@@ -288,7 +297,7 @@ static void fu_round_trip(const uint64_t *k, const uint8_t *start,
 }
 
 static void fu_check_decoded(const fu_ctx *c, const uint64_t *k,
-                             const uint8_t *start)
+                             const uint64_t *start)
 {
     uint32_t n = c->n;
     size_t len = (size_t)(c->end - c->form);
@@ -318,7 +327,7 @@ static void fu_check_decoded(const fu_ctx *c, const uint64_t *k,
      * that is many groups for many keys, then the sample */
     uint64_t groups = 0;
     for (uint32_t i = 0; i < n; i++)
-        groups += start[i];
+        groups += (uint64_t)ug_is_start(start, i);
     int every = (uint64_t)n * groups <= FU_KEY_AT_WORK;
     uint32_t m = every ? n : 0;
     for (uint32_t s = 0; s == 0 || s < m; s++) {
@@ -359,13 +368,13 @@ static void fu_check_decoded(const fu_ctx *c, const uint64_t *k,
 
 /* Puts key (absent) into k, start of *n keys (room for one more) as a
  * node does: in order, then ug_place. */
-static void fu_put_key(uint64_t *k, uint8_t *start, uint32_t *n, uint64_t key)
+static void fu_put_key(uint64_t *k, uint64_t *start, uint32_t *n,
+                       uint64_t key)
 {
     uint32_t i = fu_lower_bound(k, *n, key);
     memmove(k + i + 1, k + i, (*n - i) * sizeof *k);
-    memmove(start + i + 1, start + i, *n - i);
+    ug_open(start, *n, i, 1);
     k[i] = key;
-    start[i] = 0;
     (*n)++;
     ug_place(k, start, *n, i);
 }
@@ -404,7 +413,7 @@ static int fu_ug_add(const fu_ctx *c, const uint64_t *add, uint32_t m,
 /* Keys added to a decoded form: one by one into the arrays, and by
  * ug_add where the form lies; the same bytes. */
 static void fu_add_decoded(const fu_ctx *c, const uint64_t *k,
-                           const uint8_t *start)
+                           const uint64_t *start)
 {
     uint64_t add[FU_MAX_ADD];
     uint32_t m = fu_add_keys(c, k, c->n, add);
@@ -412,10 +421,10 @@ static void fu_add_decoded(const fu_ctx *c, const uint64_t *k,
 
     uint32_t wn = c->n;
     uint64_t *wk = malloc(((size_t)wn + m) * sizeof *wk);
-    uint8_t *ws = malloc((size_t)wn + m);
+    uint64_t *ws = malloc(UG_WORDS((size_t)wn + m) * sizeof *ws);
     FZ_CHECK(wk && ws, "harness: out of memory");
     memcpy(wk, k, (size_t)wn * sizeof *wk);
-    memcpy(ws, start, wn);
+    memcpy(ws, start, UG_WORDS(wn) * sizeof *ws);
     uint8_t *before = malloc(len);
     FZ_CHECK(before != NULL, "harness: out of memory");
     memcpy(before, c->form, len);
@@ -494,22 +503,22 @@ static void fu_add_undecoded(const fu_ctx *c)
 
 /* One key removed (ug_unplace), and fresh groups: both round-trip. */
 static void fu_regroup(const fu_ctx *c, const uint64_t *k,
-                       const uint8_t *start)
+                       const uint64_t *start)
 {
     uint32_t n = c->n;
+    size_t words = UG_WORDS(n) * sizeof(uint64_t);
     uint64_t *k2 = malloc((size_t)n * sizeof *k2);
-    uint8_t *s2 = malloc(n);
+    uint64_t *s2 = malloc(words);
     FZ_CHECK(k2 && s2, "harness: out of memory");
     memcpy(k2, k, (size_t)n * sizeof *k2);
-    memcpy(s2, start, n);
     ug_fresh(s2, n);
     fu_round_trip(k2, s2, n, "fresh groups");
     if (n >= 3) {
         uint32_t i = (uint32_t)(fz_mix(c->ctl) % n);
-        memcpy(s2, start, n);
+        memcpy(s2, start, words);
         ug_unplace(s2, n, i);
         memmove(k2 + i, k2 + i + 1, (size_t)(n - i - 1) * sizeof *k2);
-        memmove(s2 + i, s2 + i + 1, n - i - 1);
+        ug_close(s2, n, i, 1);
         fu_round_trip(k2, s2, n - 1, "a key removed");
     }
     free(k2);
@@ -528,7 +537,7 @@ int fuzz_u64groups(const uint8_t *data, size_t size)
     size_t len = size > FU_HEADER ? size - FU_HEADER : 0;
     uint8_t *form = malloc(len ? len : 1);
     uint64_t *k = malloc((size_t)c.n * sizeof *k);
-    uint8_t *start = malloc(c.n);
+    uint64_t *start = malloc(UG_WORDS(c.n) * sizeof *start);
     FZ_CHECK(form && k && start, "harness: out of memory");
     if (len)
         memcpy(form, data + FU_HEADER, len);

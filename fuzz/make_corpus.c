@@ -677,7 +677,7 @@ static void make_ops(void)
 typedef struct keyset {
     uint32_t n, cap;
     uint64_t *k;
-    uint8_t *start;
+    uint64_t *start;
 } keyset;
 
 /* Puts key as a node would: in order, then ug_place; 0 if it was there. */
@@ -696,16 +696,15 @@ static int put_key(keyset *s, uint64_t key)
     if (s->n == s->cap)
         die("put_key: keyset full", BONSAI_INVALID);
     memmove(s->k + lo + 1, s->k + lo, (s->n - lo) * sizeof s->k[0]);
-    memmove(s->start + lo + 1, s->start + lo, s->n - lo);
+    ug_open(s->start, s->n, lo, 1);
     s->k[lo] = key;
-    s->start[lo] = 0;
     s->n++;
     ug_place(s->k, s->start, s->n, lo);
     return 1;
 }
 
 /* Key shapes: anywhere; dense in a small range; near 2^64 - 1; clusters
- * with wide gaps between them. */
+ * with wide gaps between them; nearly even. */
 static uint64_t shaped_key(unsigned shape, uint64_t base)
 {
     uint64_t r = rnd();
@@ -753,7 +752,7 @@ static void make_u64groups(void)
     keyset s;
     s.cap = 2000;
     s.k = malloc(s.cap * sizeof s.k[0]);
-    s.start = malloc(s.cap);
+    s.start = malloc(UG_WORDS(s.cap) * sizeof s.start[0]);
     if (!s.k || !s.start)
         die("malloc", BONSAI_NOMEM);
     for (unsigned shape = 0; shape < 5; shape++) {

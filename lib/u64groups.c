@@ -112,10 +112,43 @@ static ug_nums nums_of_keys(const uint64_t *k, uint32_t b, uint32_t e)
 
 /* ---- where groups lie ---------------------------------------------------- */
 
-void ug_fresh(uint8_t *start, uint32_t n)
+_Static_assert(UG_FRESH == 64, "ug_fresh sets one bit a word");
+
+void ug_open(uint64_t *start, uint32_t n, uint32_t i, uint32_t cnt)
 {
-    for (uint32_t i = 0; i < n; i++)
-        start[i] = i % UG_FRESH == 0;
+    if (cnt != 1) {
+        for (uint32_t j = n; j-- > i;)
+            ug_mark(start, j + cnt, ug_is_start(start, j));
+        return;
+    }
+    /* one key, a word at a time: each word takes the bit below it */
+    uint32_t wi = i >> 6;
+    for (uint32_t w = n >> 6; w > wi; w--)
+        start[w] = start[w] << 1 | start[w - 1] >> 63;
+    uint64_t low = (UINT64_C(1) << (i & 63)) - 1;
+    start[wi] = (start[wi] & low) | (start[wi] & ~low) << 1;
+}
+
+void ug_close(uint64_t *start, uint32_t n, uint32_t i, uint32_t cnt)
+{
+    if (cnt != 1) {
+        for (uint32_t j = i + cnt; j < n; j++)
+            ug_mark(start, j - cnt, ug_is_start(start, j));
+        return;
+    }
+    uint32_t wi = i >> 6, last = (n - 1) >> 6;
+    uint64_t low = (UINT64_C(1) << (i & 63)) - 1;
+    start[wi] = (start[wi] & low) | (start[wi] >> 1 & ~low);
+    for (uint32_t w = wi; w < last; w++) {
+        start[w] |= start[w + 1] << 63;
+        start[w + 1] >>= 1;
+    }
+}
+
+void ug_fresh(uint64_t *start, uint32_t n)
+{
+    for (uint32_t w = 0; w < UG_WORDS(n); w++)
+        start[w] = UINT64_C(1); /* UG_FRESH is one word's keys */
 }
 
 /* The keys a placement sees: all of k but those of a batch still to be
@@ -123,15 +156,15 @@ void ug_fresh(uint8_t *start, uint32_t n)
  * nothing yet). */
 typedef struct ug_view {
     const uint64_t *k;
-    uint8_t *start;
+    uint64_t *start;
     uint32_t n;
-    const uint8_t *fresh; /* NULL: every key is there */
+    const uint64_t *fresh; /* NULL: every key is there */
     uint32_t at;          /* the key being placed */
 } ug_view;
 
 static inline int seen(const ug_view *v, uint32_t j)
 {
-    return !v->fresh || !v->fresh[j] || j <= v->at;
+    return !v->fresh || !ug_is_start(v->fresh, j) || j <= v->at;
 }
 
 /* The next key seen after j, or n. */
@@ -146,7 +179,7 @@ static uint32_t next_seen(const ug_view *v, uint32_t j)
  * every key before the one being placed is seen). */
 static uint32_t group_begin(const ug_view *v, uint32_t i)
 {
-    while (!v->start[i] || !seen(v, i))
+    while (!ug_is_start(v->start, i) || !seen(v, i))
         i--;
     return i;
 }
@@ -155,7 +188,7 @@ static uint32_t group_begin(const ug_view *v, uint32_t i)
 static uint32_t group_end(const ug_view *v, uint32_t b)
 {
     uint32_t e = next_seen(v, b);
-    while (e < v->n && !v->start[e])
+    while (e < v->n && !ug_is_start(v->start, e))
         e = next_seen(v, e);
     return e;
 }
@@ -199,7 +232,7 @@ static void halve_if_full(const ug_view *v, uint32_t i)
     uint32_t half = b;
     for (uint32_t t = 0; t < cnt / 2; t++)
         half = next_seen(v, half);
-    v->start[half] = 1;
+    ug_mark(v->start, half, 1);
 }
 
 /* Key i has fallen between keys of the group that begins at b, r the key
@@ -228,16 +261,16 @@ static void place(const ug_view *v)
 {
     uint32_t i = v->at, right_at = next_seen(v, i);
     int has_left = i > 0, has_right = right_at < v->n;
-    uint8_t *start = v->start;
+    uint64_t *start = v->start;
     if (!has_left && !has_right) {
-        start[i] = 1;
+        ug_mark(start, i, 1);
         return;
     }
-    if (has_left && has_right && !start[right_at]) {
-        start[i] = 0; /* among the keys of one group */
+    if (has_left && has_right && !ug_is_start(start, right_at)) {
+        ug_mark(start, i, 0); /* among the keys of one group */
         if (stands_alone(v, group_begin(v, i - 1), i, right_at)) {
-            start[i] = 1;
-            start[right_at] = 1;
+            ug_mark(start, i, 1);
+            ug_mark(start, right_at, 1);
             return;
         }
         halve_if_full(v, i);
@@ -255,44 +288,44 @@ static void place(const ug_view *v)
                           number(v->k[i], v->k[right_at]));
     int64_t own = record_cost(v, i);
     if (has_left && left <= right && left <= own) {
-        start[i] = 0;
+        ug_mark(start, i, 0);
     } else if (has_right && right <= own) {
-        start[i] = 1;
-        start[right_at] = 0;
+        ug_mark(start, i, 1);
+        ug_mark(start, right_at, 0);
     } else {
-        start[i] = 1;
+        ug_mark(start, i, 1);
     }
     halve_if_full(v, i);
 }
 
-void ug_place(const uint64_t *k, uint8_t *start, uint32_t n, uint32_t i)
+void ug_place(const uint64_t *k, uint64_t *start, uint32_t n, uint32_t i)
 {
     ug_view v = {k, start, n, NULL, i};
     place(&v);
 }
 
-void ug_place_batch(const uint64_t *k, uint8_t *start, uint32_t n,
-                    const uint8_t *fresh)
+void ug_place_batch(const uint64_t *k, uint64_t *start, uint32_t n,
+                    const uint64_t *fresh)
 {
     ug_view v = {k, start, n, fresh, 0};
     for (v.at = 0; v.at < n; v.at++)
-        if (fresh[v.at])
+        if (ug_is_start(fresh, v.at))
             place(&v);
 }
 
-void ug_unplace(uint8_t *start, uint32_t n, uint32_t i)
+void ug_unplace(uint64_t *start, uint32_t n, uint32_t i)
 {
-    if (start[i] && i + 1 < n && !start[i + 1])
-        start[i + 1] = 1;
+    if (ug_is_start(start, i) && i + 1 < n && !ug_is_start(start, i + 1))
+        ug_mark(start, i + 1, 1);
 }
 
-int ug_grouping_ok(const uint8_t *start, uint32_t n)
+int ug_grouping_ok(const uint64_t *start, uint32_t n)
 {
-    if (n == 0 || !start[0])
+    if (n == 0 || !ug_is_start(start, 0))
         return 0;
     uint32_t run = 0;
     for (uint32_t i = 0; i < n; i++) {
-        run = start[i] ? 1 : run + 1;
+        run = ug_is_start(start, i) ? 1 : run + 1;
         if (run > UG_MAX)
             return 0;
     }
@@ -301,12 +334,15 @@ int ug_grouping_ok(const uint8_t *start, uint32_t n)
 
 /* ---- writing ------------------------------------------------------------- */
 
-/* One past the last key of the group that begins at b. */
-static uint32_t plain_group_end(const uint8_t *start, uint32_t n,
+/* One past the last key of the group that begins at b (start NULL:
+ * fresh groups). */
+static uint32_t plain_group_end(const uint64_t *start, uint32_t n,
                                 uint32_t b)
 {
+    if (!start)
+        return n - b > UG_FRESH ? b + UG_FRESH : n;
     uint32_t e = b + 1;
-    while (e < n && !start[e])
+    while (e < n && !ug_is_start(start, e))
         e++;
     return e;
 }
@@ -317,20 +353,19 @@ static size_t index_bytes(uint32_t groups, unsigned rw)
 }
 
 /* The groups and rw of the form: from the flags and one key. */
-static uint32_t count_groups(const uint64_t *k, const uint8_t *start,
+static uint32_t count_groups(const uint64_t *k, const uint64_t *start,
                              uint32_t n, unsigned *rw)
 {
     uint32_t groups = 0, last = 0;
-    for (uint32_t i = 0; i < n; i++)
-        if (start[i]) {
-            groups++;
-            last = i;
-        }
+    for (uint32_t b = 0; b < n; b = plain_group_end(start, n, b)) {
+        groups++;
+        last = b;
+    }
     *rw = bit_len(k[last] - k[0]);
     return groups;
 }
 
-size_t ug_len(const uint64_t *k, const uint8_t *start, uint32_t n)
+size_t ug_len(const uint64_t *k, const uint64_t *start, uint32_t n)
 {
     unsigned rw;
     uint32_t groups = count_groups(k, start, n, &rw);
@@ -356,7 +391,7 @@ static uint8_t *put_numbers(const uint64_t *k, uint32_t cnt, ug_form f,
     return bitw_end(&data);
 }
 
-uint8_t *ug_put(const uint64_t *k, const uint8_t *start, uint32_t n,
+uint8_t *ug_put(const uint64_t *k, const uint64_t *start, uint32_t n,
                 uint8_t *out)
 {
     unsigned rw;
@@ -582,7 +617,7 @@ static int padding_zero(const uint8_t *end, uint64_t bits)
  * it (if at > 0) and take the one form its numbers have (form_of). */
 static int decode_group(const ug_sec *x, ug_rec *r, uint64_t first,
                         uint32_t at, const uint8_t **data, uint64_t *k,
-                        uint8_t *start)
+                        uint64_t *start)
 {
     if (locate_at(x, r, *data) || r->rel > UINT64_MAX - first)
         return -1;
@@ -591,14 +626,14 @@ static int decode_group(const ug_sec *x, ug_rec *r, uint64_t first,
         return -1;
     ug_nums s = nums_one();
     k[at] = cur;
-    start[at] = 1;
+    ug_mark(start, at, 1);
     for (uint32_t j = 1; j < r->cnt; j++) {
         uint64_t prev = cur;
         if (next_key(r, x->end, j, &cur))
             return -1;
         nums_add(&s, number(prev, cur));
         k[at + j] = cur;
-        start[at + j] = 0;
+        ug_mark(start, at + j, 0);
     }
     ug_form f = form_of(&s);
     if (f.width != r->form.width || f.base != r->form.base)
@@ -612,7 +647,7 @@ static int decode_group(const ug_sec *x, ug_rec *r, uint64_t first,
 }
 
 int ug_decode(const uint8_t *s, const uint8_t *end, uint64_t first,
-              uint32_t n, uint64_t *k, uint8_t *start)
+              uint32_t n, uint64_t *k, uint64_t *start)
 {
     ug_sec x;
     if (n < 2 || open_sec(&x, s, end, n))

@@ -36,7 +36,7 @@
  * base; random keys almost never do.
  *
  * Where the groups lie is the node's state, not a function of its keys: a
- * decoded node keeps a flag a key (start[i] = 1 where a group begins), and
+ * decoded node keeps a bit a key (set where a group begins), and
  * one rule (ug_place) decides where a key put into the node goes, whether
  * the node is decoded or its image is changed where it lies, so that both
  * give the same bytes.
@@ -57,12 +57,35 @@
 #define UG_MAX 96u   /* keys in a group; a put that makes it 97 halves it */
 #define UG_FRESH 64u /* keys a group takes when keys come without groups */
 
-/* Groups of UG_FRESH keys by position, for keys that come without any
- * (an image of the older forms, keys loaded in order). */
-void ug_fresh(uint8_t *start, uint32_t n);
+/* Where groups begin, a bit a key: bit i % 64 of start[i / 64] is set
+ * where key i begins a group.  The bits past the last key mean nothing. */
+#define UG_WORDS(n) (((size_t)(n) + 63) / 64)
 
-/* Key i of k[0..n) has just been put (its start flag is a placeholder):
- * sets start[i] and what the rule changes next to it, costs counted in
+static inline int ug_is_start(const uint64_t *start, uint32_t i)
+{
+    return (int)(start[i >> 6] >> (i & 63) & 1u);
+}
+
+static inline void ug_mark(uint64_t *start, uint32_t i, int begins)
+{
+    uint64_t bit = UINT64_C(1) << (i & 63);
+    start[i >> 6] = begins ? start[i >> 6] | bit : start[i >> 6] & ~bit;
+}
+
+/* Room for cnt keys put at index i of n: the bits of keys i..n-1 move up
+ * by cnt (start holds UG_WORDS(n + cnt) words); the bits of the new keys
+ * mean nothing until set.  ug_close takes the bits of keys i..i+cnt-1
+ * out, the later ones moving down. */
+void ug_open(uint64_t *start, uint32_t n, uint32_t i, uint32_t cnt);
+void ug_close(uint64_t *start, uint32_t n, uint32_t i, uint32_t cnt);
+
+/* Groups of UG_FRESH keys by position, for keys that come without any
+ * (an image of the older forms, keys loaded in order): UG_WORDS(n)
+ * words. */
+void ug_fresh(uint64_t *start, uint32_t n);
+
+/* Key i of k[0..n) has just been put (its start bit is a placeholder):
+ * sets its bit and what the rule changes next to it, costs counted in
  * bits.  Inside a group the key joins it, unless a number of the key
  * falls below the group's base and two records and the group cut in two
  * there cost less: the key then stands alone, a group of its own, with
@@ -70,32 +93,33 @@ void ug_fresh(uint8_t *start, uint32_t n);
  * it joins the one whose bytes grow least, or starts a group of its own
  * when a record costs less than either; a group that reaches UG_MAX + 1
  * keys is halved. */
-void ug_place(const uint64_t *k, uint8_t *start, uint32_t n, uint32_t i);
+void ug_place(const uint64_t *k, uint64_t *start, uint32_t n, uint32_t i);
 
-/* Keys put into a node at once: k[i] with fresh[i] set, among keys that
+/* Keys put into a node at once: k[i] with fresh bit i set, among keys that
  * were there before with their groups.  Places them as ug_place would,
  * one by one in increasing order, each seeing the keys put before it and
  * not those after. */
-void ug_place_batch(const uint64_t *k, uint8_t *start, uint32_t n,
-                    const uint8_t *fresh);
+void ug_place_batch(const uint64_t *k, uint64_t *start, uint32_t n,
+                    const uint64_t *fresh);
 
 /* Key i of n is about to be removed: moves its group's start to the next
- * key where it began one.  The caller then removes start[i] with key i. */
-void ug_unplace(uint8_t *start, uint32_t n, uint32_t i);
+ * key where it began one.  The caller then removes bit i with key i. */
+void ug_unplace(uint64_t *start, uint32_t n, uint32_t i);
 
 /* Bytes of the groups form of k[0..n) (n >= 2) grouped by start, and the
- * form written at out; ug_put returns the byte after it.  start must hold
- * start[0] = 1 and groups of 1..UG_MAX keys (ug_grouping_ok). */
-size_t ug_len(const uint64_t *k, const uint8_t *start, uint32_t n);
-uint8_t *ug_put(const uint64_t *k, const uint8_t *start, uint32_t n,
+ * form written at out; ug_put returns the byte after it.  start must
+ * begin a group at key 0 and make groups of 1..UG_MAX keys
+ * (ug_grouping_ok); NULL stands for fresh groups (ug_fresh). */
+size_t ug_len(const uint64_t *k, const uint64_t *start, uint32_t n);
+uint8_t *ug_put(const uint64_t *k, const uint64_t *start, uint32_t n,
                 uint8_t *out);
-int ug_grouping_ok(const uint8_t *start, uint32_t n);
+int ug_grouping_ok(const uint64_t *start, uint32_t n);
 
 /* Decodes the groups form in [s, end) of n >= 2 keys whose key 0 is first
  * into k and start.  Accepts only what ug_put writes for them: returns 0,
  * or -1 for anything else. */
 int ug_decode(const uint8_t *s, const uint8_t *end, uint64_t first,
-              uint32_t n, uint64_t *k, uint8_t *start);
+              uint32_t n, uint64_t *k, uint64_t *start);
 
 /* In place: the first index whose key is >= key, and whether it equals
  * key; key i of the section.  Return 0, or -1 where the bytes do not hold

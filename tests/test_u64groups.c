@@ -41,8 +41,17 @@ static uint64_t g_seed;
 typedef struct keyset {
     uint32_t n;
     uint64_t k[MAXN];
-    uint8_t start[MAXN];
+    uint64_t start[UG_WORDS(MAXN)];
 } keyset;
+
+/* Whether two groupings of n keys are the same. */
+static int same_groups(const uint64_t *a, const uint64_t *b, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (ug_is_start(a, i) != ug_is_start(b, i))
+            return 0;
+    return 1;
+}
 
 static uint32_t lower_bound(const keyset *s, uint64_t key)
 {
@@ -62,9 +71,8 @@ static void put_key(keyset *s, uint64_t key)
 {
     uint32_t i = lower_bound(s, key);
     memmove(s->k + i + 1, s->k + i, (s->n - i) * sizeof s->k[0]);
-    memmove(s->start + i + 1, s->start + i, s->n - i);
+    ug_open(s->start, s->n, i, 1);
     s->k[i] = key;
-    s->start[i] = 0;
     s->n++;
     ug_place(s->k, s->start, s->n, i);
 }
@@ -73,7 +81,7 @@ static void remove_key(keyset *s, uint32_t i)
 {
     ug_unplace(s->start, s->n, i);
     memmove(s->k + i, s->k + i + 1, (s->n - i - 1) * sizeof s->k[0]);
-    memmove(s->start + i, s->start + i + 1, s->n - i - 1);
+    ug_close(s->start, s->n, i, 1);
     s->n--;
 }
 
@@ -155,11 +163,11 @@ static size_t encode(const keyset *s, uint8_t *out)
 static void check_decodes(const keyset *s, const uint8_t *form, size_t len)
 {
     static uint64_t k[MAXN];
-    static uint8_t start[MAXN];
+    static uint64_t start[UG_WORDS(MAXN)];
     CHK(ug_decode(form, form + len, s->k[0], s->n, k, start) == 0,
         "decode of %u keys", s->n);
     CHK(memcmp(k, s->k, s->n * sizeof k[0]) == 0, "keys differ");
-    CHK(memcmp(start, s->start, s->n) == 0, "groups differ");
+    CHK(same_groups(start, s->start, s->n), "groups differ");
 }
 
 static void check_search(const keyset *s, const uint8_t *form, size_t len,
@@ -381,7 +389,7 @@ Test(u64groups, groups_fresh_of_64_and_never_above_the_most)
         s.k[i] = 1000 + 3 * (uint64_t)i + (i % 7 == 0);
     ug_fresh(s.start, s.n);
     for (uint32_t i = 0; i < s.n; i++)
-        cr_assert_eq(s.start[i], i % 64 == 0, "key %u", i);
+        cr_assert_eq(ug_is_start(s.start, i), i % 64 == 0, "key %u", i);
     check_decodes(&s, form, encode(&s, form));
     cr_assert_eq(groups_in(form), 4);
 
@@ -392,10 +400,10 @@ Test(u64groups, groups_fresh_of_64_and_never_above_the_most)
         put_key(&s, key);
     uint32_t run = 0, last = 0;
     for (uint32_t i = 0; i < s.n; i++) {
-        if (s.start[i] && i > 0)
+        if (ug_is_start(s.start, i) && i > 0)
             cr_assert_eq(run, (UG_MAX + 1) / 2, "a group of %u before %u",
                          run, i);
-        run = s.start[i] ? 1 : run + 1;
+        run = ug_is_start(s.start, i) ? 1 : run + 1;
         last = run;
     }
     cr_assert(last >= 1 && last <= UG_MAX, "last group %u", last);
@@ -420,7 +428,8 @@ Test(u64groups, nearly_even_keys_take_a_base_and_keep_it)
     uint64_t key = s.k[200] + 3;
     put_key(&s, key);
     uint32_t at = lower_bound(&s, key);
-    cr_assert(s.start[at] && s.start[at + 1], "the key stands alone");
+    cr_assert(ug_is_start(s.start, at) && ug_is_start(s.start, at + 1),
+              "the key stands alone");
     size_t la = encode(&s, fa);
     cr_assert_leq(la, lb + ug_put_bound(groups_in(fb), fb[0]));
     cr_assert_lt(la, lb + 24, "grew %zu to %zu", lb, la);
@@ -439,7 +448,8 @@ static void check_mangled(const uint8_t *form, size_t len, uint64_t first,
                           uint32_t n)
 {
     static uint64_t k[MAXN];
-    static uint8_t start[MAXN], again[FORM_CAP];
+    static uint64_t start[UG_WORDS(MAXN)];
+    static uint8_t again[FORM_CAP];
     uint8_t *copy = malloc(len ? len : 1); /* exact size: ASan sees past */
     cr_assert_not_null(copy);
     memcpy(copy, form, len);
@@ -479,7 +489,7 @@ Test(u64groups, flipped_and_truncated_forms_are_refused_or_canonical)
         }
         for (size_t cut = 0; cut < len; cut++) {
             static uint64_t k[MAXN];
-            static uint8_t start[MAXN];
+            static uint64_t start[UG_WORDS(MAXN)];
             CHK(ug_decode(form, form + cut, s.k[0], s.n, k, start) != 0,
                 "a form cut to %zu of %zu bytes decoded", cut, len);
             check_mangled(form, cut, s.k[0], s.n);
@@ -551,7 +561,7 @@ Test(u64groups, keys_placed_at_once_as_one_by_one)
     tu_rng r = {g_seed};
     static keyset s, want;
     static uint64_t k[MAXN];
-    static uint8_t start[MAXN], fresh[MAXN];
+    static uint64_t start[UG_WORDS(MAXN)], fresh[UG_WORDS(MAXN)];
     static uint64_t add[600];
     uint64_t rounds = tu_scaled(300, 50);
     for (uint64_t round = 0; round < rounds; round++) {
@@ -570,8 +580,8 @@ Test(u64groups, keys_placed_at_once_as_one_by_one)
         while (i < s.n || j < m) {
             int take_new = j < m && (i == s.n || add[j] < s.k[i]);
             k[n] = take_new ? add[j] : s.k[i];
-            start[n] = take_new ? 0xee : s.start[i];
-            fresh[n++] = (uint8_t)take_new;
+            ug_mark(start, n, take_new ? (int)(n % 2) : ug_is_start(s.start, i));
+            ug_mark(fresh, n++, take_new);
             if (take_new)
                 j++;
             else
@@ -580,7 +590,40 @@ Test(u64groups, keys_placed_at_once_as_one_by_one)
         ug_place_batch(k, start, n, fresh);
         CHK(n == want.n && memcmp(k, want.k, n * sizeof k[0]) == 0,
             "merged keys");
-        CHK(memcmp(start, want.start, n) == 0,
+        CHK(same_groups(start, want.start, n),
             "%u keys placed at once among %u: other groups", m, s.n);
+    }
+}
+
+/* Bits opened and closed anywhere, one key or many, across words: as a
+ * flag a key moved by memmove. */
+Test(u64groups, bits_open_and_close_as_flags_would_move)
+{
+    g_seed = tu_seed("u64groups bits", 0xb175);
+    tu_rng r = {g_seed};
+    static uint64_t bits[UG_WORDS(MAXN)];
+    static uint8_t flags[MAXN];
+    uint32_t n = 0;
+    for (int step = 0; step < 20000; step++) {
+        uint32_t cnt = tu_chance(&r, 500) ? 1 : 1 + (uint32_t)tu_below(&r, 150);
+        if (n + cnt <= MAXN && (n < 200 || tu_chance(&r, 500))) {
+            uint32_t i = (uint32_t)tu_below(&r, n + 1);
+            ug_open(bits, n, i, cnt);
+            memmove(flags + i + cnt, flags + i, n - i);
+            n += cnt;
+            for (uint32_t j = i; j < i + cnt; j++) {
+                flags[j] = (uint8_t)tu_below(&r, 2);
+                ug_mark(bits, j, flags[j]);
+            }
+        } else if (n > 0) {
+            uint32_t i = (uint32_t)tu_below(&r, n);
+            cnt = cnt > n - i ? n - i : cnt;
+            ug_close(bits, n, i, cnt);
+            memmove(flags + i, flags + i + cnt, n - i - cnt);
+            n -= cnt;
+        }
+        for (uint32_t j = 0; j < n; j++)
+            CHK(ug_is_start(bits, j) == flags[j], "step %d: bit %u of %u",
+                step, j, n);
     }
 }
