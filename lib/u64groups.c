@@ -162,71 +162,119 @@ typedef struct ug_view {
     uint32_t at;          /* the key being placed */
 } ug_view;
 
-static inline int seen(const ug_view *v, uint32_t j)
+/* Of the 64 keys of word w, the bits of those the placement sees: every
+ * key but the fresh ones after the key being placed. */
+static inline uint64_t seen_word(const ug_view *v, uint32_t w)
 {
-    return !v->fresh || !ug_is_start(v->fresh, j) || j <= v->at;
+    if (!v->fresh)
+        return ~UINT64_C(0);
+    uint32_t aw = v->at >> 6;
+    uint64_t upto = w < aw   ? ~UINT64_C(0)
+                    : w > aw ? 0
+                             : ~UINT64_C(0) >> (63 - (v->at & 63));
+    return ~v->fresh[w] | upto;
+}
+
+/* The first key from j on that is seen and, with bits, begins a group;
+ * n if none.  A word at a time: a batch sees most keys but skips runs of
+ * fresh ones. */
+static uint32_t next_set(const ug_view *v, const uint64_t *bits, uint32_t j)
+{
+    while (j < v->n) {
+        uint32_t w = j >> 6;
+        uint64_t word = seen_word(v, w) & (bits ? bits[w] : ~UINT64_C(0));
+        word &= ~UINT64_C(0) << (j & 63);
+        if (word) {
+            uint32_t at = (w << 6) + (uint32_t)__builtin_ctzll(word);
+            return at < v->n ? at : v->n;
+        }
+        j = (w + 1) << 6;
+    }
+    return v->n;
+}
+
+/* The last key at or before j that is seen and, with bits, begins a
+ * group (key 0 is seen and begins one). */
+static uint32_t prev_set(const ug_view *v, const uint64_t *bits, uint32_t j)
+{
+    for (;;) {
+        uint32_t w = j >> 6;
+        uint64_t word = seen_word(v, w) & (bits ? bits[w] : ~UINT64_C(0));
+        word &= ~UINT64_C(0) >> (63 - (j & 63));
+        if (word)
+            return (w << 6) + 63 - (uint32_t)__builtin_clzll(word);
+        j = (w << 6) - 1;
+    }
+}
+
+/* The set bits of x (a popcount without the instruction's target
+ * flag, which the build does not assume). */
+static inline uint32_t ones(uint64_t x)
+{
+    x -= (x >> 1) & UINT64_C(0x5555555555555555);
+    x = (x & UINT64_C(0x3333333333333333)) +
+        ((x >> 2) & UINT64_C(0x3333333333333333));
+    x = (x + (x >> 4)) & UINT64_C(0x0f0f0f0f0f0f0f0f);
+    return (uint32_t)((x * UINT64_C(0x0101010101010101)) >> 56);
+}
+
+/* How many keys of [b, e) are seen. */
+static uint32_t count_seen(const ug_view *v, uint32_t b, uint32_t e)
+{
+    uint32_t cnt = 0;
+    for (uint32_t w = b >> 6; b < e; w++) {
+        uint64_t word = seen_word(v, w) & ~UINT64_C(0) << (b & 63);
+        uint32_t next = (w + 1) << 6;
+        if (e < next)
+            word &= ~UINT64_C(0) >> (64 - (e & 63));
+        cnt += ones(word);
+        b = next;
+    }
+    return cnt;
 }
 
 /* The next key seen after j, or n. */
 static uint32_t next_seen(const ug_view *v, uint32_t j)
 {
-    for (j++; j < v->n && !seen(v, j); j++)
-        ;
-    return j;
+    return next_set(v, NULL, j + 1);
 }
 
 /* The first key of the group holding key i (key 0 always begins one, and
  * every key before the one being placed is seen). */
 static uint32_t group_begin(const ug_view *v, uint32_t i)
 {
-    while (!ug_is_start(v->start, i) || !seen(v, i))
-        i--;
-    return i;
+    return prev_set(v, v->start, i);
 }
 
 /* Where the next group begins after the one that begins at b, or n. */
 static uint32_t group_end(const ug_view *v, uint32_t b)
 {
-    uint32_t e = next_seen(v, b);
-    while (e < v->n && !ug_is_start(v->start, e))
-        e = next_seen(v, e);
-    return e;
+    return next_set(v, v->start, b + 1);
 }
 
-/* The numbers of the keys seen in [b, e), key skip (if any) left out. */
-static ug_nums seen_nums(const ug_view *v, uint32_t b, uint32_t e,
-                         uint32_t skip)
+/* The numbers of the keys seen in [b, e). */
+static ug_nums seen_nums(const ug_view *v, uint32_t b, uint32_t e)
 {
-    ug_nums s = {0, UINT64_MAX, 0};
-    uint32_t prev = UINT32_MAX;
-    for (uint32_t j = b; j < e; j = next_seen(v, j)) {
-        if (j == skip)
-            continue;
-        if (prev == UINT32_MAX)
-            s.cnt = 1;
-        else
-            nums_add(&s, number(v->k[prev], v->k[j]));
-        prev = j;
-    }
+    ug_nums s = nums_one();
+    for (uint32_t prev = b, j = next_seen(v, b); j < e;
+         prev = j, j = next_seen(v, j))
+        nums_add(&s, number(v->k[prev], v->k[j]));
     return s;
 }
 
 /* What a record costs before key i is put: rw + the fields. */
 static int64_t record_cost(const ug_view *v, uint32_t i)
 {
-    uint32_t last = v->n - 1;
-    while (!seen(v, last))
-        last--;
+    uint32_t last = prev_set(v, NULL, v->n - 1);
     last = group_begin(v, last == i ? i - 1 : last);
     uint64_t key0 = v->k[i == 0 ? next_seen(v, 0) : 0];
     return bit_len(v->k[last] - key0) + FIELD_BITS;
 }
 
-static void halve_if_full(const ug_view *v, uint32_t i)
+/* Halves the group of the keys seen in [b, e) when it has passed UG_MAX. */
+static void halve_if_full(const ug_view *v, uint32_t b, uint32_t e)
 {
-    uint32_t b = group_begin(v, i), e = group_end(v, b), cnt = 0;
-    for (uint32_t j = b; j < e; j = next_seen(v, j))
-        cnt++;
+    uint32_t cnt = count_seen(v, b, e);
     if (cnt <= UG_MAX)
         return;
     uint32_t half = b;
@@ -235,26 +283,16 @@ static void halve_if_full(const ug_view *v, uint32_t i)
     ug_mark(v->start, half, 1);
 }
 
-/* Key i has fallen between keys of the group that begins at b, r the key
- * after it (start[i] clear): whether it stands alone, in a group of its
- * own with the group's keys after it in another.  Joining costs at most
- * one number's bits unless a number of key i is below the group's base,
- * which then changes or goes; key i stands alone where that costs fewer
- * bits than joining. */
-static int stands_alone(const ug_view *v, uint32_t b, uint32_t i, uint32_t r)
+/* Whether keys [0, i), all seen, lie in fresh groups: a group begins at
+ * every 64th key and nowhere else. */
+static int fresh_before(const uint64_t *start, uint32_t i)
 {
-    uint32_t e = group_end(v, b);
-    ug_nums before = seen_nums(v, b, e, i);
-    ug_form f = form_of(&before);
-    if (!f.base || (number(v->k[i - 1], v->k[i]) >= f.base &&
-                    number(v->k[i], v->k[r]) >= f.base))
-        return 0;
-    ug_nums joined = seen_nums(v, b, e, v->n);
-    ug_nums left = seen_nums(v, b, i, v->n), right = seen_nums(v, r, e, v->n);
-    int64_t join = nums_bits(&joined);
-    int64_t alone = 2 * record_cost(v, i) + nums_bits(&left) +
-                    nums_bits(&right);
-    return alone < join;
+    for (uint32_t w = 0; w < (i >> 6); w++)
+        if (start[w] != 1)
+            return 0;
+    uint32_t rest = i & 63;
+    return rest == 0 ||
+           (start[i >> 6] & (~UINT64_C(0) >> (64 - rest))) == 1;
 }
 
 static void place(const ug_view *v)
@@ -262,29 +300,24 @@ static void place(const ug_view *v)
     uint32_t i = v->at, right_at = next_seen(v, i);
     int has_left = i > 0, has_right = right_at < v->n;
     uint64_t *start = v->start;
-    if (!has_left && !has_right) {
-        ug_mark(start, i, 1);
+    if (!has_right && (!has_left || fresh_before(start, i))) {
+        ug_mark(start, i, i % UG_FRESH == 0); /* fresh groups stay so */
         return;
     }
     if (has_left && has_right && !ug_is_start(start, right_at)) {
-        ug_mark(start, i, 0); /* among the keys of one group */
-        if (stands_alone(v, group_begin(v, i - 1), i, right_at)) {
-            ug_mark(start, i, 1);
-            ug_mark(start, right_at, 1);
-            return;
-        }
-        halve_if_full(v, i);
+        ug_mark(start, i, 0); /* among the keys of one group: it joins */
+        uint32_t b = group_begin(v, i - 1);
+        halve_if_full(v, b, group_end(v, b));
         return;
     }
     int64_t left = INT64_MAX, right = INT64_MAX;
     if (has_left) {
         uint32_t b = group_begin(v, i - 1);
-        left = join_bits(seen_nums(v, b, i, v->n),
+        left = join_bits(seen_nums(v, b, i),
                          number(v->k[i - 1], v->k[i]));
     }
     if (has_right)
-        right = join_bits(seen_nums(v, right_at, group_end(v, right_at),
-                                    v->n),
+        right = join_bits(seen_nums(v, right_at, group_end(v, right_at)),
                           number(v->k[i], v->k[right_at]));
     int64_t own = record_cost(v, i);
     if (has_left && left <= right && left <= own) {
@@ -295,7 +328,8 @@ static void place(const ug_view *v)
     } else {
         ug_mark(start, i, 1);
     }
-    halve_if_full(v, i);
+    uint32_t b = group_begin(v, i);
+    halve_if_full(v, b, group_end(v, b));
 }
 
 void ug_place(const uint64_t *k, uint64_t *start, uint32_t n, uint32_t i)
@@ -341,10 +375,16 @@ static uint32_t plain_group_end(const uint64_t *start, uint32_t n,
 {
     if (!start)
         return n - b > UG_FRESH ? b + UG_FRESH : n;
-    uint32_t e = b + 1;
-    while (e < n && !ug_is_start(start, e))
-        e++;
-    return e;
+    for (uint32_t j = b + 1; j < n;) { /* a word at a time */
+        uint32_t w = j >> 6;
+        uint64_t word = start[w] & ~UINT64_C(0) << (j & 63);
+        if (word) {
+            uint32_t e = (w << 6) + (uint32_t)__builtin_ctzll(word);
+            return e < n ? e : n;
+        }
+        j = (w + 1) << 6;
+    }
+    return n;
 }
 
 static size_t index_bytes(uint32_t groups, unsigned rw)
@@ -365,30 +405,65 @@ static uint32_t count_groups(const uint64_t *k, const uint64_t *start,
     return groups;
 }
 
+/* Bits a key put among the keys of a group of cnt keys in form f may add.
+ * Its two numbers are below the one they replace, so no wider than the
+ * largest, hi: with no base, a number's bits.  With a base they may fall
+ * below it, and the group then takes another base or none: at most every
+ * number at bit_len(hi) <= max(bit_len(base), width) + 1 bits. */
+static uint64_t rebase_bits(uint32_t cnt, ug_form f)
+{
+    if (!f.base)
+        return 0;
+    unsigned b = bit_len(f.base), top = (b > f.width ? b : f.width) + 1;
+    return (uint64_t)cnt * (top - f.width) + f.width;
+}
+
+static void shape_add(ug_shape *sh, uint32_t cnt, ug_form f)
+{
+    uint64_t bytes = (rebase_bits(cnt, f) + 7) / 8;
+    if (bytes > sh->rebase)
+        sh->rebase = bytes < UINT32_MAX ? (uint32_t)bytes : UINT32_MAX;
+}
+
 size_t ug_len(const uint64_t *k, const uint64_t *start, uint32_t n)
 {
-    unsigned rw;
-    uint32_t groups = count_groups(k, start, n, &rw);
+    ug_shape sh;
+    return ug_measure(k, start, n, &sh);
+}
+
+size_t ug_measure(const uint64_t *k, const uint64_t *start, uint32_t n,
+                  ug_shape *sh)
+{
+    sh->groups = count_groups(k, start, n, &sh->rw);
+    sh->rebase = 0;
     size_t data = 0;
     for (uint32_t b = 0; b < n;) {
         uint32_t e = plain_group_end(start, n, b);
         ug_nums s = nums_of_keys(k, b, e);
-        data += form_bytes(s.cnt, form_of(&s));
+        ug_form f = form_of(&s);
+        data += form_bytes(s.cnt, f);
+        shape_add(sh, s.cnt, f);
         b = e;
     }
-    return 1 + varint_len(groups) + index_bytes(groups, rw) + data;
+    return 1 + varint_len(sh->groups) + index_bytes(sh->groups, sh->rw) +
+           data;
 }
 
-/* Writes a group's base (if any) and numbers at out; the byte after. */
+/* Writes a group's base (if any) and numbers at out; the byte after, or
+ * NULL where its keys do not increase (out's bytes then mean nothing). */
 static uint8_t *put_numbers(const uint64_t *k, uint32_t cnt, ug_form f,
                             uint8_t *out)
 {
     if (f.base)
         out = varint_put(out, f.base);
     bitw data = {out, 0, 0};
-    for (uint32_t j = 1; j < cnt; j++)
+    int increasing = 1;
+    for (uint32_t j = 1; j < cnt; j++) {
+        increasing &= k[j] > k[j - 1];
         bitw_put(&data, number(k[j - 1], k[j]) - f.base, f.width);
-    return bitw_end(&data);
+    }
+    uint8_t *end = bitw_end(&data);
+    return increasing ? end : NULL;
 }
 
 uint8_t *ug_put(const uint64_t *k, const uint64_t *start, uint32_t n,
@@ -400,29 +475,47 @@ uint8_t *ug_put(const uint64_t *k, const uint64_t *start, uint32_t n,
     out = varint_put(out, groups);
     bitw index = {out, 0, 0};
     uint8_t *data = out + index_bytes(groups, rw);
-    for (uint32_t b = 0; b < n;) {
+    for (uint32_t b = 0; b < n && data;) {
         uint32_t e = plain_group_end(start, n, b);
         ug_nums s = nums_of_keys(k, b, e);
         ug_form f = form_of(&s);
         bitw_put(&index, k[b] - k[0], rw);
         bitw_put(&index, e - b - 1, CNT_BITS);
         bitw_put(&index, width_field(f), WIDTH_BITS);
-        data = put_numbers(k + b, e - b, f, data);
+        data = b > 0 && k[b] <= k[b - 1] ? NULL
+                                          : put_numbers(k + b, e - b, f, data);
         b = e;
     }
     bitw_end(&index);
     return data;
 }
 
-uint32_t ug_put_bound(uint32_t groups, unsigned rw)
+size_t ug_even_len(uint32_t n, uint64_t step, ug_shape *sh)
+{
+    uint32_t g = (n + UG_FRESH - 1) / UG_FRESH, last = n - (g - 1) * UG_FRESH;
+    ug_nums full = {UG_FRESH, step - 1, step - 1};
+    ug_nums tail = {last, step - 1, step - 1};
+    size_t data = (size_t)(g - 1) * form_bytes(UG_FRESH, form_of(&full)) +
+                  form_bytes(last, form_of(&tail));
+    sh->groups = g;
+    sh->rw = bit_len((uint64_t)(g - 1) * UG_FRESH * step);
+    sh->rebase = 0;
+    if (g > 1)
+        shape_add(sh, UG_FRESH, form_of(&full));
+    shape_add(sh, last, form_of(&tail));
+    return 1 + varint_len(g) + index_bytes(g, sh->rw) + data;
+}
+
+uint32_t ug_put_bound(const ug_shape *sh)
 {
     uint64_t record = REL_MAX_BITS + FIELD_BITS;
-    uint64_t widen = ((uint64_t)groups + 3) * (REL_MAX_BITS - rw);
-    /* + G's varint one byte longer, + rounding of the index and of the
-     * two groups with numbers a put may change (a key standing alone has
-     * none) */
-    uint64_t bits = 3 * record + 4 * BASE_MAX_BITS + widen;
-    uint64_t bytes = (bits + 7) / 8 + 4;
+    uint64_t widen = ((uint64_t)sh->groups + 2) * (REL_MAX_BITS - sh->rw);
+    /* a record (joining a neighbour costs no more), one more and a base
+     * written twice for a halved group, every rel widened; + G's varint
+     * one byte longer, + rounding of the index and of the two groups a
+     * put may change */
+    uint64_t bits = 2 * record + BASE_MAX_BITS + widen;
+    uint64_t bytes = (bits + 7) / 8 + 4 + (uint64_t)sh->rebase;
     return bytes < UINT32_MAX ? (uint32_t)bytes : UINT32_MAX;
 }
 
@@ -602,6 +695,134 @@ int ug_key_at(const uint8_t *s, const uint8_t *end, uint64_t first,
     return -1;
 }
 
+int ug_even(const uint8_t *s, const uint8_t *end, uint32_t n,
+            uint64_t *step)
+{
+    ug_sec x;
+    if (n < 2 || open_sec(&x, s, end, n))
+        return 0;
+    uint64_t d = 0; /* the step, once a group or a rel shows it */
+    uint32_t at = 0;
+    const uint8_t *data = x.data;
+    for (uint32_t g = 0; g < x.groups; g++) {
+        ug_rec r = record_at(&x, g);
+        if (locate_at(&x, &r, data))
+            return 0;
+        data += r.len;
+        if (g > 0) { /* the rel of a group starting at key `at` */
+            if (d == 0 && r.rel % at == 0)
+                d = r.rel / at;
+            if (d == 0 || r.rel / at != d || r.rel % at != 0)
+                return 0;
+        }
+        if (r.cnt > 1) { /* its numbers all the same */
+            uint64_t v = get_bits(r.nums, x.end, 0, r.form.width);
+            for (uint32_t j = 2; j < r.cnt && r.form.width; j++)
+                if (get_bits(r.nums, x.end, (uint64_t)(j - 1) * r.form.width,
+                             r.form.width) != v)
+                    return 0;
+            if (v > UINT64_MAX - 1 - r.form.base)
+                return 0;
+            uint64_t inner = v + r.form.base + 1;
+            if (d == 0)
+                d = inner;
+            if (inner != d)
+                return 0;
+        }
+        at += r.cnt;
+    }
+    *step = d;
+    return d != 0 && at == n;
+}
+
+int ug_shape_of(const uint8_t *s, const uint8_t *end, uint32_t n,
+                ug_shape *sh)
+{
+    ug_sec x;
+    if (open_sec(&x, s, end, n))
+        return -1;
+    sh->groups = x.groups;
+    sh->rw = x.rw;
+    sh->rebase = 0;
+    const uint8_t *data = x.data;
+    for (uint32_t g = 0; g < x.groups; g++) {
+        ug_rec r = record_at(&x, g);
+        if (locate_at(&x, &r, data))
+            return -1;
+        shape_add(sh, r.cnt, r.form);
+        data += r.len;
+    }
+    return 0;
+}
+
+/* Puts w at group g, whose bytes begin at data, key 0 of it. */
+static int walk_to(ug_walk *w, uint32_t g, const uint8_t *data)
+{
+    ug_sec x = {w->index, w->data, w->end, w->groups, w->rw};
+    ug_rec r = record_at(&x, g);
+    if (locate_at(&x, &r, data) || r.rel > UINT64_MAX - w->first ||
+        (uint64_t)w->rank + r.cnt > w->n)
+        return -1;
+    w->g = g;
+    w->cnt = r.cnt;
+    w->j = 0;
+    w->cur = w->first + r.rel;
+    w->width = r.form.width;
+    w->base = r.form.base;
+    w->nums = r.nums;
+    w->len = r.len;
+    w->at = data;
+    return 0;
+}
+
+int ug_walk_open(ug_walk *w, const uint8_t *s, const uint8_t *end,
+                 uint64_t first, uint32_t n)
+{
+    ug_sec x;
+    if (n < 2 || open_sec(&x, s, end, n))
+        return -1;
+    w->index = x.index;
+    w->data = x.data;
+    w->end = x.end;
+    w->groups = x.groups;
+    w->rw = x.rw;
+    w->first = first;
+    w->n = n;
+    w->rank = 0;
+    return walk_to(w, 0, x.data);
+}
+
+int ug_walk_search(ug_walk *w, uint64_t key, uint32_t *idx, int *found)
+{
+    ug_sec x = {w->index, w->data, w->end, w->groups, w->rw};
+    /* the groups whose first key is not above key */
+    while (w->cur < key && w->g + 1 < w->groups &&
+           w->first + record_at(&x, w->g + 1).rel <= key) {
+        w->rank += w->cnt;
+        if (walk_to(w, w->g + 1, w->at + w->len))
+            return -1;
+    }
+    ug_rec r = {0, w->cnt, 0, {w->width, w->base}, w->at, w->nums, w->len};
+    while (w->cur < key && w->j + 1 < w->cnt) {
+        if (next_key(&r, w->end, w->j + 1, &w->cur))
+            return -1;
+        w->j++;
+    }
+    if (w->cur >= key) {
+        *idx = w->rank + w->j;
+        *found = w->cur == key;
+        return 0;
+    }
+    /* past this group: the next one's first key is above key */
+    *idx = w->rank + w->cnt;
+    *found = 0;
+    if (w->g + 1 < w->groups) {
+        w->rank += w->cnt;
+        return walk_to(w, w->g + 1, w->at + w->len);
+    }
+    return 0;
+}
+
 /* ---- decoding ------------------------------------------------------------ */
 
 /* The padding bits of a bit stream of `bits` bits ending at byte end[-1]
@@ -626,14 +847,13 @@ static int decode_group(const ug_sec *x, ug_rec *r, uint64_t first,
         return -1;
     ug_nums s = nums_one();
     k[at] = cur;
-    ug_mark(start, at, 1);
+    ug_mark(start, at, 1); /* the others were cleared */
     for (uint32_t j = 1; j < r->cnt; j++) {
         uint64_t prev = cur;
         if (next_key(r, x->end, j, &cur))
             return -1;
         nums_add(&s, number(prev, cur));
         k[at + j] = cur;
-        ug_mark(start, at + j, 0);
     }
     ug_form f = form_of(&s);
     if (f.width != r->form.width || f.base != r->form.base)
@@ -658,6 +878,7 @@ int ug_decode(const uint8_t *s, const uint8_t *end, uint64_t first,
     const uint8_t *data = x.data;
     uint32_t at = 0;
     uint64_t last_rel = 0;
+    memset(start, 0, UG_WORDS(n) * sizeof *start);
     for (uint32_t g = 0; g < x.groups; g++) {
         ug_rec r = record_at(&x, g);
         if ((g == 0) != (r.rel == 0) || (g > 0 && r.rel <= last_rel) ||
@@ -784,46 +1005,14 @@ static int halve(ug_adding *a, uint32_t at)
     return 0;
 }
 
-/* The numbers of decoded group o's keys with key put at index i. */
-static ug_nums nums_with(const ug_out *o, uint32_t i, uint64_t key)
+/* Whether every group but the last holds UG_FRESH keys and the last no
+ * more: fresh groups. */
+static int groups_fresh(const ug_adding *a)
 {
-    ug_nums s = nums_one();
-    uint64_t prev = i == 0 ? key : o->keys[0];
-    for (uint32_t t = 1; t <= o->cnt; t++) {
-        uint64_t cur = t < i ? o->keys[t] : t == i ? key : o->keys[t - 1];
-        nums_add(&s, number(prev, cur));
-        prev = cur;
-    }
-    return s;
-}
-
-/* Key falls at index i (0 < i < cnt) among the keys of decoded group at:
- * it joins, or stands alone as stands_alone decides.  own is what a
- * record costs. */
-static int fall_into(ug_adding *a, uint32_t at, uint32_t i, uint64_t key,
-                     int64_t own)
-{
-    ug_out *o = &a->g[at];
-    ug_form f = form_of(&o->nums);
-    if (f.base && (number(o->keys[i - 1], key) < f.base ||
-                   number(key, o->keys[i]) < f.base)) {
-        ug_nums joined = nums_with(o, i, key);
-        ug_nums left = nums_of_keys(o->keys, 0, i);
-        ug_nums right = nums_of_keys(o->keys, i, o->cnt);
-        if (2 * own + nums_bits(&left) + nums_bits(&right) <
-            nums_bits(&joined)) {
-            uint64_t *rest = o->keys + i;
-            uint32_t rest_cnt = o->cnt - i;
-            if (!new_group(a, at + 1, rest, rest_cnt) ||
-                !new_group(a, at + 1, &key, 1))
-                return -1;
-            a->g[at].cnt = i;
-            a->g[at].nums = left;
+    for (uint32_t g = 0; g + 1 < a->groups; g++)
+        if (a->g[g].cnt != UG_FRESH)
             return 0;
-        }
-    }
-    join_at(&a->g[at], i, key);
-    return halve(a, at);
+    return a->g[a->groups - 1].cnt <= UG_FRESH;
 }
 
 /* One key put: the rule of ug_place on groups.  *at is the group holding
@@ -847,8 +1036,18 @@ static int add_one(ug_adding *a, uint32_t *at, uint64_t key)
     uint32_t i = place_in(o, key);
     if (o->keys[i - 1] == key)
         return -1;
-    if (i < o->cnt)
-        return fall_into(a, *at, i, key, own);
+    if (i < o->cnt) { /* among o's keys: it joins */
+        join_at(o, i, key);
+        return halve(a, *at);
+    }
+    if (*at + 1 == a->groups && groups_fresh(a)) { /* as fresh_before */
+        if (o->cnt < UG_FRESH) {
+            join_at(o, o->cnt, key);
+            return 0;
+        }
+        (*at)++;
+        return new_group(a, *at, &key, 1) ? 0 : -1;
+    }
     int64_t left = join_bits(o->nums, number(o->keys[o->cnt - 1], key));
     int64_t right = INT64_MAX;
     if (*at + 1 < a->groups) {

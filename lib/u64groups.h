@@ -2,10 +2,10 @@
 /*
  * u64groups.h - u64 keys in counted groups that keep their bounds.
  *
- * The groups of an indexed u64 key section (format.md) hold 64 keys by
- * position, so a key put among them moves every later key one place on:
- * every later group changes and may widen (regroup.h), and a write of the
- * leaf re-encodes all of them.  In counted groups each group says how many
+ * The groups of format 4's indexed u64 key section (format.md) hold 64
+ * keys by position, so a key put among them moves every later key one
+ * place on: every later group changes and may widen (regroup.h), and a
+ * write of the leaf re-encodes all of them.  In counted groups each group says how many
  * keys it holds, and a key put into a node joins one group or starts its
  * own; the other groups keep their bytes.  A put then grows the section by
  * a few bytes whatever the node's other keys are (ug_put_bound), which is
@@ -41,9 +41,8 @@
  * the node is decoded or its image is changed where it lies, so that both
  * give the same bytes.
  *
- * No image holds this form yet: node.c writes format 4's groups of 64
- * (format.md).  It is the key section of the next format version, whose
- * marker, flag and version number come with the images that use it.
+ * This is the key section of format 5 (image flag COUNTED, marker 0x02
+ * after key 0, node.c).
  *
  * Pure: no allocation, no I/O.  Every reader checks its reads against the
  * section's end.
@@ -86,13 +85,12 @@ void ug_fresh(uint64_t *start, uint32_t n);
 
 /* Key i of k[0..n) has just been put (its start bit is a placeholder):
  * sets its bit and what the rule changes next to it, costs counted in
- * bits.  Inside a group the key joins it, unless a number of the key
- * falls below the group's base and two records and the group cut in two
- * there cost less: the key then stands alone, a group of its own, with
- * the keys after it in another.  Between two groups (or past either end)
- * it joins the one whose bytes grow least, or starts a group of its own
- * when a record costs less than either; a group that reaches UG_MAX + 1
- * keys is halved. */
+ * bits.  Inside a group the key joins it.  After the last key of fresh
+ * groups (keys loaded in order) it takes the next place of fresh groups.
+ * Otherwise between two groups (or past either end) it joins the one
+ * whose bytes grow least, or starts a group of its own when a record
+ * costs less than either.  A group that reaches UG_MAX + 1 keys is
+ * halved. */
 void ug_place(const uint64_t *k, uint64_t *start, uint32_t n, uint32_t i);
 
 /* Keys put into a node at once: k[i] with fresh bit i set, among keys that
@@ -107,13 +105,33 @@ void ug_place_batch(const uint64_t *k, uint64_t *start, uint32_t n,
 void ug_unplace(uint64_t *start, uint32_t n, uint32_t i);
 
 /* Bytes of the groups form of k[0..n) (n >= 2) grouped by start, and the
- * form written at out; ug_put returns the byte after it.  start must
+ * form written at out; ug_put returns the byte after it, or NULL where
+ * the keys do not strictly increase.  start must
  * begin a group at key 0 and make groups of 1..UG_MAX keys
  * (ug_grouping_ok); NULL stands for fresh groups (ug_fresh). */
 size_t ug_len(const uint64_t *k, const uint64_t *start, uint32_t n);
 uint8_t *ug_put(const uint64_t *k, const uint64_t *start, uint32_t n,
                 uint8_t *out);
 int ug_grouping_ok(const uint64_t *start, uint32_t n);
+/* What a put's growth depends on: the form's groups, its rel width, and
+ * the most a key put among the keys of one of its groups with a base may
+ * add (rebase, in bytes: its numbers may fall below the base). */
+typedef struct ug_shape {
+    uint32_t groups;
+    unsigned rw;
+    uint32_t rebase;
+} ug_shape;
+
+/* ug_len, and the form's shape. */
+size_t ug_measure(const uint64_t *k, const uint64_t *start, uint32_t n,
+                  ug_shape *sh);
+/* ug_len of n >= 2 keys one step apart in fresh groups, without the
+ * keys, and that form's shape. */
+size_t ug_even_len(uint32_t n, uint64_t step, ug_shape *sh);
+/* The shape of the form in [s, end) of n keys (reads the index and each
+ * group's base); 0, or -1 where the bytes do not hold what they claim. */
+int ug_shape_of(const uint8_t *s, const uint8_t *end, uint32_t n,
+                ug_shape *sh);
 
 /* Decodes the groups form in [s, end) of n >= 2 keys whose key 0 is first
  * into k and start.  Accepts only what ug_put writes for them: returns 0,
@@ -129,6 +147,37 @@ int ug_search(const uint8_t *s, const uint8_t *end, uint64_t first,
 int ug_key_at(const uint8_t *s, const uint8_t *end, uint64_t first,
               uint32_t n, uint32_t i, uint64_t *key);
 
+/* A run of searches of one form for rising keys, each going on from where
+ * the one before it ended (a sorted batch of gets): the section opened
+ * once, and the group and key the last search ended at. */
+typedef struct ug_walk {
+    const uint8_t *index, *data, *end;
+    uint64_t first;
+    uint32_t n, groups;
+    unsigned rw;
+    uint32_t g, rank;    /* the group, and the index of its first key */
+    uint32_t cnt, j;     /* its keys, and the one the last search ended at */
+    uint64_t cur;        /* that key */
+    unsigned width;      /* the group's form and bytes */
+    uint64_t base;
+    const uint8_t *nums;
+    size_t len;
+    const uint8_t *at;   /* where its bytes begin */
+} ug_walk;
+
+/* Opens w on the form in [s, end) of n >= 2 keys whose key 0 is first,
+ * at key 0.  ug_walk_search answers ug_search for a key not below any
+ * key searched since, going on from there.  Both return 0, or -1 where
+ * the bytes do not hold what they claim. */
+int ug_walk_open(ug_walk *w, const uint8_t *s, const uint8_t *end,
+                 uint64_t first, uint32_t n);
+int ug_walk_search(ug_walk *w, uint64_t key, uint32_t *idx, int *found);
+
+/* Whether the form's n keys lie one step apart (every group's numbers
+ * equal, its rels in line), read from the index alone; *step = it. */
+int ug_even(const uint8_t *s, const uint8_t *end, uint32_t n,
+            uint64_t *step);
+
 /* Keys put into a groups form where it lies: the form in [s, end) of n
  * keys whose key 0 is first, with the strictly increasing keys add[0..m)
  * (none of them in it) put in one by one as ug_place puts them, written
@@ -143,16 +192,14 @@ int ug_add(const uint8_t *s, const uint8_t *end, uint64_t first, uint32_t n,
            const uint64_t *add, uint32_t m, void *scratch, uint8_t *out,
            size_t cap, uint64_t *first_out, size_t *len);
 
-/* The most one put can add to a groups form of `groups` groups and rel
- * width rw, in bytes.  A key joining a group at its end, or starting its
- * own, costs at most a record (ug_place takes the cheaper); inside a
- * group it adds a number no wider than the group's largest, or, below a
- * base, at most two records and the base written twice (it stands alone,
- * or joins for less); a group halved costs a record and its base again.
- * So: three records, four bases, every rel widened (a new lowest or
- * highest key) for up to three records more, a longer G, and a byte's
- * rounding each for the index and the groups a put changes.  Key 0's
+/* The most one put can add to a groups form of shape sh, in bytes, but
+ * for a put after the last key into fresh groups (which joins by
+ * position).  A key joining a group at its end, or starting its own,
+ * costs at most a record (ug_place takes the cheaper); among a group's
+ * keys it adds a number no wider than the group's largest, or, below a
+ * base, up to sh->rebase; a group halved costs a record and its base
+ * again; a new lowest or highest key may widen every rel.  Key 0's
  * varint, before the marker, may grow too; the caller adds it. */
-uint32_t ug_put_bound(uint32_t groups, unsigned rw);
+uint32_t ug_put_bound(const ug_shape *sh);
 
 #endif
