@@ -423,7 +423,7 @@ static void fn_add(const fn_ctx *c, const uint8_t *img, const bn_info *info,
         return;
     uint64_t add[FN_PROBES];
     uint32_t m = fn_add_keys(c, add);
-    uint64_t *keys = malloc(((size_t)info->count + 2u * m) * sizeof *keys);
+    void *keys = malloc(bn_img_add_scratch(info->count, m));
     size_t cap = (size_t)info->length + 65536u;
     uint8_t *out = malloc(cap);
     FZ_CHECK(keys && out, "harness: out of memory");

@@ -35,6 +35,11 @@ int tree_grow_unsure(const bonsai_db *db, const bn_node *n, int64_t guess)
      * wait, not every 64 keys */
     if (n->grow_ends >= GROW_ENDS_SURE && !is_last(n))
         return 1;
+    /* groups that do not shift (counted groups, or none to shift) grow by
+     * what each put brings, which the estimate counts: its drift is
+     * measured as any node's.  Groups that shift may grow past it. */
+    if (n->grow == 0)
+        return 0;
     int64_t limit = db->opt.node_bytes;
     int64_t may = (int64_t)n->grow + n->grow_since;
     return n->grow_moves && guess + may + limit / 32 > limit;

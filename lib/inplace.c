@@ -112,9 +112,10 @@ static int find_leaf_image(bonsai_db *db, bt_tree *t, bn_key key,
 static int reserve_scratch(bonsai_db *db, uint32_t count, uint32_t max,
                            size_t cap)
 {
-    /* the run's keys, then room for the leaf's and the run's merged */
+    /* the run's keys, then the codec's scratch */
+    size_t words = (bn_img_add_scratch(count, max) + 7) / 8;
     uint64_t *keys = with_room(db->run_keys, &db->run_keys_cap,
-                               (size_t)count + 2u * max, sizeof *keys);
+                               (size_t)max + words, sizeof *keys);
     if (keys)
         db->run_keys = keys;
     uint8_t *out = with_room(db->scratch, &db->scratch_cap, cap, 1);

@@ -10,12 +10,13 @@
 
 #include "node.h"
 
-/* 4: u64 groups with base 0 where that needs no wider width (image flag
- * 0x40); 3: u64 key sections in the indexed form (format.md, "Node
- * images"); 2: meta slots record the store's cap (cap_pages).  Files of
- * versions 1 to 3 still open; a writer raises their header to 4
- * (bx_upgrade_header) before it writes an image. */
-#define BX_FORMAT_VERSION 4u
+/* 5: u64 keys in counted groups (image flag 0x80, u64groups.h); 4: u64
+ * groups with base 0 where that needs no wider width (image flag 0x40);
+ * 3: u64 key sections in the indexed form (format.md, "Node images"); 2:
+ * meta slots record the store's cap (cap_pages).  Files of versions 1 to
+ * 4 still open; a writer raises their header to 5 (bx_upgrade_header)
+ * before it writes an image. */
+#define BX_FORMAT_VERSION 5u
 #define BX_HEADER_OFF 0u
 #define BX_HEADER_SIZE 32u
 #define BX_META_OFF(slot) (512u + 512u * (slot))

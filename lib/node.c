@@ -28,7 +28,17 @@
  *     one decoded from format 3 and not changed since); clear: format 3's
  *     smallest base in every group
  *
- *   key section, u64 keys, indexed form:
+ *     flags 0x80 COUNTED, only with ZERO_BASE: u64 keys in counted groups
+ *     (format 5; every u64 image this code writes but one decoded from an
+ *     older form and not changed since); clear: the older forms below
+ *
+ *   key section, u64 keys, counted form (format.md; the groups form is
+ *   u64groups.h's, and a decoded node keeps where its groups lie):
+ *     section := first:varint                        n = 1
+ *              | first:varint 0x00 step:varint      n >= 2, evenly spaced
+ *              | first:varint 0x02 groups           otherwise
+ *
+ *   key section, u64 keys, indexed form (formats 3 and 4):
  *     section := first:varint                       n = 1
  *              | first:varint 0x00 step:varint      n >= 2, evenly spaced
  *              | first:varint 0x01 [rw:u8 ow:u8 index] group[G]
@@ -95,6 +105,7 @@
 #include "bytes.h"
 #include "checksum.h"
 #include "regroup.h"
+#include "u64groups.h"
 
 #define GROUP 64u            /* u64 keys: entries per group */
 #define RESTART 16u          /* byte keys: entries per restart point */
@@ -246,7 +257,9 @@ static int flags_ok(unsigned type, unsigned flags, unsigned kind)
         return 0;
     if ((flags & BN_F_ZERO_BASE) && !(flags & BN_F_KEY_INDEX))
         return 0;
-    flags &= ~(BN_F_KEY_INDEX | BN_F_ZERO_BASE);
+    if ((flags & BN_F_COUNTED) && !(flags & BN_F_ZERO_BASE))
+        return 0;
+    flags &= ~(BN_F_KEY_INDEX | BN_F_ZERO_BASE | BN_F_COUNTED);
     if (type == BN_TYPE_BRANCH)
         return (flags & ~BN_F_KEY_U64) == 0;
     if (type != BN_TYPE_LEAF || (flags & ~BN_F_KNOWN))
@@ -656,23 +669,67 @@ static int walk_key_at(const uint8_t *s, const uint8_t *end, uint32_t n,
     return 0;
 }
 
-/* *pos = first index whose key >= key (n if none), *eq = it equals key. */
+/* A counted section (format 5) of n >= 2 keys in the groups form: key 0
+ * into *first and *groups past the marker; 0, or 1 for the step form
+ * (format 4's, read by ix_*), or -1. */
+static int cg_open(const uint8_t *s, const uint8_t *end, uint64_t *first,
+                   const uint8_t **groups)
+{
+    const uint8_t *p = s;
+    if (rd_varint(&p, end, first) || p >= end)
+        return -1;
+    if (*p == 0)
+        return 1;
+    if (*p != 2)
+        return -1;
+    *groups = p + 1;
+    return 0;
+}
+
+static int cg_search(const uint8_t *s, const uint8_t *end, uint32_t n,
+                     uint64_t key, uint32_t *pos, int *eq)
+{
+    uint64_t first;
+    const uint8_t *g;
+    int form = n < 2 ? 1 : cg_open(s, end, &first, &g);
+    if (form != 0)
+        return form < 0 ? -1 : ix_search(s, end, n, key, pos, eq);
+    return ug_search(g, end, first, n, key, pos, eq);
+}
+
+static int cg_key_at(const uint8_t *s, const uint8_t *end, uint32_t n,
+                     uint32_t idx, uint64_t *out)
+{
+    uint64_t first;
+    const uint8_t *g;
+    int form = n < 2 ? 1 : cg_open(s, end, &first, &g);
+    if (form != 0)
+        return form < 0 ? -1 : ix_key_at(s, end, n, idx, out);
+    return ug_key_at(g, end, first, n, idx, out);
+}
+
+/* *pos = first index whose key >= key (n if none), *eq = it equals key.
+ * flags: the image's. */
 static int u64_search(const uint8_t *s, const uint8_t *end, uint32_t n,
-                      int indexed, uint64_t key, uint32_t *pos, int *eq)
+                      unsigned flags, uint64_t key, uint32_t *pos, int *eq)
 {
     *pos = 0;
     *eq = 0;
     if (n == 0)
         return 0;
-    return indexed ? ix_search(s, end, n, key, pos, eq)
-                   : walk_search(s, end, n, key, pos, eq);
+    if (flags & BN_F_COUNTED)
+        return cg_search(s, end, n, key, pos, eq);
+    return flags & BN_F_KEY_INDEX ? ix_search(s, end, n, key, pos, eq)
+                                  : walk_search(s, end, n, key, pos, eq);
 }
 
 static int u64_key_at(const uint8_t *s, const uint8_t *end, uint32_t n,
-                      int indexed, uint32_t idx, uint64_t *out)
+                      unsigned flags, uint32_t idx, uint64_t *out)
 {
-    return indexed ? ix_key_at(s, end, n, idx, out)
-                   : walk_key_at(s, end, n, idx, out);
+    if (flags & BN_F_COUNTED)
+        return cg_key_at(s, end, n, idx, out);
+    return flags & BN_F_KEY_INDEX ? ix_key_at(s, end, n, idx, out)
+                                  : walk_key_at(s, end, n, idx, out);
 }
 
 /* ---- byte key section, in place ----------------------------------------- */
@@ -860,8 +917,8 @@ int bn_img_search(const uint8_t *img, const bn_info *info, unsigned kind,
     if (!kind_matches(info->flags, kind))
         return BONSAI_CORRUPT;
     if (kind == BONSAI_KEY_U64) {
-        rc = u64_search(s, s + info->keys_len, info->count,
-                        info->flags & BN_F_KEY_INDEX, key.u, &pos, &eq);
+        rc = u64_search(s, s + info->keys_len, info->count, info->flags,
+                        key.u, &pos, &eq);
     } else {
         bsec b;
         rc = bsec_open(&b, s, info->keys_len, info->count);
@@ -890,14 +947,33 @@ int bn_img_search_on(const uint8_t *img, const bn_info *info, unsigned kind,
     if (!mark->set || mark->img != img) { /* the index read once a run */
         mark->img = NULL;
         mark->have_group = 0;
-        if (kind != BONSAI_KEY_U64 || info->type != BN_TYPE_LEAF ||
-            !kind_matches(info->flags, kind) ||
-            !(info->flags & BN_F_KEY_INDEX) || info->count < 2 ||
-            ix_open(&mark->x, s, end, info->count) || mark->x.step) {
+        int grouped = kind == BONSAI_KEY_U64 &&
+                      info->type == BN_TYPE_LEAF &&
+                      kind_matches(info->flags, kind) &&
+                      (info->flags & BN_F_KEY_INDEX) && info->count >= 2;
+        mark->counted = grouped && (info->flags & BN_F_COUNTED);
+        if (mark->counted) {
+            uint64_t first;
+            const uint8_t *g;
+            grouped = cg_open(s, end, &first, &g) == 0 &&
+                      ug_walk_open(&mark->w, g, end, first, info->count) == 0;
+        } else if (grouped) {
+            grouped = !ix_open(&mark->x, s, end, info->count) &&
+                      !mark->x.step;
+        }
+        if (!grouped) {
             mark->set = 0; /* the plain search, and the next one too */
             return bn_img_search(img, info, kind, key, idx, found);
         }
         mark->img = img;
+    }
+    if (mark->counted) {
+        if (ug_walk_search(&mark->w, key.u, idx, found))
+            return BONSAI_CORRUPT;
+        mark->set = 1;
+        mark->idx = *idx;
+        mark->key = mark->w.cur;
+        return 0;
     }
     if (key.u <= mark->x.first) {
         mark->set = 0;
@@ -916,7 +992,7 @@ void bn_img_search_span(const uint8_t *img, const bn_info *info,
     *off = BN_HEADER_SIZE;
     *len = info->keys_len;
     if (kind != BONSAI_KEY_U64 || !(info->flags & BN_F_KEY_INDEX) ||
-        info->count < 2 || ix_open(&x, s, end, info->count) ||
+        (info->flags & BN_F_COUNTED) || info->count < 2 || ix_open(&x, s, end, info->count) ||
         x.ngroups < 2 || key.u <= x.first)
         return;
     uint32_t g = ix_group_of(&x, key.u, 0);
@@ -936,8 +1012,8 @@ int bn_img_key(const uint8_t *img, const bn_info *info, unsigned kind,
         return BONSAI_CORRUPT;
     memset(out, 0, sizeof *out);
     if (kind == BONSAI_KEY_U64)
-        return u64_key_at(s, s + info->keys_len, info->count,
-                          info->flags & BN_F_KEY_INDEX, idx, &out->u)
+        return u64_key_at(s, s + info->keys_len, info->count, info->flags,
+                          idx, &out->u)
                    ? BONSAI_CORRUPT
                    : 0;
     bsec b;
@@ -1070,6 +1146,15 @@ static int set_cap(bn_node *node, uint32_t cap)
         if (!k)
             return BONSAI_NOMEM;
         node->k64 = k;
+        if (node->gstart) { /* bits past the keys are kept clear */
+            size_t had = UG_WORDS(node->cap), words = UG_WORDS(cap);
+            uint64_t *g = realloc(node->gstart, words * sizeof *g);
+            if (!g)
+                return BONSAI_NOMEM;
+            if (words > had)
+                memset(g + had, 0, (words - had) * sizeof *g);
+            node->gstart = g;
+        }
     } else {
         bn_span *k = realloc(node->kb, (size_t)cap * sizeof *k);
         if (!k)
@@ -1113,6 +1198,21 @@ static int grow_arrays(bn_node *node, uint64_t need)
     while (cap < need)
         cap *= 2;
     return set_cap(node, cap);
+}
+
+/* A u64 node's groups as bits of its own, fresh ones where it had none
+ * (it was read from an image without groups, or its keys were one step
+ * apart), before a change places keys among them. */
+static int own_groups(bn_node *node)
+{
+    if (node->kind != BONSAI_KEY_U64 || node->gstart)
+        return 0;
+    uint64_t *g = calloc(UG_WORDS(node->cap ? node->cap : 1), sizeof *g);
+    if (!g)
+        return BONSAI_NOMEM;
+    ug_fresh(g, node->n);
+    node->gstart = g;
+    return 0;
 }
 
 /* Leaf: the value arrays, which stay unallocated while every value is
@@ -1456,6 +1556,115 @@ static void est_take_tail(bn_node *node, uint32_t from)
     }
 }
 
+/* ---- u64 keys in counted groups (format 5) ---------------------------- */
+
+/* Whether node's u64 keys are written in counted groups: every node but
+ * one read from an older form and not changed since. */
+static int counted_of(const bn_node *node)
+{
+    return node->kind == BONSAI_KEY_U64 && !node->walked &&
+           !node->least_base && !node->positional;
+}
+
+/* Key 0's varint may grow by this much when a new lowest key comes. */
+#define KEY0_GROW 10u
+
+/* The growth bounds of a counted section in the groups form of shape sh
+ * (a put after the last key of fresh groups is not covered: regroup.h's
+ * ends, as for every form). */
+static void groups_bounds(const ug_shape *sh, uint32_t *shift,
+                          uint32_t *per_key)
+{
+    *shift = 0; /* no put moves a key into another group */
+    *per_key = ug_put_bound(sh) + KEY0_GROW;
+}
+
+/* The growth bounds of n keys one step apart (fewer than 2: any): the
+ * first put that breaks the step turns the step form into fresh groups
+ * (the shift bound), and each put then grows those as any. */
+static void even_bounds(uint32_t n, uint64_t step, uint32_t *shift,
+                        uint32_t *per_key)
+{
+    ug_shape sh = {1, 0, 0};
+    uint32_t none;
+    size_t grouped = 0, stepped = 0;
+    if (n >= 2) {
+        grouped = ug_even_len(n, step, &sh);
+        stepped = vlen(step);
+    }
+    groups_bounds(&sh, &none, per_key);
+    *per_key += 1; /* the marker of a section of one key */
+    *shift = grouped > stepped ? (uint32_t)(grouped - stepped) : 0;
+}
+
+/* Whether n >= 2 keys increase one step apart; *step = it. */
+static int keys_even(const uint64_t *k, uint32_t n, uint64_t *step)
+{
+    uint64_t d = k[1] - k[0];
+    if (k[1] <= k[0])
+        return 0;
+    for (uint32_t i = 2; i < n; i++)
+        if (k[i] - k[i - 1] != d || k[i] <= k[i - 1])
+            return 0;
+    *step = d;
+    return 1;
+}
+
+/* How the counted writer (format 5) lays out n keys: the step form where
+ * they lie one step apart, else the groups form. */
+typedef struct cg_lay {
+    size_t len;     /* the key section's bytes */
+    uint64_t step;  /* the step form's step; 0: fewer than 2 keys, or
+                       the groups form */
+    uint32_t shift; /* the growth bounds (regroup.h) */
+    uint32_t per_key;
+} cg_lay;
+
+static void counted_measure(const uint64_t *k, const uint64_t *start,
+                            uint32_t n, cg_lay *c)
+{
+    c->step = 0;
+    c->len = n ? vlen(k[0]) : 0;
+    if (n < 2 || keys_even(k, n, &c->step)) {
+        c->len += n >= 2 ? 1 + vlen(c->step) : 0;
+        even_bounds(n, c->step, &c->shift, &c->per_key);
+    } else {
+        ug_shape sh;
+        c->len += 1 + ug_measure(k, start, n, &sh);
+        groups_bounds(&sh, &c->shift, &c->per_key);
+    }
+}
+
+/* Writes what counted_measure laid out at p: the byte after it, or NULL
+ * where the keys do not strictly increase. */
+static uint8_t *counted_write(const uint64_t *k, const uint64_t *start,
+                              uint32_t n, const cg_lay *c, uint8_t *p)
+{
+    if (n > 0)
+        p = varint_put(p, k[0]);
+    if (n < 2)
+        return p;
+    if (c->step) {
+        *p++ = 0;
+        return varint_put(p, c->step);
+    }
+    *p++ = 2;
+    return ug_put(k, start, n, p);
+}
+
+/* Both written at p if it fits before end: the byte after, or NULL. */
+static uint8_t *put_counted(const uint64_t *k, const uint64_t *start,
+                            uint32_t n, uint8_t *p, const uint8_t *end,
+                            uint32_t *grow)
+{
+    cg_lay c;
+    counted_measure(k, start, n, &c);
+    if (c.len > (size_t)(end - p))
+        return NULL;
+    *grow = c.shift > c.per_key ? c.shift : c.per_key;
+    return counted_write(k, start, n, &c, p);
+}
+
 /* ---- encoding ----------------------------------------------------------- */
 
 /* base and width of the group of cnt keys at k, by the zero-base rule
@@ -1489,31 +1698,6 @@ static int evenly_spaced(const bn_node *node, uint64_t *step)
     const uint64_t *k = node->k64;
     uint64_t d = k[1] - k[0];
     for (uint32_t i = 1; i < node->n; i++)
-        if (k[i] - k[i - 1] != d || k[i] <= k[i - 1])
-            return 0;
-    *step = d;
-    return 1;
-}
-
-/* The first groups of an image kept as they are (bn_img_add_u64): of
- * their keys node holds only each group's first and last. */
-typedef struct kept_groups {
-    const bn_ixsec *x;
-    uint32_t n;    /* groups, all full */
-    uint64_t step; /* their keys' one difference when evenly spaced, or 0 */
-} kept_groups;
-
-/* evenly_spaced for a node with kept groups (none: kg NULL). */
-static int evenly_spaced_kept(const bn_node *node, const kept_groups *kg,
-                              uint64_t *step)
-{
-    if (!kg || kg->n == 0)
-        return evenly_spaced(node, step);
-    const uint64_t *k = node->k64;
-    uint64_t d = kg->step;
-    if (d == 0)
-        return 0;
-    for (uint32_t i = kg->n * GROUP; i < node->n; i++)
         if (k[i] - k[i - 1] != d || k[i] <= k[i - 1])
             return 0;
     *step = d;
@@ -1577,28 +1761,10 @@ static uint64_t walked_keys_len(const bn_node *node, rg_sum *rg)
     return len;
 }
 
-/* The kept groups' bytes, their shapes added to rg as group_len adds
- * them. */
-static uint64_t kept_groups_len(const bn_node *node, const kept_groups *kg,
-                                rg_sum *rg)
-{
-    const uint64_t *k = node->k64;
-    for (uint32_t g = 0; g < kg->n; g++) {
-        bn_grp gr;
-        const uint8_t *after;
-        ix_group(kg->x, g, &gr, &after); /* read by kept_keys before */
-        grp_base(&gr, kg->x->end);
-        uint32_t i = g * GROUP;
-        rg_add_group(rg, GROUP, gr.base, gr.width, g > 0,
-                     g ? k[i] - k[i - 1] : 0);
-    }
-    return ix_off(kg->x, kg->n);
-}
-
-/* The indexed form's length; its step or index widths into lay.  With
- * kg, its groups first. */
-static uint64_t u64_keys_len_kept(const bn_node *node, const kept_groups *kg,
-                                  bn_layout *lay, rg_sum *rg)
+/* The indexed form's length (format 3 and 4); its step or index widths
+ * into lay. */
+static uint64_t u64_keys_len(const bn_node *node, bn_layout *lay,
+                             rg_sum *rg)
 {
     uint64_t len = 0, off = 0;
     if (node->n == 0)
@@ -1606,28 +1772,18 @@ static uint64_t u64_keys_len_kept(const bn_node *node, const kept_groups *kg,
     len = vlen(node->k64[0]);
     if (node->n == 1)
         return len;
-    if (evenly_spaced_kept(node, kg, &lay->ix_step)) {
+    if (evenly_spaced(node, &lay->ix_step)) {
         rg_add_even(rg, node->n, lay->ix_step);
         return len + 1 + vlen(lay->ix_step);
     }
     int zero_base = zero_base_of(node);
     uint32_t g = 0;
-    if (kg && kg->n) {
-        off = kept_groups_len(node, kg, rg);
-        g = kg->n * GROUP;
-    }
     for (; g + GROUP < node->n; g += GROUP)
         off += group_len(node, g, GROUP, zero_base, rg);
     uint32_t last = (node->n - 1) / GROUP * GROUP;
     index_widths(node, off, lay);
     return len + 1 + index_len(node, lay) + off +
            group_len(node, last, node->n - last, zero_base, rg);
-}
-
-static uint64_t u64_keys_len(const bn_node *node, bn_layout *lay,
-                             rg_sum *rg)
-{
-    return u64_keys_len_kept(node, NULL, lay, rg);
 }
 
 static inline const uint8_t *key_bytes(const bn_node *node, uint32_t i)
@@ -1712,7 +1868,14 @@ static void value_layout(const bn_node *node, bn_layout *lay)
 static uint64_t get_layout(const bn_node *node, bn_layout *lay)
 {
     memset(lay, 0, sizeof *lay);
-    if (node->kind == BONSAI_KEY_U64) {
+    if (counted_of(node)) {
+        cg_lay c;
+        counted_measure(node->k64, node->gstart, node->n, &c);
+        lay->keys_len = c.len;
+        lay->ix_step = c.step;
+        lay->grow = c.shift;
+        lay->grow_key = c.per_key;
+    } else if (node->kind == BONSAI_KEY_U64) {
         rg_sum rg = RG_EMPTY;
         lay->keys_len = node->walked ? walked_keys_len(node, &rg)
                                      : u64_keys_len(node, lay, &rg);
@@ -1862,11 +2025,11 @@ static int put_record(uint8_t *index, const bn_layout *lay, uint32_t g,
     return 0;
 }
 
-/* Writes the key section in the indexed form, with the step or index
- * widths lay measured, kg's groups (if any) copied first; NULL if the
- * keys do not strictly increase or no longer fit those widths. */
-static uint8_t *put_u64_keys_kept(const bn_node *node, const kept_groups *kg,
-                                  uint8_t *p, const bn_layout *lay)
+/* Writes the key section in the indexed form (format 3 and 4), with the
+ * step or index widths lay measured; NULL if the keys do not strictly
+ * increase or no longer fit those widths. */
+static uint8_t *put_u64_keys(const bn_node *node, uint8_t *p,
+                             const bn_layout *lay)
 {
     if (node->n == 0)
         return p;
@@ -1886,18 +2049,7 @@ static uint8_t *put_u64_keys_kept(const bn_node *node, const kept_groups *kg,
         memset(index, 0, (size_t)(p - index));
     }
     uint8_t *g0 = p;
-    uint32_t g = 0;
-    if (kg && kg->n) {
-        uint64_t bytes = ix_off(kg->x, kg->n);
-        memcpy(p, kg->x->groups, (size_t)bytes);
-        for (uint32_t i = 1; i < kg->n; i++)
-            if (put_record(index, lay, i, node->k64[i * GROUP] - node->k64[0],
-                           ix_off(kg->x, i)))
-                return NULL;
-        p += bytes;
-        g = kg->n * GROUP;
-    }
-    for (; g < node->n && p; g += GROUP) {
+    for (uint32_t g = 0; g < node->n && p; g += GROUP) {
         if (g > 0 && put_record(index, lay, g / GROUP,
                                 node->k64[g] - node->k64[0],
                                 (uint64_t)(p - g0)))
@@ -1905,12 +2057,6 @@ static uint8_t *put_u64_keys_kept(const bn_node *node, const kept_groups *kg,
         p = put_group(node, g, p);
     }
     return p;
-}
-
-static uint8_t *put_u64_keys(const bn_node *node, uint8_t *p,
-                             const bn_layout *lay)
-{
-    return put_u64_keys_kept(node, NULL, p, lay);
 }
 
 static uint8_t *put_byte_keys(const bn_node *node, uint8_t *p,
@@ -1990,8 +2136,11 @@ int bn_encode_laid(const bn_node *node, const bn_layout *laid, uint8_t *out,
 
     uint8_t *p = out + BN_HEADER_SIZE;
     if (node->kind == BONSAI_KEY_U64) {
-        p = node->walked ? put_walked_keys(node, p)
-                         : put_u64_keys(node, p, &lay);
+        cg_lay c = {lay.keys_len, lay.ix_step, 0, 0};
+        p = counted_of(node) ? counted_write(node->k64, node->gstart, node->n,
+                                             &c, p)
+            : node->walked   ? put_walked_keys(node, p)
+                             : put_u64_keys(node, p, &lay);
         if (!p) /* out's bytes so far mean nothing */
             return BONSAI_INVALID;
     } else {
@@ -2004,9 +2153,11 @@ int bn_encode_laid(const bn_node *node, const bn_layout *laid, uint8_t *out,
 
     unsigned flags = node->kind != BONSAI_KEY_U64 ? 0
                      : node->walked           ? BN_F_KEY_U64
-                     : node->least_base       ? BN_F_KEY_U64 | BN_F_KEY_INDEX
-                                              : BN_F_KEY_U64 | BN_F_KEY_INDEX |
-                                              BN_F_ZERO_BASE;
+                     : node->least_base ? BN_F_KEY_U64 | BN_F_KEY_INDEX
+                     : node->positional
+                         ? BN_F_KEY_U64 | BN_F_KEY_INDEX | BN_F_ZERO_BASE
+                         : BN_F_KEY_U64 | BN_F_KEY_INDEX | BN_F_ZERO_BASE |
+                               BN_F_COUNTED;
     put_header(out, node->leaf ? BN_TYPE_LEAF : BN_TYPE_BRANCH,
                flags | (node->leaf ? lay.vform : 0), node->n, size,
                lay.keys_len);
@@ -2154,6 +2305,48 @@ static int decode_u64_keys(const uint8_t *s, const uint8_t *end, uint32_t n,
     if (!(form & BN_F_KEY_INDEX))
         return walk_decode(s, end, n, k, rg);
     return ix_decode(s, end, n, !!(form & BN_F_ZERO_BASE), k, rg);
+}
+
+/* A node read from an image without groups takes fresh ones. */
+static void drop_groups(bn_node *node)
+{
+    free(node->gstart);
+    node->gstart = NULL;
+}
+
+/* A counted section (format 5): its keys, its groups (none for the step
+ * form) and growth bounds. */
+static int cg_decode(const uint8_t *s, const uint8_t *end, uint32_t n,
+                     bn_node *node, uint32_t *shift, uint32_t *per_key)
+{
+    uint64_t first, step;
+    const uint8_t *g;
+    int shape = n < 2 ? 1 : cg_open(s, end, &first, &g);
+    if (shape < 0)
+        return BONSAI_CORRUPT;
+    if (shape == 1) {
+        rg_sum rg = RG_EMPTY;
+        drop_groups(node);
+        if (ix_decode(s, end, n, 1, node->k64, &rg))
+            return BONSAI_CORRUPT;
+        even_bounds(n, n >= 2 ? node->k64[1] - node->k64[0] : 0, shift,
+                    per_key);
+        return 0;
+    }
+    if (!node->gstart) {
+        node->gstart = calloc(UG_WORDS(node->cap), sizeof *node->gstart);
+        if (!node->gstart)
+            return BONSAI_NOMEM;
+    }
+    /* keys one step apart belong in the step form */
+    if (ug_decode(g, end, first, n, node->k64, node->gstart) ||
+        keys_even(node->k64, n, &step))
+        return BONSAI_CORRUPT;
+    ug_shape sh;
+    if (ug_shape_of(g, end, n, &sh))
+        return BONSAI_CORRUPT;
+    groups_bounds(&sh, shift, per_key);
+    return 0;
 }
 
 /* Whether entry i (shared bytes of prev, then u) sorts after prev.  Off a
@@ -2318,14 +2511,23 @@ static int decode_sections(const uint8_t *img, const bn_info *info,
     node->walked = u64 && !(info->flags & BN_F_KEY_INDEX);
     node->least_base = u64 && !node->walked &&
                        !(info->flags & BN_F_ZERO_BASE);
+    node->positional = u64 && (info->flags & BN_F_ZERO_BASE) &&
+                       !(info->flags & BN_F_COUNTED);
     rg_sum rg = RG_EMPTY;
-    if (u64)
+    uint32_t shift = 0, per_key = 0;
+    if (u64 && (info->flags & BN_F_COUNTED)) {
+        rc = cg_decode(ks, ke, n, node, &shift, &per_key);
+    } else if (u64) {
+        drop_groups(node);
         rc = decode_u64_keys(ks, ke, n, info->flags, node->k64, &rg);
-    else
+        shift = rg_shift_bytes(&rg);
+        per_key = rg_key_bytes(&rg);
+    } else {
         rc = decode_byte_keys(ks, info->keys_len, n, node);
+    }
     if (rc)
         return rc;
-    grow_reset(node, rg_shift_bytes(&rg), rg_key_bytes(&rg));
+    grow_reset(node, shift, per_key);
     if (node->leaf)
         return decode_values(ke, img + info->length, n, info->flags, node);
     return decode_children(ke, n, node); /* its size bn_img_check fixed */
@@ -2401,10 +2603,13 @@ void bn_clear(bn_node *node)
     free(node->vflag);
     free(node->child);
     free(node->arena);
+    free(node->gstart);
     /* the codec's fields only: the owner's stay */
     node->n = node->cap = 0;
     node->walked = 0;
     node->least_base = 0;
+    node->positional = 0;
+    node->gstart = NULL;
     node->k64 = NULL;
     node->kb = NULL;
     node->head = NULL;
@@ -2458,145 +2663,149 @@ static uint32_t lower_bound_u64(const uint64_t *k, uint32_t n, uint64_t key)
 
 /* ---- keys added to an image ---------------------------------------------- */
 
-/* The sum of a group's packed deltas (base not added). */
-static uint64_t grp_sum(const bn_grp *gr, const uint8_t *end)
+size_t bn_img_add_scratch(uint32_t count, uint32_t m)
 {
-    uint64_t sum = 0;
-    if (grp_in_words(gr, end)) {
-        uint64_t mask = (UINT64_C(1) << gr->width) - 1, pos = 0;
-        for (uint32_t j = 1; j < gr->cnt; j++, pos += gr->width)
-            sum += grp_word_delta(gr, pos, mask);
+    /* the keys not in the image, then the groups form's scratch (ug_add)
+     * or the step form's keys merged, their groups and the new keys' */
+    size_t n = (size_t)count + m;
+    size_t even = n * sizeof(uint64_t) + 2 * UG_WORDS(n) * sizeof(uint64_t);
+    size_t groups = ug_add_scratch(count, m);
+    return m * sizeof(uint64_t) + (even > groups ? even : groups);
+}
+
+/* The header of an empty-valued u64 leaf image whose key section of
+ * keys_len bytes is written at out + BN_HEADER_SIZE; its size. */
+static size_t finish_added(uint8_t *out, uint32_t n, size_t keys_len)
+{
+    size_t size = BN_HEADER_SIZE + keys_len;
+    put_header(out, BN_TYPE_LEAF,
+               BN_F_KEY_U64 | BN_F_KEY_INDEX | BN_F_ZERO_BASE | BN_F_COUNTED |
+                   BN_F_VALS_EMPTY,
+               n, size, keys_len);
+    return size;
+}
+
+/* Keys added to a section of fewer than 2 keys or in the step form: its
+ * keys decoded, the new ones merged in and placed as bn_insert_sorted
+ * places them, written again. */
+static int add_to_even(const uint8_t *s, const uint8_t *end, uint32_t n,
+                       const uint64_t *add, uint32_t m, uint64_t *scratch,
+                       uint8_t *out, size_t cap, size_t *len, uint32_t *grow)
+{
+    uint32_t total = n + m;
+    uint64_t *k = scratch, *start = k + total, *fresh = start + UG_WORDS(total);
+    rg_sum rg = RG_EMPTY;
+    if (ix_decode(s, end, n, 1, k, &rg))
+        return BONSAI_CORRUPT;
+    /* keys put after the last join fresh groups as they are */
+    int keeps = n == 0 || add[0] > k[n - 1];
+    memset(start, 0, 2 * UG_WORDS(total) * sizeof *start);
+    if (!keeps)
+        ug_fresh(start, n); /* the groups a changed node takes */
+    for (uint32_t i = n, j = m, w = total; w-- > 0;) {
+        int take_new = j > 0 && (i == 0 || add[j - 1] > k[i - 1]);
+        if (!take_new && j > 0 && add[j - 1] == k[i - 1])
+            return BONSAI_INVALID; /* a key it holds */
+        k[w] = take_new ? add[--j] : k[--i];
+        if (!keeps) {
+            ug_mark(fresh, w, take_new);
+            ug_mark(start, w, take_new ? 0 : ug_is_start(start, i));
+        }
+    }
+    if (!keeps)
+        ug_place_batch(k, start, total, fresh);
+    uint8_t *p = put_counted(k, keeps ? NULL : start, total,
+                             out + BN_HEADER_SIZE, out + cap, grow);
+    if (!p)
+        return BONSAI_INVALID;
+    *len = finish_added(out, total, (size_t)(p - out) - BN_HEADER_SIZE);
+    return 0;
+}
+
+/* Keys added to a groups form where it lies (ug_add); the step form when
+ * they fill every gap. */
+static int add_to_groups(const uint8_t *g, const uint8_t *end,
+                         uint64_t first, uint32_t n, const uint64_t *add,
+                         uint32_t m, void *scratch, uint8_t *out, size_t cap,
+                         size_t *len, uint32_t *grow)
+{
+    uint64_t first_out = m && add[0] < first ? add[0] : first;
+    size_t head = BN_HEADER_SIZE + vlen(first_out) + 1, form;
+    if (cap < head)
+        return BONSAI_INVALID;
+    uint8_t *at = varint_put(out + BN_HEADER_SIZE, first_out);
+    *at++ = 2;
+    uint64_t got_first;
+    int rc = ug_add(g, end, first, n, add, m, scratch, at, cap - head,
+                    &got_first, &form);
+    if (rc)
+        return rc > 0 ? BONSAI_INVALID : BONSAI_CORRUPT;
+    uint32_t count = n + m, shift, per_key;
+    uint64_t step;
+    if (ug_even(at, at + form, count, &step)) {
+        at = varint_put(out + BN_HEADER_SIZE, first_out);
+        *at++ = 0;
+        at = varint_put(at, step);
+        even_bounds(count, step, &shift, &per_key);
     } else {
-        for (uint32_t j = 1; j < gr->cnt; j++)
-            sum += grp_delta(gr, end, j);
+        ug_shape sh;
+        if (ug_shape_of(at, at + form, count, &sh))
+            return BONSAI_CORRUPT;
+        at += form;
+        groups_bounds(&sh, &shift, &per_key);
     }
-    return sum;
-}
-
-/* Fills in kg (x and n set) and, of each of its groups, the first and
- * last key in k: what a layout that keeps them reads of their keys.
- * Returns 0 or -1. */
-static int kept_keys(kept_groups *kg, uint64_t *k)
-{
-    int even = 1;
-    uint64_t step = 0;
-    for (uint32_t g = 0; g < kg->n; g++) {
-        bn_grp gr;
-        const uint8_t *after;
-        if (ix_group(kg->x, g, &gr, &after) || grp_base(&gr, kg->x->end) ||
-            gr.cnt != GROUP)
-            return -1;
-        uint32_t i = g * GROUP;
-        k[i] = gr.first;
-        k[i + GROUP - 1] = gr.first + (GROUP - 1) * gr.base +
-                           grp_sum(&gr, kg->x->end);
-        even &= gr.width == 0 && (g == 0 || (gr.base == step &&
-                                              k[i] - k[i - 1] == step));
-        step = gr.base;
-    }
-    kg->step = even ? step : 0;
+    *len = finish_added(out, count, (size_t)(at - out) - BN_HEADER_SIZE);
+    *grow = shift > per_key ? shift : per_key;
     return 0;
 }
 
-/* The groups of x from group `from` on into k, checked as ix_decode
- * checks each. */
-static int decode_groups_from(const bn_ixsec *x, uint32_t from, uint64_t *k)
+/* add[0..m) less the keys the section holds, into kept; how many. */
+static int keys_not_held(const uint8_t *s, const uint8_t *end, uint32_t n,
+                         const uint64_t *add, uint32_t m, uint64_t *kept,
+                         uint32_t *left)
 {
-    for (uint32_t g = from; g < x->ngroups; g++) {
-        bn_grp gr;
-        const uint8_t *after;
-        if (ix_group(x, g, &gr, &after) || grp_base(&gr, x->end) ||
-            (g > 0 && gr.first <= k[gr.start - 1]) ||
-            decode_group(&gr, x->end, 1, k))
-            return -1;
-    }
-    return 0;
-}
-
-/* Reads the keys of the section at ks (opened as x) into k + m: of the
- * groups before the one add[0] falls in, which stay as they are (*kg),
- * only their first and last keys.  Returns 0 or -1. */
-static int read_keys(const uint8_t *ks, const bn_ixsec *x,
-                     const uint64_t *add, uint32_t m, uint64_t *k,
-                     kept_groups *kg)
-{
-    kg->x = x;
-    kg->n = 0;
-    kg->step = 0;
-    if (x->step || x->ngroups < 2) {
-        rg_sum rg = RG_EMPTY;
-        return ix_decode(ks, x->end, x->n, 1, k + m, &rg);
-    }
-    /* the index alone says which group add[0] falls in */
-    kg->n = add[0] > x->first ? ix_group_of(x, add[0], 0) : 0;
-    return kept_keys(kg, k + m) || decode_groups_from(x, kg->n, k + m);
-}
-
-/* Merges the m increasing keys add[] into the n increasing keys at
- * k[m ..] from index `from` on (the keys before it stay where they are),
- * writing the union from k[from] on (a write never passes the next
- * read); a key in both is taken once.  Returns the keys in the union. */
-static uint32_t merge_keys(uint64_t *k, uint32_t n, uint32_t from,
-                           const uint64_t *add, uint32_t m)
-{
-    const uint64_t *old = k + m;
-    uint32_t i = from, w = from;
+    uint32_t w = 0;
     for (uint32_t j = 0; j < m; j++) {
-        uint32_t at = i < n ? i + lower_bound_u64(old + i, n - i, add[j]) : n;
-        memmove(k + w, old + i, (size_t)(at - i) * sizeof *k);
-        w += at - i;
-        i = at;
-        if (i == n || old[i] != add[j])
-            k[w++] = add[j];
+        uint32_t pos;
+        int eq;
+        if (u64_search(s, end, n, BN_F_COUNTED, add[j], &pos, &eq))
+            return BONSAI_CORRUPT;
+        if (!eq)
+            kept[w++] = add[j];
     }
-    memmove(k + w, old + i, (size_t)(n - i) * sizeof *k);
-    return w + n - i;
+    *left = w;
+    return 0;
 }
 
 int bn_img_add_u64(const uint8_t *img, const bn_info *info,
-                   const uint64_t *add, uint32_t m, uint64_t *keys,
+                   const uint64_t *add, uint32_t m, void *scratch,
                    uint8_t *out, size_t cap, size_t *len, uint32_t *grow)
 {
     const unsigned form = BN_F_KEY_U64 | BN_F_KEY_INDEX | BN_F_ZERO_BASE |
-                          BN_F_VALS_EMPTY;
-    if (info->type != BN_TYPE_LEAF || info->flags != form || m == 0 ||
-        info->count == 0)
+                          BN_F_COUNTED | BN_F_VALS_EMPTY;
+    if (info->type != BN_TYPE_LEAF || info->flags != form || m == 0)
         return BONSAI_INVALID;
     for (uint32_t j = 1; j < m; j++)
         if (add[j] <= add[j - 1])
             return BONSAI_INVALID;
-    const uint8_t *ks = img + BN_HEADER_SIZE;
+    const uint8_t *s = img + BN_HEADER_SIZE, *end = s + info->keys_len;
     uint32_t n = info->count;
-    bn_ixsec x;
-    kept_groups kg;
-    if (ix_open(&x, ks, ks + info->keys_len, n) ||
-        read_keys(ks, &x, add, m, keys, &kg))
+    /* a key it holds already stays once */
+    uint64_t *kept = scratch, *rest = kept + m;
+    int rc = keys_not_held(s, end, n, add, m, kept, &m);
+    if (rc)
+        return rc;
+    if ((uint64_t)n + m > MAX_COUNT)
+        return BONSAI_INVALID;
+    uint64_t first;
+    const uint8_t *g;
+    int shape = n < 2 ? 1 : cg_open(s, end, &first, &g);
+    if (shape < 0)
         return BONSAI_CORRUPT;
-    /* the kept groups' keys stay where they are */
-    uint32_t from = kg.n * GROUP;
-    for (uint32_t g = 0; g < kg.n; g++) {
-        keys[g * GROUP] = keys[m + g * GROUP];
-        keys[g * GROUP + GROUP - 1] = keys[m + g * GROUP + GROUP - 1];
-    }
-    bn_node node;
-    bn_init(&node, BONSAI_KEY_U64, 1);
-    node.k64 = keys;
-    node.n = merge_keys(keys, n, from, add, m);
-    if (node.n > MAX_COUNT)
-        return BONSAI_INVALID;
-    bn_layout lay;
-    memset(&lay, 0, sizeof lay);
-    rg_sum rg = RG_EMPTY;
-    lay.keys_len = u64_keys_len_kept(&node, &kg, &lay, &rg);
-    uint64_t size = BN_HEADER_SIZE + lay.keys_len;
-    if (size > cap || !put_u64_keys_kept(&node, &kg, out + BN_HEADER_SIZE,
-                                         &lay))
-        return BONSAI_INVALID;
-    put_header(out, BN_TYPE_LEAF, form, node.n, size, lay.keys_len);
-    *len = size;
-    uint32_t shift = rg_shift_bytes(&rg), per_key = rg_key_bytes(&rg);
-    *grow = shift > per_key ? shift : per_key;
-    return 0;
+    if (shape == 0)
+        return add_to_groups(g, end, first, n, kept, m, rest, out, cap, len,
+                             grow);
+    return add_to_even(s, end, n, kept, m, rest, out, cap, len, grow);
 }
 
 /* lower_bound_bytes in a branch: the prefix its keys share compared
@@ -2730,40 +2939,58 @@ size_t bn_mem_bytes(const bn_node *node)
         per += sizeof *node->child;
     if (node->head)
         per += sizeof *node->head;
-    return sizeof *node + (size_t)node->cap * per + node->arena_cap;
+    size_t groups = node->gstart ? UG_WORDS(node->cap) * sizeof(uint64_t) : 0;
+    return sizeof *node + (size_t)node->cap * per + node->arena_cap + groups;
 }
 
 /* ---- decoded nodes: changes --------------------------------------------- */
 
+/* Whether u64 key, put at idx, is a put after the last key that keeps a
+ * node whose keys lie one step apart so: it needs no groups. */
+static int keeps_fresh(const bn_node *node, uint32_t idx)
+{
+    return node->kind == BONSAI_KEY_U64 && !node->gstart && idx == node->n;
+}
+
 /* Reserves what inserting one entry needs: after it nothing can fail. */
-static int reserve_insert(bn_node *node, uint64_t bytes, int need_val)
+static int reserve_insert(bn_node *node, uint32_t idx, uint64_t bytes,
+                          int need_val)
 {
     int rc = grow_arrays(node, (uint64_t)node->n + 1);
     if (!rc && need_val)
         rc = ensure_vals(node);
     if (!rc)
         rc = arena_reserve(node, bytes);
+    if (!rc && !keeps_fresh(node, idx))
+        rc = own_groups(node);
     return rc;
 }
 
-/* Opens a gap at idx, stores the key there and updates the key terms of
- * the estimate: those of the entries that get a new predecessor. */
+/* Opens a gap at idx, stores the key there (in its group, placed by the
+ * one rule of u64groups.h) and updates the key terms of the estimate:
+ * those of the entries that get a new predecessor. */
 static void insert_key(bn_node *node, uint32_t idx, bn_key key)
 {
-    if (idx == node->n && node->kind == BONSAI_KEY_U64) {
+    int u64 = node->kind == BONSAI_KEY_U64;
+    int keeps = keeps_fresh(node, idx);
+    if (u64 && !keeps)
+        ug_open(node->gstart, node->n, idx, 1);
+    if (idx == node->n && u64) {
         node->k64[node->n++] = key.u; /* an append: one new term */
         node->est_keys += u64_term(node->k64, idx);
-        return;
+    } else {
+        uint32_t reach = est_reach(node);
+        est_key_terms(node, idx, idx + reach, SUB);
+        move_entries(node, idx + 1, idx, node->n - idx);
+        node->n++;
+        if (u64)
+            node->k64[idx] = key.u;
+        else
+            node->kb[idx] = arena_put(node, key.b, key.len);
+        est_key_terms(node, idx, idx + 1 + reach, ADD);
     }
-    uint32_t reach = est_reach(node);
-    est_key_terms(node, idx, idx + reach, SUB);
-    move_entries(node, idx + 1, idx, node->n - idx);
-    node->n++;
-    if (node->kind == BONSAI_KEY_U64)
-        node->k64[idx] = key.u;
-    else
-        node->kb[idx] = arena_put(node, key.b, key.len);
-    est_key_terms(node, idx, idx + 1 + reach, ADD);
+    if (u64 && !keeps)
+        ug_place(node->k64, node->gstart, node->n, idx);
 }
 
 /* ---- changes the growth bound does not cover (regroup.h) -------------- */
@@ -2815,7 +3042,7 @@ int bn_insert(bn_node *node, uint32_t idx, bn_key key, const uint8_t *val,
 {
     assert(node->leaf && idx <= node->n);
     if (idx == node->n && node->n < node->cap && !node->val && vlen == 0 &&
-        !(vflag & BN_VAL_OVERFLOW) && node->kind == BONSAI_KEY_U64) {
+        !(vflag & BN_VAL_OVERFLOW) && keeps_fresh(node, idx)) {
         /* a sequential load's every put: one new key term, one empty
          * value's (insert_key and est_val, without their calls) */
         node->grow_ends++;
@@ -2830,7 +3057,7 @@ int bn_insert(bn_node *node, uint32_t idx, bn_key key, const uint8_t *val,
     int64_t voff = vlen ? arena_off(node, val) : -1;
     vflag &= BN_VAL_OVERFLOW;
 
-    if (reserve_insert(node, (uint64_t)(bytes ? key.len : 0) + vlen,
+    if (reserve_insert(node, idx, (uint64_t)(bytes ? key.len : 0) + vlen,
                        vlen || vflag))
         return BONSAI_NOMEM;
     key.b = arena_rebase(node, key.b, koff);
@@ -2862,6 +3089,33 @@ static void est_terms_once(bn_node *node, uint32_t from, uint32_t to,
     }
 }
 
+#define PLACE_WORDS 64u
+
+/* How many keys of a run a node without groups of its own takes into
+ * its fresh groups: all when they come after its last key, else none. */
+static uint32_t run_on_fresh(const bn_node *node, uint32_t m, const bn_new *e)
+{
+    int fresh = node->kind == BONSAI_KEY_U64 && !node->gstart;
+    return fresh && e[0].at == node->n ? m : 0;
+}
+
+/* The groups of a node whose m new keys e have just been merged in (at
+ * e[i].at + i), its old keys' bits still in place: placed as put one by
+ * one (ug_place_batch).  bits holds a bitmap of the node's keys. */
+static void place_run(bn_node *node, uint32_t m, const bn_new *e,
+                      uint64_t *bits)
+{
+    uint32_t n = node->n, words = (uint32_t)UG_WORDS(n);
+    uint64_t *fresh = bits;
+    memset(fresh, 0, words * sizeof *fresh);
+    for (uint32_t i = 0; i < m; i++) { /* the old bits move as keys did */
+        uint32_t p = e[i].at + i;
+        ug_open(node->gstart, n - m + i, p, 1);
+        ug_mark(fresh, p, 1);
+    }
+    ug_place_batch(node->k64, node->gstart, n, fresh);
+}
+
 int bn_insert_sorted(bn_node *node, uint32_t m, const bn_new *e)
 {
     assert(node->leaf);
@@ -2877,6 +3131,19 @@ int bn_insert_sorted(bn_node *node, uint32_t m, const bn_new *e)
     if (grow_arrays(node, (uint64_t)node->n + m) ||
         (vals && ensure_vals(node)) || arena_reserve(node, bytes))
         return BONSAI_NOMEM;
+    /* the new keys' bits while their groups are placed: on the stack
+     * for a node of up to PLACE_WORDS * 64 keys */
+    uint64_t near[PLACE_WORDS], *bits = NULL;
+    uint32_t taken = run_on_fresh(node, m, e);
+    if (node->kind == BONSAI_KEY_U64 && taken < m) {
+        size_t words = UG_WORDS((size_t)node->n + m);
+        bits = words <= PLACE_WORDS ? near : malloc(words * sizeof *bits);
+        if (!bits || own_groups(node)) {
+            if (bits != near)
+                free(bits);
+            return BONSAI_NOMEM;
+        }
+    }
 
     /* the old entries that get a new predecessor lose their terms */
     uint32_t reach = est_reach(node), done = 0;
@@ -2902,6 +3169,10 @@ int bn_insert_sorted(bn_node *node, uint32_t m, const bn_new *e)
         }
     }
     node->n += m;
+    if (bits)
+        place_run(node, m, e, bits);
+    if (bits != near)
+        free(bits);
 
     done = 0;
     for (uint32_t i = 0; i < m; i++) {
@@ -2919,7 +3190,7 @@ int bn_insert_child(bn_node *node, uint32_t idx, bn_key key, bn_child child)
     int bytes = node->kind == BONSAI_KEY_BYTES;
     int64_t koff = bytes ? arena_off(node, key.b) : -1;
 
-    if (reserve_insert(node, bytes ? key.len : 0, 0))
+    if (reserve_insert(node, idx, bytes ? key.len : 0, 0))
         return BONSAI_NOMEM;
     key.b = arena_rebase(node, key.b, koff);
 
@@ -2990,6 +3261,11 @@ void bn_remove(bn_node *node, uint32_t idx)
 {
     assert(idx < node->n);
     grow_take(node);
+    /* a node without groups of its own keeps fresh ones */
+    if (node->gstart) {
+        ug_unplace(node->gstart, node->n, idx);
+        ug_close(node->gstart, node->n, idx, 1);
+    }
     est_around(node, idx, SUB);
     if (node->kb)
         node->arena_dead += node->kb[idx].len;
@@ -3064,6 +3340,26 @@ int bn_copy_frozen(bn_node *dst, const bn_node *src)
     return 0;
 }
 
+/* The groups of src's keys [from, to) moved to dst at index at: they
+ * keep their groups, and the keys on either side of where they were and
+ * where they go begin groups, so that no group grows. */
+static void move_groups(bn_node *dst, uint32_t at, const bn_node *src,
+                        uint32_t from, uint32_t to)
+{
+    uint32_t m = to - from;
+    ug_open(dst->gstart, dst->n, at, m);
+    for (uint32_t i = 0; i < m; i++)
+        ug_mark(dst->gstart, at + i, ug_is_start(src->gstart, from + i));
+    ug_mark(dst->gstart, at, 1);
+    if (at + m < dst->n + m)
+        ug_mark(dst->gstart, at + m, 1);
+    ug_close(src->gstart, src->n, from, m);
+    if (from < src->n - m)
+        ug_mark(src->gstart, from, 1);
+    if (src->n > m)
+        ug_mark(src->gstart, 0, 1);
+}
+
 int bn_move(bn_node *dst, uint32_t at, bn_node *src, uint32_t from,
             uint32_t to)
 {
@@ -3076,10 +3372,14 @@ int bn_move(bn_node *dst, uint32_t at, bn_node *src, uint32_t from,
 
     /* everything that can fail first: dst only gains capacity */
     uint64_t bytes = moved_bytes(src, from, to, &vals);
+    int groups = dst->gstart || src->gstart; /* else both keep fresh ones */
     if (grow_arrays(dst, (uint64_t)dst->n + m) ||
-        (vals && ensure_vals(dst)) || arena_reserve(dst, bytes))
+        (vals && ensure_vals(dst)) || arena_reserve(dst, bytes) ||
+        (groups && (own_groups(dst) || own_groups(src))))
         return BONSAI_NOMEM;
 
+    if (groups)
+        move_groups(dst, at, src, from, to);
     move_entries(dst, at + m, at, dst->n - at);
     for (uint32_t i = 0; i < m; i++)
         copy_entry(dst, at + i, src, from + i);

@@ -25,6 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "u64groups.h"
+
 #define BN_HEADER_SIZE 16u
 #define BN_TYPE_LEAF 1u
 #define BN_TYPE_BRANCH 2u
@@ -40,8 +42,12 @@
 #define BN_F_ZERO_BASE 0x40u   /* indexed u64 groups take base 0 where the
                                   smallest difference would not narrow
                                   their width (format 4); clear: format 3's
-                                  smallest base, read only.  Any other bit
-                                  set: BONSAI_CORRUPT */
+                                  smallest base, read only */
+#define BN_F_COUNTED 0x80u     /* with KEY_INDEX and ZERO_BASE: u64 keys in
+                                  counted groups (format 5, u64groups.h);
+                                  clear: format 4's groups of 64, read
+                                  only.  Any other bit set:
+                                  BONSAI_CORRUPT */
 
 #define BN_VAL_OVERFLOW 1u     /* per-entry value flag */
 
@@ -133,6 +139,16 @@ typedef struct bn_node {
     uint8_t least_base;   /* u64 groups read from a format-3 image (no
                              BN_F_ZERO_BASE): encoded with the smallest
                              base again while set, as walked is kept */
+    uint8_t positional;   /* u64 keys read from a format-4 image (no
+                             BN_F_COUNTED): encoded in groups of 64 again
+                             while set, as walked is kept */
+    uint64_t *gstart;     /* u64 keys: where their groups begin, a bit a
+                             key (u64groups.h), room for cap.  NULL: fresh
+                             groups of 64 by position, which a node read
+                             from an image without groups (or made by
+                             puts after its last key) keeps while keys
+                             come after its last; a put among its keys
+                             gives it groups of its own */
     /* u64 keys: how much the key section may grow as its groups shift
      * (regroup.h), from the last exact sizing (decode, bn_size_exact,
      * bn_sized), and the changes since, which it does not cover */
@@ -224,13 +240,15 @@ typedef struct bn_mark {
     int have_group;     /* gr holds group g, its base read */
     uint32_t g;
     bn_grp gr;
+    int counted;        /* the image has counted groups: w, not x */
+    ug_walk w;
 } bn_mark;
 
 /* bn_img_search of a leaf for a key above every key searched in it since
  * *mark was cleared, answering from *mark on and leaving the answer in
  * it: a sorted batch then walks each leaf once instead of searching it
- * from the top for each key.  Indexed u64 sections go on from the mark;
- * other forms are searched whole.  Returns 0 or BONSAI_CORRUPT. */
+ * from the top for each key.  u64 sections in groups (indexed or counted)
+ * go on from the mark; other forms are searched whole.  Returns 0 or BONSAI_CORRUPT. */
 int bn_img_search_on(const uint8_t *img, const bn_info *info, unsigned kind,
                      bn_key key, bn_mark *mark, uint32_t *idx, int *found);
 
@@ -281,17 +299,19 @@ int bn_decode_frozen(const uint8_t *img, size_t avail, unsigned kind,
                      bn_node *node);
 
 /* The image of a u64 leaf whose values are all empty (flags KEY_U64,
- * KEY_INDEX, ZERO_BASE, VALS_EMPTY, as this code writes them) with the m
- * strictly increasing keys add[] put in, as bn_encode would write the
- * node decoded from img with those puts made (a key it holds already
- * stays once): written to out, *len bytes, *grow = the larger of its two
- * growth bounds (regroup.h) as decoding it would give them.  keys has
- * room for the image's count + m keys.  The checksum is not verified:
- * the caller's store wrote img.  Returns 0, BONSAI_CORRUPT, or
- * BONSAI_INVALID when img is of another form, the result needs more than
- * cap bytes or 65535 entries, or add[] does not increase. */
+ * KEY_INDEX, ZERO_BASE, COUNTED, VALS_EMPTY, as this code writes them)
+ * with the m strictly increasing keys add[] put in, none of them in it,
+ * as bn_encode would write the node decoded from img with those puts
+ * made: written to out, *len bytes, *grow = the larger of its two growth
+ * bounds (regroup.h) as decoding it would give them.  Groups no key
+ * joins are copied as they lie.  scratch holds bn_img_add_scratch(count,
+ * m) bytes, 8-byte aligned.  The checksum is not verified: the caller's
+ * store wrote img.  Returns 0, BONSAI_CORRUPT, or BONSAI_INVALID when
+ * img is of another form, the result needs more than cap bytes or 65535
+ * entries, or add[] does not increase or holds a key img has. */
+size_t bn_img_add_scratch(uint32_t count, uint32_t m);
 int bn_img_add_u64(const uint8_t *img, const bn_info *info,
-                   const uint64_t *add, uint32_t m, uint64_t *keys,
+                   const uint64_t *add, uint32_t m, void *scratch,
                    uint8_t *out, size_t cap, size_t *len, uint32_t *grow);
 
 /* Exact size in bytes of the image bn_encode would write. */

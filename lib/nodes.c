@@ -99,6 +99,7 @@ static int decode_node(bonsai_db *db, bt_tree *t, bn_ext e, unsigned level,
     int rc = decode_image(db, e, t->kind, n);
     n->walked = 0; /* rewritten in the current form */
     n->least_base = 0;
+    n->positional = 0;
     if (rc == 0 && n->leaf != (level == 0))
         rc = BONSAI_CORRUPT;
     if (rc == 0)

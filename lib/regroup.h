@@ -23,6 +23,11 @@
  * beyond either end bring a new difference into the one or two groups
  * there; the codec's estimate and a write-back's split absorb that.
  *
+ * Counted groups (format 5, u64groups.h) do not shift: a put changes the
+ * group it joins, so their shift bound is 0 and their per-key bound is
+ * ug_put_bound's.  This file's bounds are those of the older forms a node
+ * read from an image keeps until it changes.
+ *
  * Pure arithmetic: the encoder adds each group as it lays it out and the
  * decoder as it reads it, from the same base and width, so that both give
  * the same bounds for the same image.

@@ -239,17 +239,33 @@ static uint32_t next_seen(const ug_view *v, uint32_t j)
     return next_set(v, NULL, j + 1);
 }
 
-/* The first key of the group holding key i (key 0 always begins one, and
- * every key before the one being placed is seen). */
+/* The first key of the group holding key i (key 0 always begins one).
+ * The keys not seen yet have their start bits clear, so the bits alone
+ * tell where groups begin. */
 static uint32_t group_begin(const ug_view *v, uint32_t i)
 {
-    return prev_set(v, v->start, i);
+    for (uint32_t w = i >> 6;; w--) {
+        uint64_t word = v->start[w];
+        if (w == i >> 6)
+            word &= ~UINT64_C(0) >> (63 - (i & 63));
+        if (word)
+            return (w << 6) + 63 - (uint32_t)__builtin_clzll(word);
+    }
 }
 
 /* Where the next group begins after the one that begins at b, or n. */
 static uint32_t group_end(const ug_view *v, uint32_t b)
 {
-    return next_set(v, v->start, b + 1);
+    for (uint32_t j = b + 1; j < v->n;) {
+        uint32_t w = j >> 6;
+        uint64_t word = v->start[w] & ~UINT64_C(0) << (j & 63);
+        if (word) {
+            uint32_t e = (w << 6) + (uint32_t)__builtin_ctzll(word);
+            return e < v->n ? e : v->n;
+        }
+        j = (w + 1) << 6;
+    }
+    return v->n;
 }
 
 /* The numbers of the keys seen in [b, e). */
@@ -274,6 +290,8 @@ static int64_t record_cost(const ug_view *v, uint32_t i)
 /* Halves the group of the keys seen in [b, e) when it has passed UG_MAX. */
 static void halve_if_full(const ug_view *v, uint32_t b, uint32_t e)
 {
+    if (e - b <= UG_MAX)
+        return;
     uint32_t cnt = count_seen(v, b, e);
     if (cnt <= UG_MAX)
         return;

@@ -93,8 +93,8 @@ void ug_fresh(uint64_t *start, uint32_t n);
  * halved. */
 void ug_place(const uint64_t *k, uint64_t *start, uint32_t n, uint32_t i);
 
-/* Keys put into a node at once: k[i] with fresh bit i set, among keys that
- * were there before with their groups.  Places them as ug_place would,
+/* Keys put into a node at once: k[i] with fresh bit i set (and its start
+ * bit clear), among keys that were there before with their groups.  Places them as ug_place would,
  * one by one in increasing order, each seeing the keys put before it and
  * not those after. */
 void ug_place_batch(const uint64_t *k, uint64_t *start, uint32_t n,

@@ -611,12 +611,12 @@ Test(u64groups, keys_placed_at_once_as_one_by_one)
         want = s;
         for (uint32_t j = 0; j < m; j++)
             put_key(&want, add[j]);
-        /* the same keys merged at once, the new ones' flags unknown */
+        /* the same keys merged at once, the new ones' bits clear */
         uint32_t i = 0, j = 0, n = 0;
         while (i < s.n || j < m) {
             int take_new = j < m && (i == s.n || add[j] < s.k[i]);
             k[n] = take_new ? add[j] : s.k[i];
-            ug_mark(start, n, take_new ? (int)(n % 2) : ug_is_start(s.start, i));
+            ug_mark(start, n, take_new ? 0 : ug_is_start(s.start, i));
             ug_mark(fresh, n++, take_new);
             if (take_new)
                 j++;
