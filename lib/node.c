@@ -1692,18 +1692,6 @@ static inline int group_shape(const uint64_t *k, uint32_t cnt, int zero_base,
     return increasing;
 }
 
-/* Whether n >= 2 keys increase by one step throughout; *step = it. */
-static int evenly_spaced(const bn_node *node, uint64_t *step)
-{
-    const uint64_t *k = node->k64;
-    uint64_t d = k[1] - k[0];
-    for (uint32_t i = 1; i < node->n; i++)
-        if (k[i] - k[i - 1] != d || k[i] <= k[i - 1])
-            return 0;
-    *step = d;
-    return 1;
-}
-
 /* Whether node's groups take the zero-base rule: every node but one read
  * from a walked (format 2) or format 3 image and not changed since. */
 static int zero_base_of(const bn_node *node)
@@ -1772,7 +1760,7 @@ static uint64_t u64_keys_len(const bn_node *node, bn_layout *lay,
     len = vlen(node->k64[0]);
     if (node->n == 1)
         return len;
-    if (evenly_spaced(node, &lay->ix_step)) {
+    if (keys_even(node->k64, node->n, &lay->ix_step)) {
         rg_add_even(rg, node->n, lay->ix_step);
         return len + 1 + vlen(lay->ix_step);
     }
