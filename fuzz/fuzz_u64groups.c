@@ -33,8 +33,9 @@
  *    (ug_place), grow the encoded form by at most ug_put_bound of the form
  *    before each put (but one after the last key of fresh groups), and
  *    ug_add on the form gives exactly the bytes of
- *    that result and its key 0, and refuses a byte too little room (1),
- *    a key already there and keys out of order (-1); on a form that does
+ *    that result and its key 0, and refuses a byte too little room (1)
+ *    and keys out of order (-1); a key already there leaves the form's
+ *    bytes as they were, none added; on a form that does
  *    not decode, ug_add answers 0, 1 or -1; it never writes past its
  *    room;
  *  - a decoded form with one key removed (ug_unplace) and the same keys
@@ -390,7 +391,7 @@ static void fu_put_key(uint64_t *k, uint64_t *start, uint32_t *n,
  * set. */
 static int fu_ug_add(const fu_ctx *c, const uint64_t *add, uint32_t m,
                      size_t cap, uint64_t *first_out, size_t *len,
-                     uint8_t **out)
+                     uint8_t **out, uint32_t *added)
 {
     size_t ss = ug_add_scratch(c->n, m);
     void *scratch = malloc(ss ? ss : 1);
@@ -399,8 +400,9 @@ static int fu_ug_add(const fu_ctx *c, const uint64_t *add, uint32_t m,
     memset(*out, 0xa5, cap + FU_CANARY);
     *first_out = 0;
     *len = SIZE_MAX;
+    *added = UINT32_MAX;
     int rc = ug_add(c->form, c->end, c->first, c->n, add, m, scratch, *out,
-                    cap, first_out, len);
+                    cap, first_out, len, added);
     FZ_CHECK(rc == 0 || rc == 1 || rc == -1, "ug_add of %u keys -> %d", m,
              rc);
     if (rc == 0)
@@ -459,33 +461,39 @@ static void fu_add_decoded(const fu_ctx *c, const uint64_t *k,
     uint64_t first_out;
     size_t got_len;
     uint8_t *out;
-    int rc = fu_ug_add(c, add, m, blen, &first_out, &got_len, &out);
+    uint32_t added;
+    int rc = fu_ug_add(c, add, m, blen, &first_out, &got_len, &out, &added);
     size_t diff = 0;
     while (rc == 0 && diff < blen && diff < got_len &&
            out[diff] == before[diff])
         diff++;
     FZ_CHECK(rc == 0 && got_len == blen && diff == blen &&
-                 first_out == wk[0],
-             "ug_add of %u keys to %u -> %d: %zu bytes, key 0 %llu; put one "
-             "by one: %zu bytes, key 0 %llu, first difference at %zu",
-             m, c->n, rc, got_len, (unsigned long long)first_out, blen,
-             (unsigned long long)wk[0], diff);
+                 first_out == wk[0] && added == m,
+             "ug_add of %u keys to %u -> %d: %zu bytes, key 0 %llu, %u "
+             "added; put one by one: %zu bytes, key 0 %llu, first "
+             "difference at %zu",
+             m, c->n, rc, got_len, (unsigned long long)first_out, added,
+             blen, (unsigned long long)wk[0], diff);
     free(out);
-    rc = fu_ug_add(c, add, m, blen - 1, &first_out, &got_len, &out);
+    rc = fu_ug_add(c, add, m, blen - 1, &first_out, &got_len, &out, &added);
     FZ_CHECK(rc == 1, "ug_add of %u keys into %zu of %zu bytes -> %d", m,
              blen - 1, blen, rc);
     free(out);
 
     /* a key already there; keys out of order */
+    size_t flen = (size_t)(c->end - c->form);
     uint64_t bad[2] = {k[(c->ctl >> 4) % c->n], m ? add[0] : 0};
-    rc = fu_ug_add(c, bad, 1, blen + 64, &first_out, &got_len, &out);
-    FZ_CHECK(rc == -1, "ug_add of stored key %llu -> %d",
-             (unsigned long long)bad[0], rc);
+    rc = fu_ug_add(c, bad, 1, flen, &first_out, &got_len, &out, &added);
+    FZ_CHECK(rc == 0 && added == 0 && got_len == flen &&
+                 memcmp(out, c->form, flen) == 0 && first_out == c->first,
+             "ug_add of stored key %llu -> %d, %u added, %zu bytes of %zu",
+             (unsigned long long)bad[0], rc, added, got_len, flen);
     free(out);
     if (m >= 2) {
         bad[0] = add[1];
         bad[1] = add[0];
-        rc = fu_ug_add(c, bad, 2, blen + 64, &first_out, &got_len, &out);
+        rc = fu_ug_add(c, bad, 2, blen + 64, &first_out, &got_len, &out,
+                       &added);
         FZ_CHECK(rc == -1, "ug_add of keys out of order -> %d", rc);
         free(out);
     }
@@ -506,7 +514,8 @@ static void fu_add_undecoded(const fu_ctx *c)
     uint8_t *out;
     /* room for every rel widened to 64 bits and a few groups more */
     size_t cap = 8 * len + 32 * (size_t)m + 64;
-    (void)fu_ug_add(c, add, m, cap, &first_out, &got_len, &out);
+    uint32_t added;
+    (void)fu_ug_add(c, add, m, cap, &first_out, &got_len, &out, &added);
     free(out);
 }
 

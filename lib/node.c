@@ -2710,8 +2710,8 @@ static int add_to_even(const uint8_t *s, const uint8_t *end, uint32_t n,
     return 0;
 }
 
-/* Keys added to a groups form where it lies (ug_add); the step form when
- * they fill every gap. */
+/* Keys added to a groups form where it lies (ug_add), those it holds
+ * left out; the step form when they fill every gap. */
 static int add_to_groups(const uint8_t *g, const uint8_t *end,
                          uint64_t first, uint32_t n, const uint64_t *add,
                          uint32_t m, void *scratch, uint8_t *out, size_t cap,
@@ -2724,11 +2724,14 @@ static int add_to_groups(const uint8_t *g, const uint8_t *end,
     uint8_t *at = varint_put(out + BN_HEADER_SIZE, first_out);
     *at++ = 2;
     uint64_t got_first;
+    uint32_t added;
     int rc = ug_add(g, end, first, n, add, m, scratch, at, cap - head,
-                    &got_first, &form);
+                    &got_first, &form, &added);
     if (rc)
         return rc > 0 ? BONSAI_INVALID : BONSAI_CORRUPT;
-    uint32_t count = n + m, shift, per_key;
+    if ((uint64_t)n + added > MAX_COUNT)
+        return BONSAI_INVALID;
+    uint32_t count = n + added, shift, per_key;
     uint64_t step;
     if (ug_even(at, at + form, count, &step)) {
         at = varint_put(out + BN_HEADER_SIZE, first_out);
@@ -2778,21 +2781,21 @@ int bn_img_add_u64(const uint8_t *img, const bn_info *info,
             return BONSAI_INVALID;
     const uint8_t *s = img + BN_HEADER_SIZE, *end = s + info->keys_len;
     uint32_t n = info->count;
-    /* a key it holds already stays once */
-    uint64_t *kept = scratch, *rest = kept + m;
-    int rc = keys_not_held(s, end, n, add, m, kept, &m);
-    if (rc)
-        return rc;
-    if ((uint64_t)n + m > MAX_COUNT)
-        return BONSAI_INVALID;
     uint64_t first;
     const uint8_t *g;
     int shape = n < 2 ? 1 : cg_open(s, end, &first, &g);
     if (shape < 0)
         return BONSAI_CORRUPT;
+    uint64_t *kept = scratch, *rest = kept + m;
     if (shape == 0)
-        return add_to_groups(g, end, first, n, kept, m, rest, out, cap, len,
+        return add_to_groups(g, end, first, n, add, m, rest, out, cap, len,
                              grow);
+    /* a key it holds already stays once */
+    int rc = keys_not_held(s, end, n, add, m, kept, &m);
+    if (rc)
+        return rc;
+    if ((uint64_t)n + m > MAX_COUNT)
+        return BONSAI_INVALID;
     return add_to_even(s, end, n, kept, m, rest, out, cap, len, grow);
 }
 

@@ -648,6 +648,50 @@ static inline int next_key(const ug_rec *r, const uint8_t *end, uint32_t j,
     return 0;
 }
 
+/* Whether located group r's keys after k0 can be read without a check a
+ * key: its bit stream and 8 bytes more lie before end, and no key can
+ * pass 2^64 - 1. */
+static int unpack_unchecked(const ug_rec *r, const uint8_t *end, uint64_t k0)
+{
+    size_t packed = data_bytes(r->cnt, r->form.width);
+    if (r->form.width > 56 || (size_t)(end - r->nums) < packed + 8)
+        return 0;
+    uint64_t most = (UINT64_C(1) << r->form.width) + r->form.base, all;
+    return most >= r->form.base &&
+           !__builtin_mul_overflow(most, (uint64_t)(r->cnt - 1), &all) &&
+           all <= UINT64_MAX - k0;
+}
+
+/* Decodes located group r's keys after key 0, which k[0] holds, into
+ * k[1..cnt), and their numbers into *s (from nums_one); -1 past
+ * 2^64 - 1.  Decoding is most of a write's reading, so a group that
+ * allows it is read a word a key, unchecked (unpack_unchecked). */
+static int unpack_keys(const ug_rec *r, const uint8_t *end, uint64_t *k,
+                       ug_nums *s)
+{
+    uint64_t cur = k[0];
+    if (!unpack_unchecked(r, end, cur)) {
+        for (uint32_t j = 1; j < r->cnt; j++) {
+            uint64_t prev = cur;
+            if (next_key(r, end, j, &cur))
+                return -1;
+            nums_add(s, number(prev, cur));
+            k[j] = cur;
+        }
+        return 0;
+    }
+    unsigned width = r->form.width;
+    uint64_t mask = (UINT64_C(1) << width) - 1, base = r->form.base, pos = 0;
+    for (uint32_t j = 1; j < r->cnt; j++, pos += width) {
+        uint64_t x = ((get_le64(r->nums + (pos >> 3)) >> (pos & 7)) & mask) +
+                     base;
+        nums_add(s, x);
+        cur += x + 1;
+        k[j] = cur;
+    }
+    return 0;
+}
+
 int ug_search(const uint8_t *s, const uint8_t *end, uint64_t first,
               uint32_t n, uint64_t key, uint32_t *idx, int *found)
 {
@@ -866,13 +910,8 @@ static int decode_group(const ug_sec *x, ug_rec *r, uint64_t first,
     ug_nums s = nums_one();
     k[at] = cur;
     ug_mark(start, at, 1); /* the others were cleared */
-    for (uint32_t j = 1; j < r->cnt; j++) {
-        uint64_t prev = cur;
-        if (next_key(r, x->end, j, &cur))
-            return -1;
-        nums_add(&s, number(prev, cur));
-        k[at + j] = cur;
-    }
+    if (unpack_keys(r, x->end, k + at, &s))
+        return -1;
     ug_form f = form_of(&s);
     if (f.width != r->form.width || f.base != r->form.base)
         return -1;
@@ -960,12 +999,8 @@ static int decode_out(ug_adding *a, ug_out *o)
         return -1;
     k[0] = o->first;
     o->nums = nums_one();
-    for (uint32_t j = 1; j < o->cnt; j++) {
-        k[j] = k[j - 1];
-        if (next_key(&o->rec, a->end, j, &k[j]))
-            return -1;
-        nums_add(&o->nums, number(k[j - 1], k[j]));
-    }
+    if (unpack_keys(&o->rec, a->end, k, &o->nums))
+        return -1;
     o->keys = k;
     return 0;
 }
@@ -987,25 +1022,41 @@ static ug_out *new_group(ug_adding *a, uint32_t at, const uint64_t *keys,
 /* Puts key into decoded group o at index i of its keys. */
 static void join_at(ug_out *o, uint32_t i, uint64_t key)
 {
+    /* a number cut in two leaves two below it: only when it was the
+     * largest can the largest fall, and only then are they all read */
+    int cut_largest = i > 0 && i < o->cnt &&
+                      number(o->keys[i - 1], o->keys[i]) == o->nums.hi;
     memmove(o->keys + i + 1, o->keys + i, (o->cnt - i) * sizeof o->keys[0]);
     o->keys[i] = key;
     o->cnt++;
     o->first = o->keys[0];
-    if (i == 0)
-        nums_add(&o->nums, number(key, o->keys[1]));
-    else if (i == o->cnt - 1)
-        nums_add(&o->nums, number(o->keys[i - 1], key));
-    else /* it cuts a number in two */
+    if (cut_largest) {
         o->nums = nums_of_keys(o->keys, 0, o->cnt);
+    } else if (i > 0 && i < o->cnt - 1) {
+        o->nums.cnt++; /* the smaller of the two parts may be the least */
+        uint64_t a = number(o->keys[i - 1], key), b = number(key, o->keys[i + 1]);
+        uint64_t low = a < b ? a : b;
+        o->nums.lo = low < o->nums.lo ? low : o->nums.lo;
+    } else {
+        nums_add(&o->nums, i == 0 ? number(key, o->keys[1])
+                                  : number(o->keys[i - 1], key));
+    }
 }
 
-/* Where key goes among decoded group o's keys. */
+/* Where key goes among decoded group o's keys: the first above it. */
 static uint32_t place_in(const ug_out *o, uint64_t key)
 {
-    uint32_t i = o->cnt;
-    while (i > 0 && o->keys[i - 1] > key)
-        i--;
-    return i;
+    uint32_t lo = 0, n = o->cnt;
+    while (n > 0) {
+        uint32_t half = n / 2;
+        if (o->keys[lo + half] <= key) {
+            lo += half + 1;
+            n -= half + 1;
+        } else {
+            n = half;
+        }
+    }
+    return lo;
 }
 
 /* Halves group at when it has passed UG_MAX, as halve_if_full does. */
@@ -1034,7 +1085,8 @@ static int groups_fresh(const ug_adding *a)
 }
 
 /* One key put: the rule of ug_place on groups.  *at is the group holding
- * the key before it (or 0), moved on as keys come. */
+ * the key before it (or 0), moved on as keys come.  0: put; 1: the form
+ * holds it already; -1: scratch spent or a number past 2^64 - 1. */
 static int add_one(ug_adding *a, uint32_t *at, uint64_t key)
 {
     while (*at + 1 < a->groups && a->g[*at + 1].first <= key)
@@ -1042,7 +1094,9 @@ static int add_one(ug_adding *a, uint32_t *at, uint64_t key)
     ug_out *o = &a->g[*at];
     int64_t own = bit_len(a->g[a->groups - 1].first - a->g[0].first) +
                   FIELD_BITS;
-    if (key == o->first || decode_out(a, o))
+    if (key == o->first)
+        return 1;
+    if (decode_out(a, o))
         return -1;
     if (key < o->first) { /* a new lowest key: o is group 0 */
         if (join_bits(o->nums, number(key, o->first)) <= own) {
@@ -1053,7 +1107,7 @@ static int add_one(ug_adding *a, uint32_t *at, uint64_t key)
     }
     uint32_t i = place_in(o, key);
     if (o->keys[i - 1] == key)
-        return -1;
+        return 1;
     if (i < o->cnt) { /* among o's keys: it joins */
         join_at(o, i, key);
         return halve(a, *at);
@@ -1109,14 +1163,13 @@ static int load_groups(ug_adding *a, const ug_sec *x, uint64_t first,
     return keys == n ? 0 : -1;
 }
 
-/* Whether decoded group g's keys increase and follow and precede its
- * neighbours' (kept groups keep the old form's order). */
+/* Whether decoded group g's keys follow and precede its neighbours'
+ * (kept groups keep the old form's order).  Its own keys increase:
+ * decode_out adds each number plus one, and add_one puts a key between
+ * the keys below and above it. */
 static int in_order(const ug_adding *a, uint32_t g)
 {
     const ug_out *o = &a->g[g];
-    for (uint32_t j = 1; j < o->cnt; j++)
-        if (o->keys[j] <= o->keys[j - 1])
-            return 0;
     if (g > 0 && a->g[g - 1].keys &&
         a->g[g - 1].keys[a->g[g - 1].cnt - 1] >= o->first)
         return 0;
@@ -1124,7 +1177,7 @@ static int in_order(const ug_adding *a, uint32_t g)
 }
 
 /* The new form's bytes, or 0 where its keys are not strictly increasing
- * (a key put that was there already). */
+ * (an old form whose groups overlap). */
 static size_t added_len(const ug_adding *a, unsigned *rw)
 {
     size_t data = 0;
@@ -1162,7 +1215,7 @@ static void put_added(const ug_adding *a, unsigned rw, uint8_t *out)
 
 int ug_add(const uint8_t *s, const uint8_t *end, uint64_t first, uint32_t n,
            const uint64_t *add, uint32_t m, void *scratch, uint8_t *out,
-           size_t cap, uint64_t *first_out, size_t *len)
+           size_t cap, uint64_t *first_out, size_t *len, uint32_t *added)
 {
     ug_sec x;
     if (n < 2 || open_sec(&x, s, end, n))
@@ -1176,10 +1229,13 @@ int ug_add(const uint8_t *s, const uint8_t *end, uint64_t first, uint32_t n,
     a.end = end;
     if (load_groups(&a, &x, first, n))
         return -1;
-    uint32_t at = 0;
-    for (uint32_t i = 0; i < m; i++)
-        if ((i > 0 && add[i] <= add[i - 1]) || add_one(&a, &at, add[i]))
+    uint32_t at = 0, put = 0;
+    for (uint32_t i = 0; i < m; i++) {
+        int rc = i > 0 && add[i] <= add[i - 1] ? -1 : add_one(&a, &at, add[i]);
+        if (rc < 0)
             return -1;
+        put += rc == 0;
+    }
     unsigned rw = 0;
     size_t need = added_len(&a, &rw);
     if (need == 0)
@@ -1189,5 +1245,6 @@ int ug_add(const uint8_t *s, const uint8_t *end, uint64_t first, uint32_t n,
     put_added(&a, rw, out);
     *first_out = a.g[0].first;
     *len = need;
+    *added = put;
     return 0;
 }

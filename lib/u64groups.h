@@ -179,18 +179,18 @@ int ug_even(const uint8_t *s, const uint8_t *end, uint32_t n,
             uint64_t *step);
 
 /* Keys put into a groups form where it lies: the form in [s, end) of n
- * keys whose key 0 is first, with the strictly increasing keys add[0..m)
- * (none of them in it) put in one by one as ug_place puts them, written
- * at out (cap bytes): the bytes ug_put writes for the keys and groups that
- * gives.  Groups no key joins are copied as they are.  scratch holds
- * ug_add_scratch(n, m) bytes, 8-byte aligned.  *first_out is the new key
- * 0 and *len the form's bytes.  Returns 0, 1 when the form would pass
- * cap, or -1 for a form that does not hold what it claims, a key already
- * in it or keys out of order. */
+ * keys whose key 0 is first, with those of the strictly increasing keys
+ * add[0..m) that it does not hold put in one by one as ug_place puts
+ * them, written at out (cap bytes): the bytes ug_put writes for the keys
+ * and groups that gives.  Groups no key joins are copied as they are.
+ * scratch holds ug_add_scratch(n, m) bytes, 8-byte aligned.  *first_out
+ * is the new key 0, *len the form's bytes and *added the keys put.
+ * Returns 0, 1 when the form would pass cap, or -1 for a form that does
+ * not hold what it claims or keys out of order. */
 size_t ug_add_scratch(uint32_t n, uint32_t m);
 int ug_add(const uint8_t *s, const uint8_t *end, uint64_t first, uint32_t n,
            const uint64_t *add, uint32_t m, void *scratch, uint8_t *out,
-           size_t cap, uint64_t *first_out, size_t *len);
+           size_t cap, uint64_t *first_out, size_t *len, uint32_t *added);
 
 /* The most one put can add to a groups form of shape sh, in bytes, but
  * for a put after the last key into fresh groups (which joins by

@@ -547,25 +547,28 @@ static void check_add(const keyset *s, const uint64_t *add, uint32_t m)
     cr_assert_not_null(scratch);
     uint64_t first = 0;
     size_t glen = 0;
+    uint32_t added = 0;
     int rc = ug_add(form, form + len, s->k[0], s->n, add, m, scratch, got,
-                    FORM_CAP, &first, &glen);
+                    FORM_CAP, &first, &glen, &added);
     CHK(rc == 0, "ug_add of %u keys to %u: %d", m, s->n, rc);
-    CHK(first == want.k[0] && glen == wlen, "first or length: %zu, want %zu",
-        glen, wlen);
+    CHK(first == want.k[0] && glen == wlen && added == m,
+        "first, length or count: %zu, want %zu; %u added of %u", glen, wlen,
+        added, m);
     CHK(memcmp(got, expect, wlen) == 0, "%u keys added to %u: other bytes",
         m, s->n);
     CHK(ug_add(form, form + len, s->k[0], s->n, add, m, scratch, got,
-               wlen - 1, &first, &glen) == 1,
+               wlen - 1, &first, &glen, &added) == 1,
         "a byte too little room");
     if (m > 0) { /* a key already there, and keys out of order */
         uint64_t bad[2] = {s->k[s->n / 2], add[0]};
         CHK(ug_add(form, form + len, s->k[0], s->n, bad, 1, scratch, got,
-                   FORM_CAP, &first, &glen) == -1,
-            "a key already there");
+                   FORM_CAP, &first, &glen, &added) == 0 &&
+                added == 0 && glen == len && memcmp(got, form, len) == 0,
+            "a key already there: the form as it was");
         if (m > 1) {
             bad[0] = add[1];
             CHK(ug_add(form, form + len, s->k[0], s->n, bad, 2, scratch,
-                       got, FORM_CAP, &first, &glen) == -1,
+                       got, FORM_CAP, &first, &glen, &added) == -1,
                 "keys out of order");
         }
     }
