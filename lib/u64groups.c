@@ -271,6 +271,8 @@ static uint32_t group_end(const ug_view *v, uint32_t b)
 /* The numbers of the keys seen in [b, e). */
 static ug_nums seen_nums(const ug_view *v, uint32_t b, uint32_t e)
 {
+    if (count_seen(v, b, e) == e - b) /* mostly: no key skipped */
+        return nums_of_keys(v->k, b, e);
     ug_nums s = nums_one();
     for (uint32_t prev = b, j = next_seen(v, b); j < e;
          prev = j, j = next_seen(v, j))
@@ -360,9 +362,13 @@ void ug_place_batch(const uint64_t *k, uint64_t *start, uint32_t n,
                     const uint64_t *fresh)
 {
     ug_view v = {k, start, n, fresh, 0};
-    for (v.at = 0; v.at < n; v.at++)
-        if (ug_is_start(fresh, v.at))
+    for (uint32_t w = 0; w < UG_WORDS(n); w++) /* a word of keys at a time */
+        for (uint64_t word = fresh[w]; word; word &= word - 1) {
+            v.at = (w << 6) + (uint32_t)__builtin_ctzll(word);
+            if (v.at >= n)
+                return;
             place(&v);
+        }
 }
 
 void ug_unplace(uint64_t *start, uint32_t n, uint32_t i)
