@@ -621,24 +621,42 @@ static int locate_at(const ug_sec *x, ug_rec *r, const uint8_t *data)
     return 0;
 }
 
-/* Group g's record, located, and the keys before it; -1 where the index
- * claims more keys than n or bytes past the end. */
-static int locate(const ug_sec *x, uint32_t n, uint32_t g, ug_rec *r,
-                  uint32_t *rank)
+/* The group that would hold a key `want` above key 0 (the last whose rel
+ * is not above it), located, and the keys before it; -1 where the index
+ * claims more keys than n or bytes past the end.  One pass over the
+ * records (a group's bytes follow from those before it), each read
+ * whole where it fits a word. */
+static int locate_key(const ug_sec *x, uint32_t n, uint64_t want, ug_rec *r,
+                      uint32_t *rank)
 {
-    uint64_t keys = 0;
+    unsigned stride = x->rw + FIELD_BITS;
+    uint64_t keys = 0, rel_mask = x->rw == 64 ? UINT64_MAX
+                                              : (UINT64_C(1) << x->rw) - 1;
     const uint8_t *data = x->data;
-    for (uint32_t h = 0; h <= g; h++) {
-        *r = record_at(x, h);
-        if (locate_at(x, r, data) || keys + r->cnt > n)
-            return -1;
-        if (h < g) {
+    for (uint32_t h = 0;; h++) {
+        ug_rec at;
+        if (stride <= 57) {
+            uint64_t v = get_bits(x->index, x->end, (uint64_t)h * stride,
+                                  stride);
+            at.rel = v & rel_mask;
+            at.cnt = (uint32_t)(v >> x->rw & 127) + 1;
+            at.field = (unsigned)(v >> (x->rw + CNT_BITS));
+        } else {
+            at = record_at(x, h);
+        }
+        if (h > 0 && at.rel > want)
+            return 0;
+        if (h > 0) {
             keys += r->cnt;
             data += r->len;
         }
+        *r = at;
+        if (locate_at(x, r, data) || keys + r->cnt > n)
+            return -1;
+        *rank = (uint32_t)keys;
+        if (h + 1 == x->groups)
+            return 0;
     }
-    *rank = (uint32_t)keys;
-    return 0;
 }
 
 /* The key after cur by the group's number j (1-based); -1 past 2^64 - 1. */
@@ -708,30 +726,28 @@ int ug_search(const uint8_t *s, const uint8_t *end, uint64_t first,
     ug_sec x;
     if (open_sec(&x, s, end, n))
         return -1;
-    uint64_t want = key - first;
-    uint32_t lo = 0, hi = x.groups; /* record lo's rel <= want */
-    while (hi - lo > 1) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (record_at(&x, mid).rel <= want)
-            lo = mid;
-        else
-            hi = mid;
-    }
     ug_rec r;
     uint32_t rank;
-    if (locate(&x, n, lo, &r, &rank) || r.rel > UINT64_MAX - first)
+    if (locate_key(&x, n, key - first, &r, &rank) ||
+        r.rel > UINT64_MAX - first)
         return -1;
     uint64_t cur = first + r.rel;
-    for (uint32_t j = 0; j < r.cnt; j++) {
-        if (j > 0 && next_key(&r, end, j, &cur))
-            return -1;
-        if (cur >= key) {
-            *idx = rank + j;
-            *found = cur == key;
-            return 0;
+    uint32_t j = 0;
+    if (cur < key && unpack_unchecked(&r, end, cur)) {
+        unsigned width = r.form.width;
+        uint64_t mask = (UINT64_C(1) << width) - 1, pos = 0;
+        while (cur < key && ++j < r.cnt) {
+            uint64_t x = get_le64(r.nums + (pos >> 3)) >> (pos & 7);
+            cur += (x & mask) + r.form.base + 1;
+            pos += width;
         }
+    } else {
+        while (cur < key && ++j < r.cnt)
+            if (next_key(&r, end, j, &cur))
+                return -1;
     }
-    *idx = rank + r.cnt;
+    *idx = rank + j;
+    *found = j < r.cnt && cur == key;
     return 0;
 }
 
@@ -840,6 +856,7 @@ static int walk_to(ug_walk *w, uint32_t g, const uint8_t *data)
     w->nums = r.nums;
     w->len = r.len;
     w->at = data;
+    w->unchecked = unpack_unchecked(&r, w->end, w->cur);
     return 0;
 }
 
@@ -871,6 +888,15 @@ int ug_walk_search(ug_walk *w, uint64_t key, uint32_t *idx, int *found)
             return -1;
     }
     ug_rec r = {0, w->cnt, 0, {w->width, w->base}, w->at, w->nums, w->len};
+    if (w->unchecked) {
+        uint64_t mask = (UINT64_C(1) << w->width) - 1;
+        while (w->cur < key && w->j + 1 < w->cnt) {
+            uint64_t pos = (uint64_t)w->j * w->width;
+            uint64_t x = get_le64(w->nums + (pos >> 3)) >> (pos & 7);
+            w->cur += (x & mask) + w->base + 1;
+            w->j++;
+        }
+    }
     while (w->cur < key && w->j + 1 < w->cnt) {
         if (next_key(&r, w->end, w->j + 1, &w->cur))
             return -1;
@@ -1040,7 +1066,8 @@ static void join_at(ug_out *o, uint32_t i, uint64_t key)
         o->nums = nums_of_keys(o->keys, 0, o->cnt);
     } else if (i > 0 && i < o->cnt - 1) {
         o->nums.cnt++; /* the smaller of the two parts may be the least */
-        uint64_t a = number(o->keys[i - 1], key), b = number(key, o->keys[i + 1]);
+        uint64_t a = number(o->keys[i - 1], key);
+        uint64_t b = number(key, o->keys[i + 1]);
         uint64_t low = a < b ? a : b;
         o->nums.lo = low < o->nums.lo ? low : o->nums.lo;
     } else {

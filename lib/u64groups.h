@@ -163,6 +163,7 @@ typedef struct ug_walk {
     const uint8_t *nums;
     size_t len;
     const uint8_t *at;   /* where its bytes begin */
+    int unchecked;       /* its keys read without a check a key */
 } ug_walk;
 
 /* Opens w on the form in [s, end) of n >= 2 keys whose key 0 is first,
