@@ -11,11 +11,20 @@ static int is_big(size_t bytes)
     return bytes >= BIG_MIN;
 }
 
+/* A mapping this large asks for huge pages (bigmem.h). */
+#define HUGE_MIN ((size_t)2 << 20)
+
 static void *map_bytes(size_t bytes)
 {
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? NULL : p; /* fresh mappings read as zeros */
+    if (p == MAP_FAILED)
+        return NULL; /* fresh mappings read as zeros */
+#ifdef MADV_HUGEPAGE
+    if (bytes >= HUGE_MIN)
+        (void)madvise(p, bytes, MADV_HUGEPAGE); /* advice: may be refused */
+#endif
+    return p;
 }
 
 void *big_alloc(size_t bytes, int zero)
