@@ -686,6 +686,14 @@ static int unpack_unchecked(const ug_rec *r, const uint8_t *end, uint64_t k0)
            all <= UINT64_MAX - k0;
 }
 
+/* The width-bit number at bit pos of an unchecked group's numbers (mask
+ * holds width ones). */
+static inline uint64_t number_at(const uint8_t *nums, uint64_t pos,
+                                 uint64_t mask)
+{
+    return (get_le64(nums + (pos >> 3)) >> (pos & 7)) & mask;
+}
+
 /* Decodes located group r's keys after key 0, which k[0] holds, into
  * k[1..cnt), and their numbers into *s (from nums_one); -1 past
  * 2^64 - 1.  Decoding is most of a write's reading, so a group that
@@ -707,8 +715,7 @@ static int unpack_keys(const ug_rec *r, const uint8_t *end, uint64_t *k,
     unsigned width = r->form.width;
     uint64_t mask = (UINT64_C(1) << width) - 1, base = r->form.base, pos = 0;
     for (uint32_t j = 1; j < r->cnt; j++, pos += width) {
-        uint64_t x = ((get_le64(r->nums + (pos >> 3)) >> (pos & 7)) & mask) +
-                     base;
+        uint64_t x = number_at(r->nums, pos, mask) + base;
         nums_add(s, x);
         cur += x + 1;
         k[j] = cur;
@@ -737,8 +744,7 @@ int ug_search(const uint8_t *s, const uint8_t *end, uint64_t first,
         unsigned width = r.form.width;
         uint64_t mask = (UINT64_C(1) << width) - 1, pos = 0;
         while (cur < key && ++j < r.cnt) {
-            uint64_t x = get_le64(r.nums + (pos >> 3)) >> (pos & 7);
-            cur += (x & mask) + r.form.base + 1;
+            cur += number_at(r.nums, pos, mask) + r.form.base + 1;
             pos += width;
         }
     } else {
@@ -892,8 +898,7 @@ int ug_walk_search(ug_walk *w, uint64_t key, uint32_t *idx, int *found)
         uint64_t mask = (UINT64_C(1) << w->width) - 1;
         while (w->cur < key && w->j + 1 < w->cnt) {
             uint64_t pos = (uint64_t)w->j * w->width;
-            uint64_t x = get_le64(w->nums + (pos >> 3)) >> (pos & 7);
-            w->cur += (x & mask) + w->base + 1;
+            w->cur += number_at(w->nums, pos, mask) + w->base + 1;
             w->j++;
         }
     }
