@@ -587,8 +587,16 @@ static int open_sec(ug_sec *x, const uint8_t *s, const uint8_t *end,
 
 static ug_rec record_at(const ug_sec *x, uint32_t g)
 {
-    uint64_t pos = (uint64_t)g * (x->rw + FIELD_BITS);
+    unsigned stride = x->rw + FIELD_BITS;
+    uint64_t pos = (uint64_t)g * stride;
     ug_rec r;
+    if (stride <= 57) { /* the whole record in one word's read */
+        uint64_t v = get_bits(x->index, x->end, pos, stride);
+        r.rel = v & ((UINT64_C(1) << x->rw) - 1);
+        r.cnt = (uint32_t)(v >> x->rw & ((1u << CNT_BITS) - 1)) + 1;
+        r.field = (unsigned)(v >> (x->rw + CNT_BITS));
+        return r;
+    }
     r.rel = get_bits(x->index, x->end, pos, x->rw);
     r.cnt = (uint32_t)get_bits(x->index, x->end, pos + x->rw, CNT_BITS) + 1;
     r.field = (unsigned)get_bits(x->index, x->end, pos + x->rw + CNT_BITS,
@@ -624,26 +632,14 @@ static int locate_at(const ug_sec *x, ug_rec *r, const uint8_t *data)
 /* The group that would hold a key `want` above key 0 (the last whose rel
  * is not above it), located, and the keys before it; -1 where the index
  * claims more keys than n or bytes past the end.  One pass over the
- * records (a group's bytes follow from those before it), each read
- * whole where it fits a word. */
+ * records: a group's bytes follow from those before it. */
 static int locate_key(const ug_sec *x, uint32_t n, uint64_t want, ug_rec *r,
                       uint32_t *rank)
 {
-    unsigned stride = x->rw + FIELD_BITS;
-    uint64_t keys = 0, rel_mask = x->rw == 64 ? UINT64_MAX
-                                              : (UINT64_C(1) << x->rw) - 1;
+    uint64_t keys = 0;
     const uint8_t *data = x->data;
     for (uint32_t h = 0;; h++) {
-        ug_rec at;
-        if (stride <= 57) {
-            uint64_t v = get_bits(x->index, x->end, (uint64_t)h * stride,
-                                  stride);
-            at.rel = v & rel_mask;
-            at.cnt = (uint32_t)(v >> x->rw & 127) + 1;
-            at.field = (unsigned)(v >> (x->rw + CNT_BITS));
-        } else {
-            at = record_at(x, h);
-        }
+        ug_rec at = record_at(x, h);
         if (h > 0 && at.rel > want)
             return 0;
         if (h > 0) {
