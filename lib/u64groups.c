@@ -585,23 +585,38 @@ static int open_sec(ug_sec *x, const uint8_t *s, const uint8_t *end,
     return 0;
 }
 
-static ug_rec record_at(const ug_sec *x, uint32_t g)
+/* Reads group g's record into r's rel, cnt and field (r's other fields
+ * are left as they were: a search reads a record into the ug_rec it
+ * then locates, not into a copy). */
+static inline void record_read(const ug_sec *x, uint32_t g, ug_rec *r)
 {
     unsigned stride = x->rw + FIELD_BITS;
     uint64_t pos = (uint64_t)g * stride;
-    ug_rec r;
     if (stride <= 57) { /* the whole record in one word's read */
         uint64_t v = get_bits(x->index, x->end, pos, stride);
-        r.rel = v & ((UINT64_C(1) << x->rw) - 1);
-        r.cnt = (uint32_t)(v >> x->rw & ((1u << CNT_BITS) - 1)) + 1;
-        r.field = (unsigned)(v >> (x->rw + CNT_BITS));
-        return r;
+        r->rel = v & ((UINT64_C(1) << x->rw) - 1);
+        r->cnt = (uint32_t)(v >> x->rw & ((1u << CNT_BITS) - 1)) + 1;
+        r->field = (unsigned)(v >> (x->rw + CNT_BITS));
+        return;
     }
-    r.rel = get_bits(x->index, x->end, pos, x->rw);
-    r.cnt = (uint32_t)get_bits(x->index, x->end, pos + x->rw, CNT_BITS) + 1;
-    r.field = (unsigned)get_bits(x->index, x->end, pos + x->rw + CNT_BITS,
-                                 WIDTH_BITS);
+    r->rel = get_bits(x->index, x->end, pos, x->rw);
+    r->cnt = (uint32_t)get_bits(x->index, x->end, pos + x->rw, CNT_BITS) + 1;
+    r->field = (unsigned)get_bits(x->index, x->end, pos + x->rw + CNT_BITS,
+                                  WIDTH_BITS);
+}
+
+static ug_rec record_at(const ug_sec *x, uint32_t g)
+{
+    ug_rec r;
+    record_read(x, g, &r);
     return r;
+}
+
+/* Group g's rel alone. */
+static inline uint64_t record_rel(const ug_sec *x, uint32_t g)
+{
+    return get_bits(x->index, x->end, (uint64_t)g * (x->rw + FIELD_BITS),
+                    x->rw);
 }
 
 /* Reads where record r's group lies, its data starting at data: its base
@@ -638,20 +653,16 @@ static int locate_key(const ug_sec *x, uint32_t n, uint64_t want, ug_rec *r,
 {
     uint64_t keys = 0;
     const uint8_t *data = x->data;
+    record_read(x, 0, r);
     for (uint32_t h = 0;; h++) {
-        ug_rec at = record_at(x, h);
-        if (h > 0 && at.rel > want)
-            return 0;
-        if (h > 0) {
-            keys += r->cnt;
-            data += r->len;
-        }
-        *r = at;
         if (locate_at(x, r, data) || keys + r->cnt > n)
             return -1;
         *rank = (uint32_t)keys;
-        if (h + 1 == x->groups)
+        if (h + 1 == x->groups || record_rel(x, h + 1) > want)
             return 0;
+        keys += r->cnt;
+        data += r->len;
+        record_read(x, h + 1, r);
     }
 }
 
