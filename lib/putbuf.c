@@ -34,8 +34,8 @@ void pb_init(putbuf *b, unsigned kind)
     b->kind = kind;
 }
 
-/* A batch applied whole keeps arrays up to this many entries for the
- * next; larger ones go back to the system. */
+/* A batch applied whole that gives its memory back keeps arrays up to
+ * this many entries for the next; larger ones go back to the system. */
 #define KEEP_CAP 65536u
 
 void pb_free(putbuf *b)
@@ -590,9 +590,9 @@ void pb_sort(putbuf *b)
         qsort(b->e, b->n, sizeof *b->e, cmp_u64);
 }
 
-void pb_keep_from(putbuf *b, uint32_t i)
+void pb_keep_from(putbuf *b, uint32_t i, int give_back)
 {
-    if (i >= b->n && b->cap >= KEEP_CAP) {
+    if (i >= b->n && give_back && b->cap >= KEEP_CAP) {
         uint32_t n = b->n;
         pb_free(b); /* the write cache's decoded nodes want the memory */
         b->hint = n;

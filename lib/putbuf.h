@@ -79,8 +79,10 @@ void pb_settle(putbuf *b);
  * until pb_keep_from or pb_reset. */
 void pb_sort(putbuf *b);
 
-/* After a sorted batch applied entries [0, i): keeps the rest. */
-void pb_keep_from(putbuf *b, uint32_t i);
+/* After a sorted batch applied entries [0, i): keeps the rest.  A batch
+ * applied whole keeps its arrays for the next one unless give_back (then
+ * large ones are unmapped). */
+void pb_keep_from(putbuf *b, uint32_t i, int give_back);
 
 /* Makes room for one more entry holding payload key and value bytes,
  * growing the arrays now if they must, so that the putbuf's memory stays
