@@ -67,6 +67,11 @@ static void recount(bonsai_db *db)
     db->leaves_counted = db->leaves.n;
 }
 
+int cache_in_cap(const bonsai_db *db)
+{
+    return db->anonymous && db->opt.cache_in_cap;
+}
+
 void cache_note_failure(bonsai_db *db, int rc)
 {
     if (rc == BONSAI_FULL)

@@ -9,6 +9,10 @@
 
 #include "internal.h"
 
+/* Does the write cache count inside the store's cap (cache_in_cap, in
+ * anonymous memory), so that the cap bounds the whole process? */
+int cache_in_cap(const bonsai_db *db);
+
 /* Called after every successful change: writes the cached changes when
  * the cache is over its budget or its oldest change is older than the
  * delay.  A failed write keeps the changes cached and returns the error

@@ -135,7 +135,7 @@ const char *bonsai_options_check(const bonsai_options *opts)
  * cache_in_cap in memory what the write cache leaves. */
 static uint64_t store_cap(const bonsai_db *db, uint64_t cap)
 {
-    if (!db->anonymous || !db->opt.cache_in_cap)
+    if (!cache_in_cap(db))
         return cap;
     return cap - db->opt.write_cache_bytes;
 }

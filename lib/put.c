@@ -417,7 +417,7 @@ int put_apply_waiting(bonsai_db *db, map_slot *s)
      * arrays' memory between batches.  Else they stay: mapping and first
      * touching them anew for every batch took a fifth of a load of 10 M
      * random keys with 16-byte values. */
-    pb_keep_from(b, i, db->anonymous && db->opt.cache_in_cap);
+    pb_keep_from(b, i, cache_in_cap(db));
     db->waiting -= n0 - b->n;
     note_bytes(db, b, mem0, payload0);
     return rc;
