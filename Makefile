@@ -13,7 +13,8 @@
 #   make bench      bonsai against LMDB and in-memory collections, side by
 #                   side (bench/bench.mk); bench-quick, bench-plot
 #   make fuzz       libFuzzer harnesses (fuzz/fuzz.mk); fuzz-smoke: each for
-#                   FUZZ_SMOKE_SECONDS (60), as CI does
+#                   FUZZ_SMOKE_SECONDS (60; CI gives 30), two at a time
+#                   under -j2
 #   make coverage   line and branch coverage of lib/ by the tests, with gcov
 #                   (tests/coverage.mk; not part of check)
 #   make check-man  the manual pages (man/) lint clean and agree with each

@@ -4,7 +4,8 @@
 #
 #   make fuzz          builds every harness, runs each for FUZZ_SECONDS
 #                      (default 300), one after another; fails on a finding
-#   make fuzz-smoke    the same for FUZZ_SMOKE_SECONDS each (default 60)
+#   make fuzz-smoke    the same for FUZZ_SMOKE_SECONDS each (default 60),
+#                      two at a time under make -j2
 #   make fuzz-build    only builds them: $(BUILD)/fuzz/fuzz_<name>
 #   make fuzz-corpus   (re)writes the seeds fuzz/corpus/<name>/ with
 #                      fuzz/make_corpus.c
@@ -67,8 +68,8 @@ $(FUZZ_BINS): $(FUZZ_OUT)/fuzz_%: $(FUZZ_OUT)/obj/fuzz/fuzz_%.o \
                                  $(FUZZ_LIB_OBJS)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SANITIZE) $(LDFLAGS) -o $@ $^ $(LIBS)
 
-# Runs each harness in turn (two cores: one at a time), all of them even
-# when one fails; fails at the end if any did.
+# Runs each harness in turn, all of them even when one fails; fails at the
+# end if any did.
 define fuzz_run_all
 	@fail=; for h in $(FUZZ_NAMES); do \
 	    case $$h in \
@@ -87,8 +88,24 @@ endef
 fuzz: $(FUZZ_BINS)
 	$(call fuzz_run_all,$(FUZZ_SECONDS))
 
-fuzz-smoke: $(FUZZ_BINS)
-	$(call fuzz_run_all,$(FUZZ_SMOKE_SECONDS))
+# The smoke run, a target a harness, so that `make -j2 fuzz-smoke` runs
+# two at a time (CI's cores are idle by then); each runs even when another
+# failed, and the last step fails if any did.
+FUZZ_SMOKE_RUNS := $(FUZZ_NAMES:%=fuzz-smoke-%)
+.PHONY: $(FUZZ_SMOKE_RUNS)
+
+fuzz-smoke: $(FUZZ_SMOKE_RUNS)
+	@fail=; for h in $(FUZZ_NAMES); do \
+	    [ -e $(FUZZ_OUT)/smoke-failed-$$h ] && fail="$$fail $$h"; \
+	done; \
+	if [ -n "$$fail" ]; then echo "fuzz: FAILED:$$fail"; exit 1; fi; \
+	echo "fuzz: OK: $(FUZZ_NAMES), $(FUZZ_SMOKE_SECONDS)s each"
+
+$(FUZZ_SMOKE_RUNS): fuzz-smoke-%: $(FUZZ_OUT)/fuzz_%
+	@rm -f $(FUZZ_OUT)/smoke-failed-$*
+	@sh fuzz/run.sh $< $* $(FUZZ_SMOKE_SECONDS) $(FUZZ_MAXLEN_$*) \
+	    $(FUZZ_OUT) -timeout=$(FUZZ_TIMEOUT) $(FUZZ_FLAGS) || \
+	    touch $(FUZZ_OUT)/smoke-failed-$*
 
 # ---- seeds ------------------------------------------------------------------
 
