@@ -71,16 +71,10 @@ $(FUZZ_BINS): $(FUZZ_OUT)/fuzz_%: $(FUZZ_OUT)/obj/fuzz/fuzz_%.o \
 # Runs each harness in turn, all of them even when one fails; fails at the
 # end if any did.
 define fuzz_run_all
-	@fail=; for h in $(FUZZ_NAMES); do \
-	    case $$h in \
-	    node) len=$(FUZZ_MAXLEN_node) ;; file) len=$(FUZZ_MAXLEN_file) ;; \
-	    ops) len=$(FUZZ_MAXLEN_ops) ;; \
-	    u64groups) len=$(FUZZ_MAXLEN_u64groups) ;; \
-	    *) len=$(FUZZ_MAXLEN_compress) ;; \
-	    esac; \
-	    sh fuzz/run.sh $(FUZZ_OUT)/fuzz_$$h $$h $(1) $$len $(FUZZ_OUT) \
-	        -timeout=$(FUZZ_TIMEOUT) $(FUZZ_FLAGS) || fail="$$fail $$h"; \
-	done; \
+	@fail=; \
+	$(foreach h,$(FUZZ_NAMES),sh fuzz/run.sh $(FUZZ_OUT)/fuzz_$(h) $(h) \
+	    $(1) $(FUZZ_MAXLEN_$(h)) $(FUZZ_OUT) -timeout=$(FUZZ_TIMEOUT) \
+	    $(FUZZ_FLAGS) || fail="$$fail $(h)";) \
 	if [ -n "$$fail" ]; then echo "fuzz: FAILED:$$fail"; exit 1; fi; \
 	echo "fuzz: OK: $(FUZZ_NAMES), $(1)s each"
 endef
