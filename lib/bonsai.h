@@ -206,6 +206,9 @@ typedef struct bonsai_options {
      * answers BONSAI_ENOSPC (nothing changed) while the cache is over its
      * budget: the write-back is tried again once a second, or by
      * bonsai_sync.
+     * Lookups made without a read transaction keep the branches they pass
+     * decoded in up to half of what the cache has free (a read
+     * transaction keeps its own, outside this budget).
      * 0 = no cache: without transactions every call writes its nodes at
      * once (MapDB's "direct" mode).  Default 32 MiB. */
     uint64_t write_cache_bytes;
@@ -280,7 +283,8 @@ BONSAI_API int bonsai_open(const char *path, const bonsai_options *opts, bonsai_
 BONSAI_API int bonsai_close(bonsai_db *db);
 
 /* No-transaction mode: writes the write cache back and, on a file, syncs
- * data and writes the meta slot.  Transaction mode: syncs (useful when sync
+ * data and writes the meta slot; the memory kept for the next batch of
+ * waiting puts is given back.  Transaction mode: syncs (useful when sync
  * is off).  Errors: BONSAI_IO, BONSAI_ENOSPC (the disk is full: the
  * changes stay in the write cache, and a later sync writes them once the
  * disk has room), BONSAI_FAILED. */

@@ -49,7 +49,7 @@ static void note_dirty_age(bonsai_db *db)
         db->dirty_since_ms = now_ms();
 }
 
-static void recount(bonsai_db *db)
+void cache_recount(bonsai_db *db)
 {
     uint64_t bytes = 0;
     for (size_t i = 0; i < db->leaves.n; i++) {
@@ -63,6 +63,13 @@ static void recount(bonsai_db *db)
             bytes += bn_mem_bytes(n);
     }
     db->cache_bytes = bytes + bytes / HEAP_SLACK;
+    /* half the budget left: lookups keep the branches they pass, while
+     * changes coming after them still find room */
+    uint64_t used = db->cache_bytes + db->waiting_bytes;
+    db->read_room = used < db->opt.write_cache_bytes
+                        ? (db->opt.write_cache_bytes - used) / 2
+                        : 0;
+    db->read_decoded = 0;
     db->changes = 0;
     db->leaves_counted = db->leaves.n;
 }
@@ -90,9 +97,14 @@ static int write_nodes(bonsai_db *db)
     return rc;
 }
 
+uint64_t cache_held(const bonsai_db *db)
+{
+    return db->cache_bytes + db->read_decoded + db->read_decoded / HEAP_SLACK;
+}
+
 static int over_budget(const bonsai_db *db)
 {
-    return db->cache_bytes + db->waiting_bytes > db->opt.write_cache_bytes;
+    return cache_held(db) + db->waiting_bytes > db->opt.write_cache_bytes;
 }
 
 /* Frees the clean decoded leaves, and the clean branches too when the
@@ -100,10 +112,10 @@ static int over_budget(const bonsai_db *db)
 static void evict_clean(bonsai_db *db)
 {
     bt_evict_leaves(db, 0);
-    recount(db);
+    cache_recount(db);
     if (over_budget(db)) {
         bt_evict_branches(db);
-        recount(db);
+        cache_recount(db);
     }
 }
 
@@ -114,7 +126,7 @@ int cache_flush(bonsai_db *db)
     if (rc == 0)
         evict_clean(db);
     else
-        recount(db);
+        cache_recount(db);
     return rc;
 }
 
@@ -149,7 +161,7 @@ int cache_after_change(bonsai_db *db)
     if (++db->changes >= RECOUNT_EVERY &&
         ((uint64_t)db->changes >= 2 * (uint64_t)counted ||
          decoded >= counted / 8))
-        recount(db);
+        cache_recount(db);
     note_dirty_age(db);
     int old = db->opt.flush_delay_ms && db->dirty.n &&
               now_ms() - db->dirty_since_ms >= db->opt.flush_delay_ms;

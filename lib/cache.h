@@ -20,6 +20,15 @@ int cache_in_cap(const bonsai_db *db);
  * every change (cache_note_failure). */
 int cache_after_change(bonsai_db *db);
 
+/* Counts the memory the cache holds again, and the room lookups have to
+ * keep the branches they pass (db->read_room); changes and write-backs
+ * recount as they go, other memory given back calls it. */
+void cache_recount(bonsai_db *db);
+
+/* The memory of the decoded nodes and of the heap beside them: as last
+ * counted, and the branches lookups kept since. */
+uint64_t cache_held(const bonsai_db *db);
+
 /* Writes every cached change now and drops clean decoded leaves. */
 int cache_flush(bonsai_db *db);
 

@@ -528,10 +528,15 @@ int bonsai_sync(bonsai_db *db)
         return BONSAI_FAILED;
     if (db->cow)
         return db->anonymous ? 0 : db->io.fsync(db->io.ctx, db->fd);
-    if (!db->anonymous)
-        return txn_write_back(db);
-    int rc = put_apply_all(db);
-    return rc ? rc : cache_flush(db);
+    int rc = db->anonymous ? put_apply_all(db) : txn_write_back(db);
+    if (rc)
+        return rc;
+    put_give_back(db);
+    if (!db->anonymous) {
+        cache_recount(db); /* the arrays given back make room */
+        return 0;
+    }
+    return cache_flush(db);
 }
 
 int bonsai_close(bonsai_db *db)
@@ -593,7 +598,7 @@ int bonsai_db_stat(bonsai_db *db, bonsai_stat *st)
     st->node_bytes = db->opt.node_bytes;
     st->node_entries = db->opt.node_entries;
     st->format_version = db->format_version;
-    st->cache_bytes = db->cache_bytes;
+    st->cache_bytes = cache_held(db);
     st->transactions = db->cow;
     st->anonymous = db->anonymous;
     return 0;

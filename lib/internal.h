@@ -31,12 +31,15 @@
 typedef struct bonsai_map_s map_slot;
 
 /* How a reader reads a tree: the page limit its snapshot vouches for, the
- * cache its packed nodes unpack into, and (a read transaction's; NULL for
- * the writer, whose pages change) the branches it keeps decoded. */
+ * cache its packed nodes unpack into, (a read transaction's; NULL for
+ * the writer, whose pages change) the branches it keeps decoded, and
+ * whether the tree is the writer's own, whose decoded nodes a lookup may
+ * add to (the thread reading it is the one that writes it). */
 typedef struct bt_rd {
     uint64_t end;
     pk_cache *uc;
     br_cache *br;
+    int writer;
 } bt_rd;
 
 
@@ -150,6 +153,11 @@ struct bonsai_db {
      * also writes the records and a meta slot (set at open). */
     int (*write_back)(bonsai_db *db);
     uint64_t cache_bytes;    /* decoded nodes, recounted now and then */
+    /* Bytes of branches lookups of the writer's tree may decode and
+     * keep (view.c), set by each recount from the cache's budget, and
+     * the bytes they have decoded since, which the cache counts too. */
+    uint64_t read_room;
+    uint64_t read_decoded;
     uint32_t changes;        /* since the last recount */
     size_t leaves_counted;   /* decoded leaves at the last recount */
     size_t branches_kept;    /* decoded branches after the last eviction

@@ -223,7 +223,7 @@ static int choose(bonsai_db *db, putbuf *b, const bt_tree *t, bn_key key,
 static int check_absent(bonsai_db *db, const bt_tree *t, bn_key key)
 {
     bonsai_val v;
-    bt_rd rd = {db->al.end, &db->uc, NULL};
+    bt_rd rd = {db->al.end, &db->uc, NULL, 0};
     int rc = bt_get(db, &rd, t, key, &v);
     return rc == 0 ? BONSAI_EXISTS : rc == BONSAI_NOTFOUND ? 0 : rc;
 }
@@ -431,6 +431,16 @@ int put_apply_all(bonsai_db *db)
             return rc;
     }
     return 0;
+}
+
+void put_give_back(bonsai_db *db)
+{
+    for (uint32_t i = 0; i < db->nmaps; i++) {
+        putbuf *b = &db->maps[i].pb;
+        size_t mem0 = pb_mem_bytes(b), payload0 = pb_payload_bytes(b);
+        pb_give_back(b);
+        note_bytes(db, b, mem0, payload0);
+    }
 }
 
 int put_new_keys(bonsai_db *db, map_slot *s, uint64_t *n)

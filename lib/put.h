@@ -88,6 +88,11 @@ int put_append_direct(bonsai_db *db, map_slot *s, bn_key key,
 int put_apply_waiting(bonsai_db *db, map_slot *s);
 int put_apply_all(bonsai_db *db);
 
+/* Gives back the arrays the maps' empty batches keep for the next: an
+ * explicit sync ends a run of changes, and the lookups that may follow
+ * want the cache's budget for the branches they decode (view.c). */
+void put_give_back(bonsai_db *db);
+
 /* How many of the map's waiting puts add a key (the others overwrite):
  * found by looking each up, without applying any. */
 int put_new_keys(bonsai_db *db, map_slot *s, uint64_t *n);

@@ -590,6 +590,15 @@ void pb_sort(putbuf *b)
         qsort(b->e, b->n, sizeof *b->e, cmp_u64);
 }
 
+void pb_give_back(putbuf *b)
+{
+    if (b->n || b->cap < KEEP_CAP)
+        return;
+    uint32_t cap = b->cap;
+    pb_free(b);
+    b->hint = cap;
+}
+
 void pb_keep_from(putbuf *b, uint32_t i, int give_back)
 {
     if (i >= b->n && give_back && b->cap >= KEEP_CAP) {

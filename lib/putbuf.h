@@ -84,6 +84,10 @@ void pb_sort(putbuf *b);
  * large ones are unmapped). */
 void pb_keep_from(putbuf *b, uint32_t i, int give_back);
 
+/* Unmaps the large arrays an empty putbuf keeps, as pb_keep_from with
+ * give_back does; the next batch starts at their size. */
+void pb_give_back(putbuf *b);
+
 /* Makes room for one more entry holding payload key and value bytes,
  * growing the arrays now if they must, so that the putbuf's memory stays
  * within max_bytes.  0, BONSAI_FULL (not within max_bytes: nothing

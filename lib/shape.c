@@ -689,7 +689,7 @@ static int bury(bonsai_db *db, bn_node *n)
 
 int bt_drop(bonsai_db *db, bt_tree *t)
 {
-    bt_rd rd = {db->al.end, &db->uc, NULL};
+    bt_rd rd = {db->al.end, &db->uc, NULL, 0};
     int rc = bt_walk(db, &rd, t, NULL, release_ext, db);
     if (rc == 0 && t->root.mem)
         rc = bury(db, t->root.mem);

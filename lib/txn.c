@@ -564,10 +564,10 @@ int txn_tree_as_is(bonsai_db *db, bonsai_txn *txn, bonsai_map map,
                    bt_tree **t, bt_rd *rd)
 {
     if (txn && txn->rdonly) {
-        *rd = (bt_rd){txn->snap.end, &txn->uc, &txn->br};
+        *rd = (bt_rd){txn->snap.end, &txn->uc, &txn->br, 0};
         return maps_reader_tree(txn, map, t);
     }
-    *rd = (bt_rd){db->al.end, &db->uc, NULL};
+    *rd = (bt_rd){db->al.end, &db->uc, NULL, 1};
     return maps_writer_tree(db, map, t);
 }
 

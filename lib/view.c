@@ -101,6 +101,27 @@ static int view_child(const nview *v, uint32_t idx, bn_child *out)
     return bn_img_child(v->img, &v->info, idx, &out->ext);
 }
 
+/* Branch idx of the writer's decoded branch parent (parent NULL: the
+ * root of t), decoded and kept in *out while the cache has room for it
+ * (db->read_room), so that lookups search the writer's branches as a
+ * read transaction searches those it keeps (brcache.h): their key
+ * arrays, not their images, and with the separators that let a leaf's
+ * bytes be asked for early.  1 when it was not decoded (the caller
+ * reads its image), 0 or an error otherwise. */
+static int decode_kept(bonsai_db *db, bt_tree *t, bn_node *parent,
+                       uint32_t idx, bn_node **out)
+{
+    if (db->read_decoded >= db->read_room)
+        return 1;
+    int rc = parent ? tree_load_child(db, t, parent, idx, out)
+                    : tree_load_root(db, t, out);
+    if (rc == BONSAI_NOMEM)
+        return 1;
+    if (rc == 0)
+        db->read_decoded += bn_mem_bytes(*out);
+    return rc;
+}
+
 /* Child idx of branch v, viewed in *c.  A reader's decoded branch links
  * its decoded children and marks when its children are leaves, so that
  * the next descent through it asks the cache nothing. */
@@ -109,8 +130,11 @@ static int view_down(bonsai_db *db, const bt_rd *rd, unsigned kind,
 {
     bn_child ref;
     int rc = view_child(v, idx, &ref);
-    if (rc || !rd->br || !v->mem || ref.mem)
-        return rc ? rc : view_of(db, rd, kind, ref, c);
+    if (rc == 0 && rd->writer && v->mem && !ref.mem && v->mem->level >= 2 &&
+        (rc = decode_kept(db, v->mem->tree, v->mem, idx, &c->mem)) <= 0)
+        return rc;
+    if (rc < 0 || !rd->br || !v->mem || ref.mem)
+        return rc < 0 ? rc : view_of(db, rd, kind, ref, c);
     if (v->mem->level == 1)
         return view_image(db, rd, kind, ref, c);
     if ((rc = view_of(db, rd, kind, ref, c)))
@@ -196,7 +220,12 @@ int bt_get(bonsai_db *db, const bt_rd *rd, const bt_tree *t, bn_key key,
         return BONSAI_NOTFOUND;
     nview v[2];
     unsigned at = 0;
-    int rc = view_of(db, rd, t->kind, t->root, &v[at]);
+    int rc = 0;
+    if (rd->writer && !t->root.mem && t->depth > 1) /* this thread's tree */
+        rc = decode_kept(db, (bt_tree *)t, NULL, 0, &v[at].mem);
+    if (rc < 0)
+        return rc;
+    rc = view_of(db, rd, t->kind, t->root, &v[at]);
     for (unsigned level = t->depth; rc == 0; level--, at ^= 1) {
         uint32_t idx;
         int found;

@@ -6,8 +6,10 @@
  * overwrites, put-if-absent, counts, cursors, commit and abort must all
  * see them exactly as if they had gone to the tree at once.
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "util.h"
 
@@ -613,4 +615,47 @@ Test(pending, big_arrays_keep_their_bytes_across_resizes)
     for (size_t j = 0; j < 3 * BIG_MIN / sizeof *z; j++)
         cr_assert_eq(z[j], 0, "zeroed array, word %zu", j);
     big_free(z, 3 * BIG_MIN);
+}
+
+static uint64_t cache_bytes_of(bonsai_db *db)
+{
+    bonsai_stat st;
+    TU_OK(bonsai_db_stat(db, &st));
+    return st.cache_bytes;
+}
+
+/* Lookups without transactions keep the writer's branches they pass
+ * decoded, as a read transaction keeps its own, but only within the
+ * write cache's budget: a sync gives the batch arrays back, the lookups
+ * that follow take part of what is free, and every value stays right,
+ * also after more puts and a sync again. */
+Test(pending, lookups_keep_branches_within_the_cache_budget)
+{
+    bonsai_options o = small_cache();
+    bonsai_db *db;
+    TU_OK(bonsai_open(NULL, &o, &db));
+    bonsai_map m;
+    TU_OK(bonsai_map_create(db, NULL, "m", BONSAI_KEY_U64, &m));
+    enum { N = 40000 };
+    for (uint64_t round = 0; round < 2; round++) {
+        for (uint64_t i = round * N; i < (round + 1) * N; i++) {
+            uint64_t k = i * UINT64_C(0x9E3779B97F4A7C15);
+            bonsai_val v = tu_val(&i, sizeof i);
+            TU_OK(bonsai_put_u64(NULL, m, k, &v, 0));
+        }
+        TU_OK(bonsai_sync(db));
+        uint64_t before = cache_bytes_of(db);
+        cr_assert_leq(before, o.write_cache_bytes);
+        for (uint64_t i = 0; i < (round + 1) * N; i++) {
+            bonsai_val v;
+            TU_OK(bonsai_get_u64(NULL, m, i * UINT64_C(0x9E3779B97F4A7C15),
+                                 &v));
+            cr_assert(v.size == sizeof i && memcmp(v.data, &i, sizeof i) == 0,
+                      "round %" PRIu64 " key %" PRIu64, round, i);
+        }
+        uint64_t after = cache_bytes_of(db);
+        cr_assert_gt(after, before, "round %" PRIu64 ": no branch kept", round);
+        cr_assert_leq(after, o.write_cache_bytes, "round %" PRIu64, round);
+    }
+    TU_OK(bonsai_close(db));
 }
