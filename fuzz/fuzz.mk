@@ -68,13 +68,16 @@ $(FUZZ_BINS): $(FUZZ_OUT)/fuzz_%: $(FUZZ_OUT)/obj/fuzz/fuzz_%.o \
                                  $(FUZZ_LIB_OBJS)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SANITIZE) $(LDFLAGS) -o $@ $^ $(LIBS)
 
+# Runs harness $(1) for $(2) seconds on its corpus.
+fuzz_run_one = sh fuzz/run.sh $(FUZZ_OUT)/fuzz_$(1) $(1) $(2) \
+    $(FUZZ_MAXLEN_$(1)) $(FUZZ_OUT) -timeout=$(FUZZ_TIMEOUT) $(FUZZ_FLAGS)
+
 # Runs each harness in turn, all of them even when one fails; fails at the
 # end if any did.
 define fuzz_run_all
 	@fail=; \
-	$(foreach h,$(FUZZ_NAMES),sh fuzz/run.sh $(FUZZ_OUT)/fuzz_$(h) $(h) \
-	    $(1) $(FUZZ_MAXLEN_$(h)) $(FUZZ_OUT) -timeout=$(FUZZ_TIMEOUT) \
-	    $(FUZZ_FLAGS) || fail="$$fail $(h)";) \
+	$(foreach h,$(FUZZ_NAMES),$(call fuzz_run_one,$(h),$(1)) || \
+	    fail="$$fail $(h)";) \
 	if [ -n "$$fail" ]; then echo "fuzz: FAILED:$$fail"; exit 1; fi; \
 	echo "fuzz: OK: $(FUZZ_NAMES), $(1)s each"
 endef
@@ -97,8 +100,7 @@ fuzz-smoke: $(FUZZ_SMOKE_RUNS)
 
 $(FUZZ_SMOKE_RUNS): fuzz-smoke-%: $(FUZZ_OUT)/fuzz_%
 	@rm -f $(FUZZ_OUT)/smoke-failed-$*
-	@sh fuzz/run.sh $< $* $(FUZZ_SMOKE_SECONDS) $(FUZZ_MAXLEN_$*) \
-	    $(FUZZ_OUT) -timeout=$(FUZZ_TIMEOUT) $(FUZZ_FLAGS) || \
+	@$(call fuzz_run_one,$*,$(FUZZ_SMOKE_SECONDS)) || \
 	    touch $(FUZZ_OUT)/smoke-failed-$*
 
 # ---- seeds ------------------------------------------------------------------

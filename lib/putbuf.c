@@ -590,23 +590,27 @@ void pb_sort(putbuf *b)
         qsort(b->e, b->n, sizeof *b->e, cmp_u64);
 }
 
+/* Unmaps large arrays, the next batch to start at hint entries; whether
+ * it did. */
+static int unmap_large(putbuf *b, uint32_t hint)
+{
+    if (b->cap < KEEP_CAP)
+        return 0;
+    pb_free(b); /* the write cache's decoded nodes want the memory */
+    b->hint = hint;
+    return 1;
+}
+
 void pb_give_back(putbuf *b)
 {
-    if (b->n || b->cap < KEEP_CAP)
-        return;
-    uint32_t cap = b->cap;
-    pb_free(b);
-    b->hint = cap;
+    if (b->n == 0)
+        unmap_large(b, b->cap);
 }
 
 void pb_keep_from(putbuf *b, uint32_t i, int give_back)
 {
-    if (i >= b->n && give_back && b->cap >= KEEP_CAP) {
-        uint32_t n = b->n;
-        pb_free(b); /* the write cache's decoded nodes want the memory */
-        b->hint = n;
+    if (i >= b->n && give_back && unmap_large(b, b->n))
         return;
-    }
     if (i >= b->n) {
         pb_reset(b);
         return;

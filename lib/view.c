@@ -130,11 +130,13 @@ static int view_down(bonsai_db *db, const bt_rd *rd, unsigned kind,
 {
     bn_child ref;
     int rc = view_child(v, idx, &ref);
-    if (rc == 0 && rd->writer && v->mem && !ref.mem && v->mem->level >= 2 &&
+    if (rc)
+        return rc;
+    if (rd->writer && v->mem && !ref.mem && v->mem->level >= 2 &&
         (rc = decode_kept(db, v->mem->tree, v->mem, idx, &c->mem)) <= 0)
         return rc;
-    if (rc < 0 || !rd->br || !v->mem || ref.mem)
-        return rc < 0 ? rc : view_of(db, rd, kind, ref, c);
+    if (!rd->br || !v->mem || ref.mem)
+        return view_of(db, rd, kind, ref, c);
     if (v->mem->level == 1)
         return view_image(db, rd, kind, ref, c);
     if ((rc = view_of(db, rd, kind, ref, c)))
