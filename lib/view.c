@@ -34,16 +34,22 @@ static void prefetch_span(const uint8_t *p, size_t from, size_t to)
  * of dependent misses.  A u64 search reads the group records, then the
  * numbers of the group they point to.  Asking for the whole section at
  * once lets the misses overlap (about a third more byte-key lookups a
- * second at 5-10 M keys; a fifth more random u64 ones at 20 M). */
+ * second at 5-10 M keys).  A u64 get whose leaf bytes were guessed
+ * (prefetch_leaf_guess) asks for nothing more: the guess covers the group,
+ * and a whole section's 40-odd lines queued behind one another ahead of
+ * it (a tenth more random gets a second at 20 M keys without them). */
 static void prefetch_key_section(const nview *v)
 {
     prefetch_span(v->img, 64, BN_HEADER_SIZE + (size_t)v->info.keys_len);
 }
 
+/* How much of a leaf's key section view_image asks for. */
+enum { ASK_SECTION, ASK_NOTHING };
+
 /* The image at ref; a reader's branch seen often enough comes back
  * decoded instead (brcache.h). */
 static int view_image(bonsai_db *db, const bt_rd *rd, unsigned kind,
-                      bn_child ref, nview *v)
+                      bn_child ref, int ask, nview *v)
 {
     v->mem = NULL;
     if (!tree_ext_ok(db, rd->end, ref.ext))
@@ -55,20 +61,27 @@ static int view_image(bonsai_db *db, const bt_rd *rd, unsigned kind,
         return rc;
     if (rd->br && v->info.type == BN_TYPE_BRANCH)
         v->mem = br_visit(rd->br, ref.ext, kind, v->img, v->avail);
-    else if (kind == BONSAI_KEY_BYTES || v->info.type == BN_TYPE_LEAF)
+    else if (ask == ASK_SECTION &&
+             (kind == BONSAI_KEY_BYTES || v->info.type == BN_TYPE_LEAF))
         prefetch_key_section(v);
     return 0;
 }
 
-static int view_of(bonsai_db *db, const bt_rd *rd, unsigned kind,
-                   bn_child ref, nview *v)
+static int view_asking(bonsai_db *db, const bt_rd *rd, unsigned kind,
+                       bn_child ref, int ask, nview *v)
 {
     v->mem = ref.mem;
     if (ref.mem)
         return 0;
     if (rd->br && (v->mem = br_find(rd->br, ref.ext, kind)))
         return 0;
-    return view_image(db, rd, kind, ref, v);
+    return view_image(db, rd, kind, ref, ask, v);
+}
+
+static int view_of(bonsai_db *db, const bt_rd *rd, unsigned kind,
+                   bn_child ref, nview *v)
+{
+    return view_asking(db, rd, kind, ref, ASK_SECTION, v);
 }
 
 static int view_leaf(const nview *v)
@@ -126,7 +139,7 @@ static int decode_kept(bonsai_db *db, bt_tree *t, bn_node *parent,
  * its decoded children and marks when its children are leaves, so that
  * the next descent through it asks the cache nothing. */
 static int view_down(bonsai_db *db, const bt_rd *rd, unsigned kind,
-                     const nview *v, uint32_t idx, nview *c)
+                     const nview *v, uint32_t idx, int ask, nview *c)
 {
     bn_child ref;
     int rc = view_child(v, idx, &ref);
@@ -136,10 +149,10 @@ static int view_down(bonsai_db *db, const bt_rd *rd, unsigned kind,
         (rc = decode_kept(db, v->mem->tree, v->mem, idx, &c->mem)) <= 0)
         return rc;
     if (!rd->br || !v->mem || ref.mem)
-        return view_of(db, rd, kind, ref, c);
+        return view_asking(db, rd, kind, ref, ask, c);
     if (v->mem->level == 1)
-        return view_image(db, rd, kind, ref, c);
-    if ((rc = view_of(db, rd, kind, ref, c)))
+        return view_image(db, rd, kind, ref, ask, c);
+    if ((rc = view_asking(db, rd, kind, ref, ask, c)))
         return rc;
     if (c->mem)
         v->mem->child[idx].mem = c->mem;
@@ -197,22 +210,24 @@ static int leaf_value(bonsai_db *db, const bt_rd *rd, const nview *v,
  * reading the leaf's header (which names the group of key) and then the
  * group are two misses in a row, and this lets the second overlap the
  * first.  The window reaches a group's length back, since a group is
- * scanned from its start (+20 % random gets at 20 M keys). */
-static void prefetch_leaf_guess(const bonsai_db *db, const bt_rd *rd,
+ * scanned from its start (+20 % random gets at 20 M keys).  1 when it
+ * asked. */
+static int prefetch_leaf_guess(const bonsai_db *db, const bt_rd *rd,
                                 const bn_node *n, uint32_t idx, uint64_t key)
 {
     enum { BACK = 5 * 64, AHEAD = 64 };
     if (idx == 0 || idx + 1 >= n->n || db->pk.codec != BONSAI_COMPRESS_NONE)
-        return; /* a separator missing, or the bytes are packed */
+        return 0; /* a separator missing, or the bytes are packed */
     uint64_t lo = n->k64[idx], hi = n->k64[idx + 1];
     bn_ext e = n->child[idx].ext;
     if (!tree_ext_ok(db, rd->end, e) || key < lo || key >= hi)
-        return;
+        return 0;
     size_t size = (size_t)e.npages * db->page_size;
     size_t at = (size_t)((double)(key - lo) / (double)(hi - lo) *
                          (double)size);
     size_t to = at + AHEAD < size ? at + AHEAD + 1 : size;
     prefetch_span(tree_ext_ptr(db, e), at > BACK ? at - BACK : 0, to);
+    return 1;
 }
 
 int bt_get(bonsai_db *db, const bt_rd *rd, const bt_tree *t, bn_key key,
@@ -238,9 +253,11 @@ int bt_get(bonsai_db *db, const bt_rd *rd, const bt_tree *t, bn_key key,
         if (level == 1)
             return found ? leaf_value(db, rd, &v[at], idx, val)
                          : BONSAI_NOTFOUND;
-        if (level == 2 && v[at].mem && t->kind == BONSAI_KEY_U64)
-            prefetch_leaf_guess(db, rd, v[at].mem, idx, key.u);
-        rc = view_down(db, rd, t->kind, &v[at], idx, &v[at ^ 1]);
+        int ask = ASK_SECTION;
+        if (level == 2 && v[at].mem && t->kind == BONSAI_KEY_U64 &&
+            prefetch_leaf_guess(db, rd, v[at].mem, idx, key.u))
+            ask = ASK_NOTHING;
+        rc = view_down(db, rd, t->kind, &v[at], idx, ask, &v[at ^ 1]);
     }
     return rc;
 }
