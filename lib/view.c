@@ -94,14 +94,17 @@ static uint32_t view_count(const nview *v)
     return v->mem ? v->mem->n : v->info.count;
 }
 
-static int view_search(const nview *v, unsigned kind, bn_key key,
+/* key by address: a 24-byte key passed down by value was rebuilt on the
+ * stack at each level, and the wide load of what had just been stored in
+ * pieces stalled a descent at every level. */
+static int view_search(const nview *v, unsigned kind, const bn_key *key,
                        uint32_t *idx, int *found)
 {
     if (v->mem) {
-        *idx = bn_search(v->mem, key, found);
+        *idx = bn_search(v->mem, *key, found);
         return 0;
     }
-    return bn_img_search(v->img, &v->info, kind, key, idx, found);
+    return bn_img_search(v->img, &v->info, kind, *key, idx, found);
 }
 
 static int view_child(const nview *v, uint32_t idx, bn_child *out)
@@ -248,7 +251,7 @@ int bt_get(bonsai_db *db, const bt_rd *rd, const bt_tree *t, bn_key key,
         int found;
         if (view_leaf(&v[at]) != (level == 1))
             return BONSAI_CORRUPT;
-        if ((rc = view_search(&v[at], t->kind, key, &idx, &found)))
+        if ((rc = view_search(&v[at], t->kind, &key, &idx, &found)))
             return rc;
         if (level == 1)
             return found ? leaf_value(db, rd, &v[at], idx, val)
@@ -325,7 +328,7 @@ static int descend(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
         if (s->mode == BT_LAST)
             idx = n - 1;
         else if (s->mode != BT_FIRST &&
-                 (rc = view_search(v, t->kind, s->key, &idx, &found)))
+                 (rc = view_search(v, t->kind, &s->key, &idx, &found)))
             return rc;
         /* keys below key[idx] live left of child idx */
         if (s->mode == BT_LT && found && idx > 0)
@@ -707,7 +710,7 @@ static int step_down(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
         return rc;
     if (view_leaf(&v) || view_count(&v) == 0)
         return BONSAI_CORRUPT;
-    if ((rc = view_search(&v, t->kind, key, &idx, &found)) ||
+    if ((rc = view_search(&v, t->kind, &key, &idx, &found)) ||
         (rc = view_child(&v, idx, &to->ref)))
         return rc;
     prefetch_node(db, rd, to->ref);
