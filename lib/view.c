@@ -793,6 +793,21 @@ int bt_finger_leaves(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
     return 0;
 }
 
+void bt_prefetch_leaf(const bonsai_db *db, const bt_tree *t, bn_key key)
+{
+    const bn_node *n = t->root.mem;
+    while (n && !n->leaf) {
+        int found;
+        bn_child c = n->child[bn_search(n, key, &found)];
+        if (n->level == 1) {
+            if (!c.mem && tree_ext_ok(db, db->al.end, c.ext))
+                prefetch_span(tree_ext_ptr(db, c.ext), 0, 128);
+            return;
+        }
+        n = c.mem;
+    }
+}
+
 /* In a leaf searched last for a smaller key, from where that search
  * ended; *m holds this search's end. */
 static int search_on(const nview *v, unsigned kind, bn_key key, bn_mark *m,
