@@ -49,37 +49,38 @@ enum { ASK_SECTION, ASK_NOTHING };
 /* The image at ref; a reader's branch seen often enough comes back
  * decoded instead (brcache.h). */
 static int view_image(bonsai_db *db, const bt_rd *rd, unsigned kind,
-                      bn_child ref, int ask, nview *v)
+                      const bn_child *ref, int ask, nview *v)
 {
     v->mem = NULL;
-    if (!tree_ext_ok(db, rd->end, ref.ext))
+    if (!tree_ext_ok(db, rd->end, ref->ext))
         return BONSAI_CORRUPT;
-    int rc = pk_view(rd->uc, &db->pk, ref.ext.pgno, tree_ext_ptr(db, ref.ext),
-                     (size_t)ref.ext.npages * db->page_size, &v->img,
+    int rc = pk_view(rd->uc, &db->pk, ref->ext.pgno, tree_ext_ptr(db, ref->ext),
+                     (size_t)ref->ext.npages * db->page_size, &v->img,
                      &v->avail);
     if (rc || (rc = bn_img_check(v->img, v->avail, kind, 0, &v->info)))
         return rc;
     if (rd->br && v->info.type == BN_TYPE_BRANCH)
-        v->mem = br_visit(rd->br, ref.ext, kind, v->img, v->avail);
+        v->mem = br_visit(rd->br, ref->ext, kind, v->img, v->avail);
     else if (ask == ASK_SECTION &&
              (kind == BONSAI_KEY_BYTES || v->info.type == BN_TYPE_LEAF))
         prefetch_key_section(v);
     return 0;
 }
 
+/* ref by address, as the key (view_search) */
 static int view_asking(bonsai_db *db, const bt_rd *rd, unsigned kind,
-                       bn_child ref, int ask, nview *v)
+                       const bn_child *ref, int ask, nview *v)
 {
-    v->mem = ref.mem;
-    if (ref.mem)
+    v->mem = ref->mem;
+    if (ref->mem)
         return 0;
-    if (rd->br && (v->mem = br_find(rd->br, ref.ext, kind)))
+    if (rd->br && (v->mem = br_find(rd->br, ref->ext, kind)))
         return 0;
     return view_image(db, rd, kind, ref, ask, v);
 }
 
 static int view_of(bonsai_db *db, const bt_rd *rd, unsigned kind,
-                   bn_child ref, nview *v)
+                   const bn_child *ref, nview *v)
 {
     return view_asking(db, rd, kind, ref, ASK_SECTION, v);
 }
@@ -152,10 +153,10 @@ static int view_down(bonsai_db *db, const bt_rd *rd, unsigned kind,
         (rc = decode_kept(db, v->mem->tree, v->mem, idx, &c->mem)) <= 0)
         return rc;
     if (!rd->br || !v->mem || ref.mem)
-        return view_asking(db, rd, kind, ref, ask, c);
+        return view_asking(db, rd, kind, &ref, ask, c);
     if (v->mem->level == 1)
-        return view_image(db, rd, kind, ref, ask, c);
-    if ((rc = view_asking(db, rd, kind, ref, ask, c)))
+        return view_image(db, rd, kind, &ref, ask, c);
+    if ((rc = view_asking(db, rd, kind, &ref, ask, c)))
         return rc;
     if (c->mem)
         v->mem->child[idx].mem = c->mem;
@@ -245,7 +246,7 @@ int bt_get(bonsai_db *db, const bt_rd *rd, const bt_tree *t, bn_key key,
         rc = decode_kept(db, (bt_tree *)t, NULL, 0, &v[at].mem);
     if (rc < 0)
         return rc;
-    rc = view_of(db, rd, t->kind, t->root, &v[at]);
+    rc = view_of(db, rd, t->kind, &t->root, &v[at]);
     for (unsigned level = t->depth; rc == 0; level--, at ^= 1) {
         uint32_t idx;
         int found;
@@ -319,7 +320,7 @@ static int descend(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
     s->b.has_lower = s->b.has_upper = 0;
     for (unsigned level = t->depth; level > 1; level--) {
         uint32_t idx = 0, n;
-        int found, rc = view_of(db, rd, t->kind, ref, v);
+        int found, rc = view_of(db, rd, t->kind, &ref, v);
         if (rc)
             return rc;
         n = view_count(v);
@@ -346,7 +347,7 @@ static int descend(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
         if ((rc = view_child(v, idx, &ref)))
             return rc;
     }
-    int rc = view_of(db, rd, t->kind, ref, v);
+    int rc = view_of(db, rd, t->kind, &ref, v);
     if (rc == 0 && !view_leaf(v))
         rc = BONSAI_CORRUPT;
     return rc;
@@ -527,7 +528,7 @@ static int walk(walk_ctx *w, bn_child ref, unsigned level)
     if (level == 1 && !ref.mem && !(w->t->flags & TREE_F_OVERFLOW))
         return unread_leaf_ok(w->db, ref.ext);
     nview v;
-    if ((rc = view_of(w->db, w->rd, w->t->kind, ref, &v)))
+    if ((rc = view_of(w->db, w->rd, w->t->kind, &ref, &v)))
         return rc;
     if (view_leaf(&v) != (level == 1))
         return BONSAI_CORRUPT;
@@ -705,7 +706,7 @@ static int step_down(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
 {
     nview v;
     uint32_t idx;
-    int found, rc = view_of(db, rd, t->kind, at->ref, &v);
+    int found, rc = view_of(db, rd, t->kind, &at->ref, &v);
     if (rc)
         return rc;
     if (view_leaf(&v) || view_count(&v) == 0)
@@ -832,7 +833,7 @@ int bt_leaf_get(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
         f->have_view = 0;
     }
     if (!f->have_view) { /* a leaf's first key of the run, or unpacked */
-        if ((rc = view_of(db, rd, t->kind, leaf, &f->view)))
+        if ((rc = view_of(db, rd, t->kind, &leaf, &f->view)))
             return rc;
         if (!view_leaf(&f->view))
             return BONSAI_CORRUPT;
