@@ -212,10 +212,14 @@ int bt_finger_leaves(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
                      bt_finger *f, const bn_key *keys, unsigned n,
                      bn_child *leaves);
 
-/* Asks the CPU for the first bytes of the leaf that holds key in t, found
+/* Asks the CPU for the whole image of the leaf that holds key in t, found
  * through the writer's decoded branches alone (nothing is read from the
- * store or decoded; where a branch is not decoded, nothing is asked). */
-void bt_prefetch_leaf(const bonsai_db *db, const bt_tree *t, bn_key key);
+ * store or decoded; where a branch is not decoded, nothing is asked).
+ * Writing keys into a leaf reads all of it: its groups, the bytes moved
+ * after them, the checksum.  *last is the page of the leaf asked for
+ * before, not asked for twice. */
+void bt_prefetch_leaf(const bonsai_db *db, const bt_tree *t, bn_key key,
+                      uint64_t *last);
 
 /* Once a leaf's first bytes are there (bt_finger_leaves asked for them),
  * asks the CPU for the part of it a search for key reads: for a u64 leaf

@@ -406,9 +406,11 @@ static int apply_run(bonsai_db *db, map_slot *s, uint32_t from, uint32_t *to)
  * one process). */
 #define AHEAD_KEYS 4u
 
-/* Asks for the leaves of the keys from *next up to AHEAD_KEYS past i.
- * Measured without copy-on-write or compression only, so only there. */
-static void ask_ahead(bonsai_db *db, map_slot *s, uint32_t i, uint32_t *next)
+/* Asks for the leaves of the keys from *next up to AHEAD_KEYS past i
+ * (*last: the page of the leaf asked for last).  Measured without
+ * copy-on-write or compression only, so only there. */
+static void ask_ahead(bonsai_db *db, map_slot *s, uint32_t i, uint32_t *next,
+                      uint64_t *last)
 {
     if (db->cow || db->opt.compression != BONSAI_COMPRESS_NONE)
         return;
@@ -417,7 +419,7 @@ static void ask_ahead(bonsai_db *db, map_slot *s, uint32_t i, uint32_t *next)
     if (*next < i)
         *next = i;
     for (; *next < to; ++*next)
-        bt_prefetch_leaf(db, &s->w, pb_key(b, *next));
+        bt_prefetch_leaf(db, &s->w, pb_key(b, *next), last);
 }
 
 int put_apply_waiting(bonsai_db *db, map_slot *s)
@@ -431,9 +433,10 @@ int put_apply_waiting(bonsai_db *db, map_slot *s)
     note_bytes(db, b, mem0, payload0);
     mem0 = pb_mem_bytes(b);
     uint32_t i = 0, asked = 0;
+    uint64_t last = UINT64_MAX;
     int rc = 0;
     while (i < b->n) {
-        ask_ahead(db, s, i, &asked);
+        ask_ahead(db, s, i, &asked, &last);
         if ((rc = apply_run(db, s, i, &i)))
             break;
     }

@@ -794,18 +794,22 @@ int bt_finger_leaves(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
     return 0;
 }
 
-void bt_prefetch_leaf(const bonsai_db *db, const bt_tree *t, bn_key key)
+void bt_prefetch_leaf(const bonsai_db *db, const bt_tree *t, bn_key key,
+                      uint64_t *last)
 {
     const bn_node *n = t->root.mem;
     while (n && !n->leaf) {
         int found;
-        bn_child c = n->child[bn_search(n, key, &found)];
+        const bn_child *c = &n->child[bn_search(n, key, &found)];
         if (n->level == 1) {
-            if (!c.mem && tree_ext_ok(db, db->al.end, c.ext))
-                prefetch_span(tree_ext_ptr(db, c.ext), 0, 128);
+            if (!c->mem && c->ext.pgno != *last &&
+                tree_ext_ok(db, db->al.end, c->ext))
+                prefetch_span(tree_ext_ptr(db, c->ext), 0,
+                              (size_t)c->ext.npages * db->page_size);
+            *last = c->ext.pgno;
             return;
         }
-        n = c.mem;
+        n = c->mem;
     }
 }
 
