@@ -7,13 +7,15 @@
  * branches, and what the heap keeps beside them (HEAP_SLACK).  It is
  * recounted rather than kept exact: after RECOUNT_EVERY changes at
  * least, once the changes since the last recount reach twice the decoded
- * leaves counted then, or the leaves decoded since reach an eighth of
- * them.  So the cache overshoots its budget by at most that many changes
- * (an entry's key and value references, about 17 bytes each against the
- * several KiB a decoded leaf holds) and an eighth of its leaves.  A
- * recount reads every decoded leaf, a cache miss each: once a quarter
- * leaf a change, it took a fifth of a random fill's time at 100 M keys;
- * now a change pays half a leaf's visit, a decode eight.
+ * nodes (leaves and branches) counted then, or the leaves decoded since
+ * reach an eighth of the leaves.  So the cache overshoots its budget by
+ * at most that many changes (an entry's key and value references, about
+ * 17 bytes each against the several KiB a decoded leaf holds) and an
+ * eighth of its leaves.  A recount reads every decoded node, a cache miss
+ * each: once a quarter leaf a change, it took a fifth of a random fill's
+ * time at 100 M keys; now a change pays half a node's visit, a decode
+ * eight.  The branches count in the rule because the walk reads them
+ * too: a 15 GiB fill holds some 23 thousand.
  */
 #include "cache.h"
 
@@ -72,6 +74,7 @@ void cache_recount(bonsai_db *db)
     db->read_decoded = 0;
     db->changes = 0;
     db->leaves_counted = db->leaves.n;
+    db->nodes_counted = db->leaves.n + db->branches.n;
 }
 
 int cache_in_cap(const bonsai_db *db)
@@ -154,12 +157,12 @@ int cache_write_back(bonsai_db *db)
 
 int cache_after_change(bonsai_db *db)
 {
-    /* a recount walks every decoded leaf: its cost per change and per
+    /* a recount walks every decoded node: its cost per change and per
      * decoded leaf stays constant however many a large cache holds */
     size_t counted = db->leaves_counted;
     size_t decoded = db->leaves.n > counted ? db->leaves.n - counted : 0;
     if (++db->changes >= RECOUNT_EVERY &&
-        ((uint64_t)db->changes >= 2 * (uint64_t)counted ||
+        ((uint64_t)db->changes >= 2 * (uint64_t)db->nodes_counted ||
          decoded >= counted / 8))
         cache_recount(db);
     note_dirty_age(db);

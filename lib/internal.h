@@ -160,6 +160,7 @@ struct bonsai_db {
     uint64_t read_decoded;
     uint32_t changes;        /* since the last recount */
     size_t leaves_counted;   /* decoded leaves at the last recount */
+    size_t nodes_counted;    /* decoded leaves and branches then */
     size_t branches_kept;    /* decoded branches after the last eviction
                                 of a change without a cache (txn.c) */
     uint64_t waiting;        /* puts waiting in the maps' putbufs ... */
