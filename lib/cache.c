@@ -105,9 +105,48 @@ uint64_t cache_held(const bonsai_db *db)
     return db->cache_bytes + db->read_decoded + db->read_decoded / HEAP_SLACK;
 }
 
+/* The heap keeps resident what freed decoded nodes held, while a batch's
+ * arrays are mapped anew beside it: so the process holds the decoded
+ * nodes' peak and the arrays' peak at once.  Shared freely, the nodes
+ * filled the cache while no batch waited and a batch's arrays came on top
+ * later: a random fill to 15 GiB with a 512 MiB cache peaked 36 MB over
+ * its cap, one to 2 GiB 23 MB over.  Under a cap on the whole process the
+ * nodes therefore keep to three quarters and the arrays to the last one
+ * (the batches those fills made took a fifth at most), and to what the
+ * nodes leave.  The arrays may borrow half the store's room its pages
+ * have not reached yet: they are unmapped after each batch, and the
+ * batch's own puts take store pages as they are applied. */
+#define WAITING_SHARE_IN_CAP 4u
+
+static uint64_t store_untouched(const bonsai_db *db)
+{
+    const alloc *al = &db->al;
+    return al->cap_pages > al->end ? (al->cap_pages - al->end) * db->page_size
+                                   : 0;
+}
+
+uint64_t cache_waiting_share(const bonsai_db *db)
+{
+    uint64_t budget = db->opt.write_cache_bytes, held = db->cache_bytes;
+    uint64_t left = budget > held ? budget - held : 0;
+    if (!cache_in_cap(db))
+        return left;
+    uint64_t own = budget / WAITING_SHARE_IN_CAP + store_untouched(db) / 2;
+    return own < left ? own : left;
+}
+
+static uint64_t nodes_budget(const bonsai_db *db)
+{
+    uint64_t budget = db->opt.write_cache_bytes;
+    return cache_in_cap(db) ? budget - budget / WAITING_SHARE_IN_CAP
+                            : budget;
+}
+
 static int over_budget(const bonsai_db *db)
 {
-    return cache_held(db) + db->waiting_bytes > db->opt.write_cache_bytes;
+    uint64_t held = cache_held(db);
+    return held + db->waiting_bytes > db->opt.write_cache_bytes ||
+           held > nodes_budget(db);
 }
 
 /* Frees the clean decoded leaves, and the clean branches too when the

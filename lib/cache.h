@@ -13,6 +13,12 @@
  * anonymous memory), so that the cap bounds the whole process? */
 int cache_in_cap(const bonsai_db *db);
 
+/* The part of the write cache's budget the waiting puts' arrays may take:
+ * what the decoded nodes leave, and under a cap on the whole process at
+ * most a quarter, or more while the store's pages leave the cap room (see
+ * cache.c). */
+uint64_t cache_waiting_share(const bonsai_db *db);
+
 /* Called after every successful change: writes the cached changes when
  * the cache is over its budget or its oldest change is older than the
  * delay.  A failed write keeps the changes cached and returns the error

@@ -170,14 +170,15 @@ enum { GO_NOW, GO_WAIT, GO_APPLY_FIRST };
  * each leaf once, for its run only, so decoded leaves need little of the
  * budget, and every put more a batch holds spreads a leaf's decode and
  * encode wider (3/4 -> 15/16: 10 M string puts 1501 -> 1217 ns a put).
- * At most what the decoded nodes leave of the cache, though: a cache over
- * its budget writes its changed nodes back, which frees nothing when the
- * waiting puts are what fills it. */
+ * At most the waiting puts' share of the cache, though (what the decoded
+ * nodes leave, or under a cap on the whole process a fixed part): a cache
+ * over its budget writes its changed nodes back, which frees nothing when
+ * the waiting puts are what fills it. */
 static size_t waiting_budget(const bonsai_db *db)
 {
     size_t cache = db->opt.write_cache_bytes;
     size_t share = cache / 16 * 15;
-    size_t left = cache > db->cache_bytes ? cache - db->cache_bytes : 0;
+    size_t left = cache_waiting_share(db);
     return share < left ? share : left;
 }
 
