@@ -110,12 +110,13 @@ uint64_t cache_held(const bonsai_db *db)
  * nodes' peak and the arrays' peak at once.  Shared freely, the nodes
  * filled the cache while no batch waited and a batch's arrays came on top
  * later: a random fill to 15 GiB with a 512 MiB cache peaked 36 MB over
- * its cap, one to 2 GiB 23 MB over.  Under a cap on the whole process the
- * nodes therefore keep to three quarters and the arrays to the last one
- * (the batches those fills made took a fifth at most), and to what the
- * nodes leave.  The arrays may borrow half the store's room its pages
- * have not reached yet: they are unmapped after each batch, and the
- * batch's own puts take store pages as they are applied. */
+ * its cap, and in one to 2 GiB the heap and the arrays held 560 MB
+ * together.  Under a cap on the whole process the nodes therefore keep to
+ * three quarters and the arrays to the last one (that fill's batches
+ * took a sixth at most), and to what the nodes leave.  The arrays may
+ * borrow half the store's room its pages have not reached yet: they are
+ * unmapped after each batch, and the batch's own puts take store pages
+ * as they are applied. */
 #define WAITING_SHARE_IN_CAP 4u
 
 static uint64_t store_untouched(const bonsai_db *db)
