@@ -599,10 +599,12 @@ static inline void record_read(const ug_sec *x, uint32_t g, ug_rec *r)
         r->field = (unsigned)(v >> (x->rw + CNT_BITS));
         return;
     }
+    /* a wide rel (random keys: a leaf spans 2^49 and more) on its own,
+     * then the count and width field in one read */
     r->rel = get_bits(x->index, x->end, pos, x->rw);
-    r->cnt = (uint32_t)get_bits(x->index, x->end, pos + x->rw, CNT_BITS) + 1;
-    r->field = (unsigned)get_bits(x->index, x->end, pos + x->rw + CNT_BITS,
-                                  WIDTH_BITS);
+    uint64_t v = get_bits(x->index, x->end, pos + x->rw, FIELD_BITS);
+    r->cnt = (uint32_t)(v & ((1u << CNT_BITS) - 1)) + 1;
+    r->field = (unsigned)(v >> CNT_BITS);
 }
 
 static ug_rec record_at(const ug_sec *x, uint32_t g)
@@ -644,12 +646,10 @@ static int locate_at(const ug_sec *x, ug_rec *r, const uint8_t *data)
     return 0;
 }
 
-/* The group that would hold a key `want` above key 0 (the last whose rel
- * is not above it), located, and the keys before it; -1 where the index
- * claims more keys than n or bytes past the end.  One pass over the
- * records: a group's bytes follow from those before it. */
-static int locate_key(const ug_sec *x, uint32_t n, uint64_t want, ug_rec *r,
-                      uint32_t *rank)
+/* locate_key's way through groups with a base: a group's bytes follow
+ * from those before it, since a base's varint has its own length. */
+static int locate_walk(const ug_sec *x, uint32_t n, uint64_t want, ug_rec *r,
+                       uint32_t *rank)
 {
     uint64_t keys = 0;
     const uint8_t *data = x->data;
@@ -664,6 +664,40 @@ static int locate_key(const ug_sec *x, uint32_t n, uint64_t want, ug_rec *r,
         data += r->len;
         record_read(x, h + 1, r);
     }
+}
+
+/* The group that would hold a key `want` above key 0 (the last whose rel
+ * is not above it), located, and the keys before it; -1 where the index
+ * claims more keys than n or bytes past the end.  Without a base among
+ * the groups before it, a group's bytes follow from its record alone, so
+ * the records before it are summed, none of them located (a twentieth
+ * of a cached random get's instructions). */
+static int locate_key(const ug_sec *x, uint32_t n, uint64_t want, ug_rec *r,
+                      uint32_t *rank)
+{
+    uint64_t keys = 0;
+    size_t off = 0;
+    int based = 0;
+    ug_rec next;
+    record_read(x, 0, r);
+    for (uint32_t h = 1; h < x->groups; h++) {
+        record_read(x, h, &next);
+        if (next.rel > want)
+            break;
+        keys += r->cnt;
+        off += data_bytes(r->cnt, r->field); /* < 2 KiB a group */
+        based |= r->field > REL_MAX_BITS;
+        r->rel = next.rel;
+        r->cnt = next.cnt;
+        r->field = next.field;
+    }
+    if (based)
+        return locate_walk(x, n, want, r, rank);
+    if (off > (size_t)(x->end - x->data) ||
+        locate_at(x, r, x->data + off) || keys + r->cnt > n)
+        return -1;
+    *rank = (uint32_t)keys;
+    return 0;
 }
 
 /* The key after cur by the group's number j (1-based); -1 past 2^64 - 1. */
