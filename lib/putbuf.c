@@ -607,6 +607,16 @@ void pb_give_back(putbuf *b)
         unmap_large(b, b->cap);
 }
 
+int pb_let_go(putbuf *b)
+{
+    if (b->n || pb_mem_bytes(b) == 0)
+        return 0;
+    uint32_t hint = b->cap;
+    pb_free(b);
+    b->hint = hint;
+    return 1;
+}
+
 void pb_keep_from(putbuf *b, uint32_t i, int give_back)
 {
     if (i >= b->n && give_back && unmap_large(b, b->n))

@@ -88,6 +88,10 @@ void pb_keep_from(putbuf *b, uint32_t i, int give_back);
  * give_back does; the next batch starts at their size. */
 void pb_give_back(putbuf *b);
 
+/* Frees whatever arrays an empty putbuf keeps, large or small; whether
+ * it held any.  The next batch starts at their size. */
+int pb_let_go(putbuf *b);
+
 /* Makes room for one more entry holding payload key and value bytes,
  * growing the arrays now if they must, so that the putbuf's memory stays
  * within max_bytes.  0, BONSAI_FULL (not within max_bytes: nothing
