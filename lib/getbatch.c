@@ -255,11 +255,14 @@ static bn_key key_of(const batch *b, const bkey *e)
     return key;
 }
 
-/* The same key twice (a sorted byte key's number is of whichever 8 bytes
- * its sort ended on, so the bytes decide). */
+/* The same key twice.  A sorted byte key's number is of whichever 8 bytes
+ * its sort ended on, so equal numbers leave it to the bytes; but the same
+ * key twice took the same way through the sort, so different numbers
+ * mean different keys, without a read of their bytes (a cache miss each,
+ * in sorted order, where the caller's keys lie in theirs). */
 static int same_key(const batch *b, const bkey *x, const bkey *y)
 {
-    if (!b->bytes)
+    if (!b->bytes || x->k != y->k)
         return x->k == y->k;
     const bonsai_val *p = &b->keys[x->i], *q = &b->keys[y->i];
     return p->size == q->size && memcmp(p->data, q->data, p->size) == 0;
