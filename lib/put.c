@@ -283,7 +283,10 @@ int put_key(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key,
     if (pb_find(&s->pb, key) != UINT32_MAX) {
         if (flags & BONSAI_NOOVERWRITE)
             return BONSAI_EXISTS;
-        if (vlen <= db->inline_max)
+        /* the new value may take an entry and arena bytes more (the
+         * front finds only the newest puts), within the budget too */
+        if (vlen <= db->inline_max &&
+            batch_takes(db, &s->pb, entry_payload(t, key, vlen)))
             return wait_put(db, s, key, val, vlen);
         /* its older value must land first */
         if ((rc = put_apply_waiting(db, s)))
