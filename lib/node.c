@@ -1161,7 +1161,7 @@ static int set_cap(bn_node *node, uint32_t cap)
             return BONSAI_NOMEM;
         node->kb = k;
         if (!node->leaf) {
-            uint64_t *h = realloc(node->head, (size_t)cap * sizeof *h);
+            bn_head *h = realloc(node->head, (size_t)cap * sizeof *h);
             if (!h)
                 return BONSAI_NOMEM;
             node->head = h;
@@ -1783,10 +1783,22 @@ static inline const uint8_t *key_bytes(const bn_node *node, uint32_t i)
  * keys whose heads differ are in the order of their heads. */
 static uint64_t key_head(const uint8_t *key, uint32_t len, uint32_t skip)
 {
+    if (len - skip >= 8)
+        return __builtin_bswap64(get_le64(key + skip));
     uint8_t b[8] = {0};
     uint32_t n = len - skip < 8 ? len - skip : 8;
     memcpy(b, key + skip, n);
     return __builtin_bswap64(get_le64(b));
+}
+
+/* The two numbers of key's head after skip bytes (bn_head). */
+static inline bn_head key_head2(const uint8_t *key, uint32_t len,
+                                uint32_t skip)
+{
+    bn_head h = {key_head(key, len, skip), 0};
+    if (len - skip > 8)
+        h.lo = key_head(key, len, skip + 8);
+    return h;
 }
 
 /* A byte-key branch's heads, recomputed whole after any change to its
@@ -1803,8 +1815,8 @@ static void heads_rebuild(bn_node *node)
                                             key_bytes(node, n - 1),
                                             node->kb[n - 1].len);
     for (uint32_t i = 0; i < n; i++)
-        node->head[i] = key_head(key_bytes(node, i), node->kb[i].len,
-                                 node->head_skip);
+        node->head[i] = key_head2(key_bytes(node, i), node->kb[i].len,
+                                  node->head_skip);
 }
 
 /* The prefix entry i shares in the image: 0 at a restart. */
@@ -2810,14 +2822,16 @@ static uint32_t lower_bound_heads(const bn_node *node, uint32_t lo,
     int c = key_cmp(key, klen < skip ? klen : skip, key_bytes(node, 0), skip);
     if (c != 0)
         return c < 0 ? lo : hi;
-    uint64_t kh = key_head(key, klen, skip);
+    bn_head kh = key_head2(key, klen, skip);
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
-        uint64_t h = node->head[mid];
-        int below = h != kh ? h < kh
-                            : key_below(key_bytes(node, mid) + skip,
-                                        node->kb[mid].len - skip,
-                                        key + skip, klen - skip);
+        bn_head h = node->head[mid];
+        int below = h.hi != kh.hi ? h.hi < kh.hi
+                    : h.lo != kh.lo
+                        ? h.lo < kh.lo
+                        : key_below(key_bytes(node, mid) + skip,
+                                    node->kb[mid].len - skip, key + skip,
+                                    klen - skip);
         if (below)
             lo = mid + 1;
         else

@@ -103,6 +103,15 @@ typedef struct bn_layout {
  * after "owner" belong to the caller (the btree) and the codec leaves them
  * alone (bn_init zeroes them). */
 
+/* A byte-key branch entry's head: its 16 bytes after the node's shared
+ * prefix as two big-endian numbers (hi first), zero-padded: most keys of
+ * a branch differ within them (string keys of one shape often share
+ * their first 8 bytes after the prefix), so a search seldom reads a
+ * whole key. */
+typedef struct bn_head {
+    uint64_t hi, lo;
+} bn_head;
+
 typedef struct bn_node {
     uint8_t leaf;         /* 1 leaf, 0 branch */
     uint8_t kind;         /* BONSAI_KEY_U64 or BONSAI_KEY_BYTES */
@@ -110,9 +119,10 @@ typedef struct bn_node {
     uint32_t cap;         /* capacity of the arrays */
     uint64_t *k64;        /* kind U64: key[i] */
     bn_span *kb;          /* kind BYTES: key bytes in arena */
-    uint64_t *head;       /* kind BYTES, branch: the 8 key bytes after the
-                             head_skip every key shares, big-endian and
-                             zero-padded, so a search compares integers */
+    bn_head *head;        /* kind BYTES, branch: the 16 key bytes after
+                             the head_skip every key shares, big-endian
+                             and zero-padded, so a search compares
+                             integers */
     uint32_t head_skip;
     bn_span *val;         /* leaf: value bytes in arena (len 0 = empty) */
     uint8_t *vflag;       /* leaf: BN_VAL_* per entry */
