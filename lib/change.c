@@ -22,7 +22,16 @@ int change_settle_cached(bonsai_db *db, int rc, uint64_t gen0)
         cache_after_change(db); /* a failed write leaves changes cached */
         return 0;
     }
-    if (db->write_gen != gen0 && db->write_gen != db->settled_gen)
-        db->failed = 1; /* half done among cached changes */
+    change_settle_failed(db, gen0);
     return rc;
+}
+
+void change_settle_failed(bonsai_db *db, uint64_t gen0)
+{
+    if (db->write_gen == gen0 || db->write_gen == db->settled_gen)
+        return; /* nothing half done */
+    if (db->wtxn)
+        db->wtxn->failed = 1;
+    else
+        db->failed = 1;
 }

@@ -367,14 +367,6 @@ int put_del(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key)
     return rc ? rc : bt_del(db, t, key);
 }
 
-static void fail_writer(bonsai_db *db)
-{
-    if (db->wtxn)
-        db->wtxn->failed = 1;
-    else
-        db->failed = 1;
-}
-
 /* apply_run through the decoded leaf: the whole run when there is room
  * for it, else just its first entry, with its room counted exactly. */
 static int put_run_decoded(bonsai_db *db, bt_tree *t, const putbuf *b,
@@ -412,8 +404,7 @@ static int apply_run(bonsai_db *db, map_slot *s, uint32_t from, uint32_t *to)
     if (rc == 0 && !done)
         rc = put_run_decoded(db, t, &s->pb, from, max, to);
     if (rc) {
-        if (db->write_gen != gen0 && db->write_gen != db->settled_gen)
-            fail_writer(db);
+        change_settle_failed(db, gen0);
         return rc;
     }
     if (!db->cow)

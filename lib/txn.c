@@ -509,9 +509,8 @@ int txn_change(bonsai_db *db, bonsai_txn *txn, txn_change_fn fn, void *arg)
             (rc = cache_before_change(txn->db)))
             return rc;
         rc = fn(txn->db, txn, arg);
-        if (rc && txn->db->write_gen != gen0 &&
-            txn->db->write_gen != txn->db->settled_gen)
-            txn->failed = 1;
+        if (rc)
+            change_settle_failed(txn->db, gen0);
         if (rc == 0 && txn->db->opt.write_cache_bytes)
             cache_after_change(txn->db); /* failure: stays cached */
         return rc;
