@@ -550,12 +550,12 @@ Test(pending, repeated_byte_keys_keep_the_newest_value)
 
 #include "internal.h"
 
-/* A batch applied whole keeps its arrays for the next one, but they count
- * in the waiting puts' budget, which can hold less by then (here the
- * sort of byte keys grew them past it).  Kept all the same, they left no
- * room for another put to wait: every put went to the tree at once, with
- * a write-back after each.  Random puts of keys already stored must go
- * on waiting, pass after pass. */
+/* A batch applied whole keeps its arrays for the next one, and they count
+ * in the waiting puts' budget.  Past it (here: repeated keys grew them
+ * without asking the budget), they left no room for another put to wait:
+ * every put went to the tree at once, with a write-back after each.
+ * Random puts of keys already stored must go on waiting, pass after
+ * pass. */
 Test(pending, kept_batch_arrays_leave_room_for_puts_to_wait)
 {
     enum { N = 20000 };
