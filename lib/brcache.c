@@ -14,7 +14,7 @@ struct br_entry {
     uint64_t pgno;
     uint32_t npages;
     uint32_t visits;
-    bn_node *node;
+    bt_node *node;
 };
 
 #define BR_FIRST_CAP 64u
@@ -37,14 +37,14 @@ static br_entry *probe(br_entry *tab, uint32_t cap, uint64_t pgno)
 /* A descent's other branches are linked into their decoded parents, so
  * the table is asked for the root, the same page each time: the entry
  * found last is tried first. */
-bn_node *br_find(br_cache *c, bn_ext e, unsigned kind)
+bt_node *br_find(br_cache *c, bn_ext e, unsigned kind)
 {
     if (!c->tab)
         return NULL;
     br_entry *at = c->last && c->last->pgno == e.pgno
                        ? c->last
                        : probe(c->tab, c->cap, e.pgno);
-    if (!at->node || at->npages != e.npages || at->node->kind != kind)
+    if (!at->node || at->npages != e.npages || at->node->bn.kind != kind)
         return NULL;
     c->last = at;
     return at->node;
@@ -72,34 +72,36 @@ static int grow(br_cache *c)
     return 0;
 }
 
-static size_t node_bytes(const bn_node *n)
+
+static size_t node_bytes(const bt_node *n)
 {
-    size_t per = n->kind == BONSAI_KEY_U64 ? sizeof *n->k64 : sizeof *n->kb;
-    return sizeof *n + (size_t)n->cap * (per + sizeof *n->child) +
-           n->arena_cap;
+    size_t per = n->bn.kind == BONSAI_KEY_U64 ? sizeof *n->bn.k64
+                                              : sizeof *n->bn.kb;
+    return sizeof *n + (size_t)n->bn.cap * (per + sizeof *n->bn.child) +
+           n->bn.arena_cap;
 }
 
 /* Decodes the image into a new node within the budget, or NULL. */
-static bn_node *decode(br_cache *c, bn_ext e, unsigned kind,
+static bt_node *decode(br_cache *c, bn_ext e, unsigned kind,
                        const uint8_t *img, size_t avail)
 {
-    bn_node *n = malloc(sizeof *n);
+    bt_node *n = calloc(1, sizeof *n);
     if (!n)
         return NULL;
-    bn_init(n, kind, 0);
-    if (bn_decode_frozen(img, avail, kind, n) == 0 && !n->leaf &&
+    bn_init(&n->bn, kind, 0);
+    if (bn_decode_frozen(img, avail, kind, &n->bn) == 0 && !n->bn.leaf &&
         c->bytes + node_bytes(n) <= BR_CACHE_MAX) {
         c->bytes += node_bytes(n);
         n->home = e;
         n->has_home = 1;
         return n;
     }
-    bn_clear(n);
+    bn_clear(&n->bn);
     free(n);
     return NULL;
 }
 
-bn_node *br_visit(br_cache *c, bn_ext e, unsigned kind, const uint8_t *img,
+bt_node *br_visit(br_cache *c, bn_ext e, unsigned kind, const uint8_t *img,
                   size_t avail)
 {
     if (c->bytes >= BR_CACHE_MAX)
@@ -124,7 +126,7 @@ void br_cache_free(br_cache *c)
 {
     for (uint32_t i = 0; c->tab && i < c->cap; i++) {
         if (c->tab[i].node) {
-            bn_clear(c->tab[i].node);
+            bn_clear(&c->tab[i].node->bn);
             free(c->tab[i].node);
         }
     }

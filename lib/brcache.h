@@ -15,7 +15,7 @@
  *
  * A kept node is linked into the tree as the writer's decoded nodes are:
  * its parent's child entry points to it once a descent has passed there
- * (view.c), and its owner fields say where its image lives (home,
+ * (view.c), and its bt_node fields say where its image lives (home,
  * has_home) and, level 1, that its children are leaves (0: not known).
  *
  * A cache belongs to one read transaction, used by one thread at a time,
@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "node.h"
+#include "btnode.h"
 
 #define BR_CACHE_MAX ((size_t)8 << 20)
 
@@ -42,14 +42,14 @@ typedef struct br_cache {
 } br_cache;
 
 /* The decoded branch of kind kept for extent e, or NULL. */
-bn_node *br_find(br_cache *c, bn_ext e, unsigned kind);
+bt_node *br_find(br_cache *c, bn_ext e, unsigned kind);
 
 /* Counts a visit of the branch image img (avail bytes) at e, which
  * br_find did not have; from the second visit on, decodes and keeps it
  * while the budget allows.  The kept node, or NULL (not yet, over budget,
  * out of memory or an image the decoder refuses: the caller reads the
  * image as before and reports what it finds). */
-bn_node *br_visit(br_cache *c, bn_ext e, unsigned kind, const uint8_t *img,
+bt_node *br_visit(br_cache *c, bn_ext e, unsigned kind, const uint8_t *img,
                   size_t avail);
 
 /* Frees every kept node and the table. */

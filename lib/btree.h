@@ -53,7 +53,7 @@ int bt_del(bonsai_db *db, bt_tree *t, bn_key key);
 int bt_del_in_place(bonsai_db *db, bt_tree *t, bn_key key, int *done);
 
 /* The writer's leaf for key, decoded with its path. */
-int bt_leaf_of(bonsai_db *db, bt_tree *t, bn_key key, bn_node **leaf);
+int bt_leaf_of(bonsai_db *db, bt_tree *t, bn_key key, bt_node **leaf);
 
 /* Measures every changed u64 node whose growth as its groups shift the
  * room budget's bound (db->grow_max) may miss, before puts wait on that
@@ -64,7 +64,7 @@ void bt_size_unsure(bonsai_db *db);
  * of key, leave it unsplit and within its home (or, dirty, counted
  * already)?  Its size is estimated: within 7/8 of node_bytes, with 16
  * bytes for the estimate's drift and 10 for a u64 key's delta. */
-int bt_leaf_takes(const bonsai_db *db, const bt_tree *t, const bn_node *leaf,
+int bt_leaf_takes(const bonsai_db *db, const bt_tree *t, const bt_node *leaf,
                   bn_key key, uint32_t vlen);
 
 /* bt_put_run without decoding the leaf (inplace.c): the run's keys
@@ -92,20 +92,20 @@ int bt_goes_last(const bt_tree *t, bn_key key);
 
 /* The tree's last leaf when it and the whole right edge are decoded and
  * key goes after every key of the tree; else NULL. */
-bn_node *bt_tail_leaf(const bt_tree *t, bn_key key);
+bt_node *bt_tail_leaf(const bt_tree *t, bn_key key);
 
 /* bt_tail_leaf without the walk down the right edge when the last
  * append (bt_note_tail) went to t and nothing has changed since. */
-bn_node *bt_tail_leaf_hinted(bonsai_db *db, const bt_tree *t, bn_key key);
+bt_node *bt_tail_leaf_hinted(bonsai_db *db, const bt_tree *t, bn_key key);
 
 /* After a successful append of a new key to tail: remembers tail if it
  * still is t's last leaf (the append did not split it). */
-void bt_note_tail(bonsai_db *db, const bt_tree *t, bn_node *tail,
+void bt_note_tail(bonsai_db *db, const bt_tree *t, bt_node *tail,
                   uint32_t n_before);
 
 /* bt_put of a new key (an inline value) at the end of tail, the leaf
  * bt_tail_leaf gave: no descent, no search.  Room made by the caller. */
-int bt_append(bonsai_db *db, bt_tree *t, bn_node *tail, bn_key key,
+int bt_append(bonsai_db *db, bt_tree *t, bt_node *tail, bn_key key,
               const uint8_t *val, uint32_t vlen);
 
 /* The separators around a leaf: every key of the tree from lower (when

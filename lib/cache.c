@@ -55,14 +55,14 @@ void cache_recount(bonsai_db *db)
 {
     uint64_t bytes = 0;
     for (size_t i = 0; i < db->leaves.n; i++) {
-        bn_node *n = db->leaves.v[i];
+        bt_node *n = db->leaves.v[i];
         if (!n->dead)
-            bytes += bn_mem_bytes(n);
+            bytes += bt_node_bytes(n);
     }
     for (size_t i = 0; i < db->branches.n; i++) {
-        bn_node *n = db->branches.v[i];
+        bt_node *n = db->branches.v[i];
         if (!n->dead)
-            bytes += bn_mem_bytes(n);
+            bytes += bt_node_bytes(n);
     }
     db->cache_bytes = bytes + bytes / HEAP_SLACK;
     /* half the budget left: lookups keep the branches they pass, while

@@ -144,9 +144,9 @@ static int move_leaf(bonsai_db *db, const bt_tree *t, leaf_ref *r,
 
 /* Brings the decoded copies of the moved leaves' references up to date:
  * a clean decoded node equals its image (tree.h). */
-static int refresh_decoded(bonsai_db *db, bn_node *n)
+static int refresh_decoded(bonsai_db *db, bt_node *n)
 {
-    if (!n || n->leaf)
+    if (!n || n->bn.leaf)
         return 0;
     bn_info info;
     const bt_tree *t = n->tree;
@@ -154,11 +154,11 @@ static int refresh_decoded(bonsai_db *db, bn_node *n)
     if (rc)
         return rc == BONSAI_NOTFOUND ? 0 : rc;
     const uint8_t *img = tree_ext_ptr(db, n->home);
-    for (uint32_t i = 0; i < n->n && i < info.count; i++) {
-        bn_child *c = &n->child[i];
+    for (uint32_t i = 0; i < n->bn.n && i < info.count; i++) {
+        bn_child *c = &n->bn.child[i];
         if ((rc = bn_img_child(img, &info, i, &c->ext)) != 0)
             return rc;
-        if (c->mem && c->mem->leaf)
+        if (c->mem && c->mem->bn.leaf)
             c->mem->home = c->ext;
         else if ((rc = refresh_decoded(db, c->mem)) != 0)
             return rc;

@@ -82,7 +82,7 @@ typedef struct leaf_image {
 static int find_leaf_image(bonsai_db *db, bt_tree *t, bn_key key,
                            leaf_image *li, int *found)
 {
-    bn_node *parent;
+    bt_node *parent;
     bn_key bound = {0};
     *found = 0;
     li->has_bound = 0;
@@ -90,13 +90,13 @@ static int find_leaf_image(bonsai_db *db, bt_tree *t, bn_key key,
     if (rc)
         return rc;
     int exact;
-    uint32_t idx = bn_search(parent, key, &exact);
-    if (idx + 1 < parent->n) {
-        bound = bn_key_at(parent, idx + 1);
+    uint32_t idx = bn_search(&parent->bn, key, &exact);
+    if (idx + 1 < parent->bn.n) {
+        bound = bn_key_at(&parent->bn, idx + 1);
         li->has_bound = 1;
     }
     li->bound = bound.u;
-    bn_child c = parent->child[idx];
+    bn_child c = parent->bn.child[idx];
     if (c.mem || !tree_ext_ok(db, db->al.end, c.ext))
         return 0;
     li->ext = c.ext;

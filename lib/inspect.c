@@ -54,7 +54,7 @@ static int count_overflow(void *ctx, bn_ext e, int is_value)
     return 0;
 }
 
-static int walk_mem(shape *s, const bn_node *n);
+static int walk_mem(shape *s, const bt_node *n);
 
 static int walk_ref(shape *s, bn_child ref, unsigned level)
 {
@@ -94,10 +94,10 @@ static int walk_ref(shape *s, bn_child ref, unsigned level)
     return rc;
 }
 
-static int walk_mem(shape *s, const bn_node *n)
+static int walk_mem(shape *s, const bt_node *n)
 {
     const bonsai_db *db = s->db;
-    uint64_t raw = n->est, stored = raw, pages = whole_pages(db, raw);
+    uint64_t raw = n->bn.est, stored = raw, pages = whole_pages(db, raw);
     if (n->has_home && ps_claim(&s->seen, n->home))
         return BONSAI_CORRUPT;
     if (n->has_home && !n->dirty) {
@@ -111,10 +111,10 @@ static int walk_mem(shape *s, const bn_node *n)
             raw = stored;
     }
     /* not written yet: its estimate stands for its image */
-    count_node(s, n->leaf, raw, stored, pages);
+    count_node(s, n->bn.leaf, raw, stored, pages);
     int rc = 0;
-    for (uint32_t i = 0; !n->leaf && i < n->n && rc == 0; i++)
-        rc = walk_ref(s, n->child[i], n->level);
+    for (uint32_t i = 0; !n->bn.leaf && i < n->bn.n && rc == 0; i++)
+        rc = walk_ref(s, n->bn.child[i], n->level);
     return rc;
 }
 

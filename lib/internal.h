@@ -18,6 +18,7 @@
 #include "alloc.h"
 #include "bonsai.h"
 #include "brcache.h"
+#include "btnode.h"
 #include "io.h"
 #include "meta.h"
 #include "node.h"
@@ -60,7 +61,7 @@ typedef struct bt_tree {
  * the slot for child in its parent of the moment, or the tree's root when
  * it has none. */
 typedef struct ext_undo {
-    bn_node *child;
+    bt_node *child;
     bt_tree *tree;
     bn_ext old;
 } ext_undo;
@@ -186,7 +187,7 @@ struct bonsai_db {
     size_t batch_sort_bytes;
     struct {             /* the leaf the last append went to, and ... */
         const bt_tree *tree;
-        bn_node *leaf;
+        bt_node *leaf;
         uint64_t gen;    /* ... write_gen then: trusted as tree's tail
                             while no change, write-back or freeing of
                             decoded nodes came after (bt_tail_leaf_hinted) */

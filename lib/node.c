@@ -2604,7 +2604,7 @@ void bn_clear(bn_node *node)
     free(node->child);
     free(node->arena);
     free(node->gstart);
-    /* the codec's fields only: the owner's stay */
+    /* kind and leaf stay */
     node->n = node->cap = 0;
     node->walked = 0;
     node->least_base = 0;

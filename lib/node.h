@@ -67,13 +67,14 @@ typedef struct bn_ext {
     uint32_t npages;
 } bn_ext;
 
-struct bn_node;
+struct bt_node;
 
-/* A branch's child: its extent, and while the writer holds the child
- * decoded, a pointer to it (never stored in an image). */
+/* A branch's child: its extent, and while the tree holds the child
+ * decoded, a pointer to it (never stored in an image).  The codec moves
+ * mem with its entry and clears it on decode, and never reads it. */
 typedef struct bn_child {
     bn_ext ext;
-    struct bn_node *mem;
+    struct bt_node *mem;
 } bn_child;
 
 /* Offset and length of bytes in a node's arena. */
@@ -99,9 +100,8 @@ typedef struct bn_layout {
     uint32_t grow_key; /* and the per-key bound */
 } bn_layout;
 
-/* A decoded node.  The codec owns the arrays and the arena; the fields
- * after "owner" belong to the caller (the btree) and the codec leaves them
- * alone (bn_init zeroes them). */
+/* A decoded node.  The codec owns the arrays and the arena; the tree
+ * keeps what it knows about the node beside it (btnode.h). */
 
 /* A byte-key branch entry's head: its 16 bytes after the node's shared
  * prefix as two big-endian numbers (hi first), zero-padded: most keys of
@@ -168,22 +168,6 @@ typedef struct bn_node {
     uint32_t grow_moves;  /* keys put among the keys or taken since */
     uint32_t grow_dels;   /* keys taken since */
     uint32_t grow_ends;   /* keys put after the last since */
-
-    /* owner fields: used by the btree, untouched by the codec */
-    bn_ext home;          /* where the image this node came from lives */
-    uint64_t home_txn;    /* txn that wrote home (0 if none) */
-    struct bn_node *parent; /* decoded parent, NULL for a root */
-    void *tree;           /* the tree this node belongs to */
-    bn_ext plan;          /* where the next write goes (during a flush) */
-    bn_layout plan_lay;   /* its image then, measured when planned */
-    uint8_t *packed;      /* its compressed image, between plan and write */
-    uint32_t packed_len;
-    int64_t est_fix;      /* exact size minus est when last measured */
-    uint32_t fix_changes; /* changes since then */
-    uint8_t level;        /* 0 for leaves */
-    uint8_t dirty;        /* changed since decoded or last written */
-    uint8_t has_home;
-    uint8_t dead;         /* removed from its tree, freed after the flush */
 } bn_node;
 
 /* Summary of a checked image header. */
@@ -292,7 +276,8 @@ int bn_img_set_child(uint8_t *img, const bn_info *info, uint32_t idx,
 /* Makes an empty node (no allocation yet). */
 void bn_init(bn_node *node, unsigned kind, int leaf);
 
-/* Frees the arrays and arena; the node is empty again (owner fields kept). */
+/* Frees the arrays and arena; the node is empty again, of the same kind
+ * and leaf or branch as before. */
 void bn_clear(bn_node *node);
 
 /* Decodes an image (checked as bn_img_check with verify_crc) into node,

@@ -10,25 +10,25 @@
 
 /* ---- decoded nodes of the writer --------------------------------------- */
 
-bn_node *tree_new_node(bt_tree *t, int leaf, unsigned level)
+bt_node *tree_new_node(bt_tree *t, int leaf, unsigned level)
 {
-    bn_node *n = malloc(sizeof *n);
+    bt_node *n = calloc(1, sizeof *n);
     if (!n)
         return NULL;
-    bn_init(n, t->kind, leaf);
+    bn_init(&n->bn, t->kind, leaf);
     n->tree = t;
     n->level = (uint8_t)level;
     return n;
 }
 
-void tree_free_node(bn_node *n)
+void tree_free_node(bt_node *n)
 {
-    bn_clear(n);
+    bn_clear(&n->bn);
     free(n->packed);
     free(n);
 }
 
-static int mark_one(bonsai_db *db, bn_node *n)
+static int mark_one(bonsai_db *db, bt_node *n)
 {
     int rc = ptrvec_push(&db->dirty, n);
     if (rc)
@@ -41,7 +41,7 @@ static int mark_one(bonsai_db *db, bn_node *n)
 /* With copy-on-write a changed node is written to a new run, so its
  * parent changes too, and so up to the root: they are marked now, so
  * that the room budget counts every node a write-back writes (room.h). */
-int tree_mark_dirty(bonsai_db *db, bn_node *n)
+int tree_mark_dirty(bonsai_db *db, bt_node *n)
 {
     if (n)
         tree_note_change(db, n);
@@ -54,7 +54,7 @@ int tree_mark_dirty(bonsai_db *db, bn_node *n)
 }
 
 /* Unlinks nothing: the caller already removed n from its tree. */
-int tree_kill_node(bonsai_db *db, bn_node *n)
+int tree_kill_node(bonsai_db *db, bt_node *n)
 {
     n->dead = 1;
     if (n->dirty) {
@@ -68,12 +68,12 @@ int tree_kill_node(bonsai_db *db, bn_node *n)
 }
 
 /* Decodes the image at e, unpacking it first if it is packed. */
-static int decode_image(bonsai_db *db, bn_ext e, unsigned kind, bn_node *n)
+static int decode_image(bonsai_db *db, bn_ext e, unsigned kind, bt_node *n)
 {
     const uint8_t *img = tree_ext_ptr(db, e);
     size_t avail = (size_t)e.npages * db->page_size;
     if (avail < BN_HEADER_SIZE || !pk_is_packed(img))
-        return bn_decode(img, avail, kind, n);
+        return bn_decode(img, avail, kind, &n->bn);
     uint32_t raw_len;
     int rc = pk_check(img, avail, &db->pk, &raw_len);
     if (rc)
@@ -83,27 +83,27 @@ static int decode_image(bonsai_db *db, bn_ext e, unsigned kind, bn_node *n)
         return BONSAI_NOMEM;
     rc = pk_unpack(img, raw, raw_len);
     if (rc == 0)
-        rc = bn_decode(raw, raw_len, kind, n);
+        rc = bn_decode(raw, raw_len, kind, &n->bn);
     free(raw);
     return rc;
 }
 
 static int decode_node(bonsai_db *db, bt_tree *t, bn_ext e, unsigned level,
-                       bn_node *parent, bn_node **out)
+                       bt_node *parent, bt_node **out)
 {
     if (!tree_ext_ok(db, db->al.end, e))
         return BONSAI_CORRUPT;
-    bn_node *n = tree_new_node(t, level == 0, level);
+    bt_node *n = tree_new_node(t, level == 0, level);
     if (!n)
         return BONSAI_NOMEM;
     int rc = decode_image(db, e, t->kind, n);
-    n->walked = 0; /* rewritten in the current form */
-    n->least_base = 0;
-    n->positional = 0;
-    if (rc == 0 && n->leaf != (level == 0))
+    n->bn.walked = 0; /* rewritten in the current form */
+    n->bn.least_base = 0;
+    n->bn.positional = 0;
+    if (rc == 0 && n->bn.leaf != (level == 0))
         rc = BONSAI_CORRUPT;
     if (rc == 0)
-        rc = ptrvec_push(n->leaf ? &db->leaves : &db->branches, n);
+        rc = ptrvec_push(n->bn.leaf ? &db->leaves : &db->branches, n);
     if (rc) {
         tree_free_node(n);
         return rc;
@@ -120,7 +120,7 @@ static int decode_node(bonsai_db *db, bt_tree *t, bn_ext e, unsigned level,
     return 0;
 }
 
-int tree_load_root(bonsai_db *db, bt_tree *t, bn_node **out)
+int tree_load_root(bonsai_db *db, bt_tree *t, bt_node **out)
 {
     if (!t->root.mem) {
         int rc = decode_node(db, t, t->root.ext, t->depth - 1u, NULL,
@@ -132,10 +132,10 @@ int tree_load_root(bonsai_db *db, bt_tree *t, bn_node **out)
     return 0;
 }
 
-int tree_load_child(bonsai_db *db, bt_tree *t, bn_node *parent,
-                    uint32_t idx, bn_node **out)
+int tree_load_child(bonsai_db *db, bt_tree *t, bt_node *parent,
+                    uint32_t idx, bt_node **out)
 {
-    bn_child *c = &parent->child[idx];
+    bn_child *c = &parent->bn.child[idx];
     if (!c->mem) {
         int rc = decode_node(db, t, c->ext, parent->level - 1u, parent,
                              &c->mem);
@@ -147,15 +147,15 @@ int tree_load_child(bonsai_db *db, bt_tree *t, bn_node *parent,
 }
 
 int tree_descend(bonsai_db *db, bt_tree *t, bn_key key, unsigned level,
-                 bn_node **out, bn_key *bound, int *has_bound)
+                 bt_node **out, bn_key *bound, int *has_bound)
 {
-    bn_node *n = NULL;
+    bt_node *n = NULL;
     int rc = tree_load_root(db, t, &n);
     while (rc == 0 && n->level > level) {
         int found;
-        uint32_t idx = bn_search(n, key, &found);
-        if (bound && idx + 1 < n->n) {
-            *bound = bn_key_at(n, idx + 1); /* tighter the deeper */
+        uint32_t idx = bn_search(&n->bn, key, &found);
+        if (bound && idx + 1 < n->bn.n) {
+            *bound = bn_key_at(&n->bn, idx + 1); /* tighter the deeper */
             *has_bound = 1;
         }
         rc = tree_load_child(db, t, n, idx, &n);
@@ -165,28 +165,28 @@ int tree_descend(bonsai_db *db, bt_tree *t, bn_key key, unsigned level,
 }
 
 /* Index of child in parent, found by its first key and checked. */
-uint32_t tree_slot_of(const bn_node *parent, const bn_node *child)
+uint32_t tree_slot_of(const bt_node *parent, const bt_node *child)
 {
-    if (child->n > 0) {
+    if (child->bn.n > 0) {
         int found;
-        uint32_t g = bn_search(parent, bn_key_at(child, 0), &found);
-        for (uint32_t i = g ? g - 1 : 0; i <= g + 1 && i < parent->n; i++)
-            if (parent->child[i].mem == child)
+        uint32_t g = bn_search(&parent->bn, bn_key_at(&child->bn, 0), &found);
+        for (uint32_t i = g ? g - 1 : 0; i <= g + 1 && i < parent->bn.n; i++)
+            if (parent->bn.child[i].mem == child)
                 return i;
     }
-    for (uint32_t i = 0; i < parent->n; i++)
-        if (parent->child[i].mem == child)
+    for (uint32_t i = 0; i < parent->bn.n; i++)
+        if (parent->bn.child[i].mem == child)
             return i;
     return UINT32_MAX;
 }
 
-void tree_adopt_children(bn_node *n)
+void tree_adopt_children(bt_node *n)
 {
-    if (n->leaf)
+    if (n->bn.leaf)
         return;
-    for (uint32_t i = 0; i < n->n; i++)
-        if (n->child[i].mem)
-            n->child[i].mem->parent = n;
+    for (uint32_t i = 0; i < n->bn.n; i++)
+        if (n->bn.child[i].mem)
+            n->bn.child[i].mem->parent = n;
 }
 
 /* Drops the dead nodes from the lists of decoded ones: before they are
@@ -195,15 +195,15 @@ static void drop_dead(ptrvec *list)
 {
     size_t kept = 0;
     for (size_t i = 0; i < list->n; i++)
-        if (!((bn_node *)list->v[i])->dead)
+        if (!((bt_node *)list->v[i])->dead)
             list->v[kept++] = list->v[i];
     list->n = kept;
 }
 
-static int has_decoded_child(const bn_node *n)
+static int has_decoded_child(const bt_node *n)
 {
-    for (uint32_t i = 0; i < n->n; i++)
-        if (n->child[i].mem)
+    for (uint32_t i = 0; i < n->bn.n; i++)
+        if (n->bn.child[i].mem)
             return 1;
     return 0;
 }
@@ -214,7 +214,7 @@ void bt_evict_branches(bonsai_db *db)
     for (unsigned level = 1; level < BT_MAX_DEPTH; level++) {
         size_t kept = 0, above = 0;
         for (size_t i = 0; i < db->branches.n; i++) {
-            bn_node *n = db->branches.v[i];
+            bt_node *n = db->branches.v[i];
             uint32_t idx = UINT32_MAX;
             if (!n->dead && n->level == level && !n->dirty && n->parent &&
                 !has_decoded_child(n))
@@ -224,7 +224,7 @@ void bt_evict_branches(bonsai_db *db)
                 db->branches.v[kept++] = n;
                 continue;
             }
-            n->parent->child[idx].mem = NULL;
+            n->parent->bn.child[idx].mem = NULL;
             tree_free_node(n);
         }
         db->branches.n = kept;
@@ -240,7 +240,7 @@ void bt_evict_leaves(bonsai_db *db, size_t keep)
     tree_forget_tail(db);
     size_t kept = 0;
     for (size_t i = 0; i < db->leaves.n; i++) {
-        bn_node *n = db->leaves.v[i];
+        bt_node *n = db->leaves.v[i];
         if (n->dead)
             continue;
         uint32_t idx = n->parent && !n->dirty ? tree_slot_of(n->parent, n)
@@ -249,7 +249,7 @@ void bt_evict_leaves(bonsai_db *db, size_t keep)
             db->leaves.v[kept++] = n;
             continue;
         }
-        n->parent->child[idx].mem = NULL;
+        n->parent->bn.child[idx].mem = NULL;
         tree_free_node(n);
     }
     db->leaves.n = kept;
@@ -291,7 +291,7 @@ void bt_forget_changes(bonsai_db *db)
     db->op_alloc.n = 0;
     db->op_release.n = 0;
     for (size_t i = 0; i < db->dirty.n; i++)
-        ((bn_node *)db->dirty.v[i])->dirty = 0;
+        ((bt_node *)db->dirty.v[i])->dirty = 0;
     db->dirty.n = 0;
     db->dirty_nodes = 0;
     db->dirty_since_ms = 0;
@@ -300,21 +300,21 @@ void bt_forget_changes(bonsai_db *db)
     free_graveyard(db);
 }
 
-static void mark_dead(bn_node *n)
+static void mark_dead(bt_node *n)
 {
     n->dead = 1;
-    if (!n->leaf)
-        for (uint32_t i = 0; i < n->n; i++)
-            if (n->child[i].mem)
-                mark_dead(n->child[i].mem);
+    if (!n->bn.leaf)
+        for (uint32_t i = 0; i < n->bn.n; i++)
+            if (n->bn.child[i].mem)
+                mark_dead(n->bn.child[i].mem);
 }
 
-static void discard_node(bn_node *n)
+static void discard_node(bt_node *n)
 {
-    if (!n->leaf)
-        for (uint32_t i = 0; i < n->n; i++)
-            if (n->child[i].mem)
-                discard_node(n->child[i].mem);
+    if (!n->bn.leaf)
+        for (uint32_t i = 0; i < n->bn.n; i++)
+            if (n->bn.child[i].mem)
+                discard_node(n->bn.child[i].mem);
     tree_free_node(n);
 }
 

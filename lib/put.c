@@ -103,7 +103,7 @@ static int append_now(bonsai_db *db, bt_tree *t, bn_key key,
                       const uint8_t *val, uint32_t vlen, int *done)
 {
     *done = 0;
-    bn_node *tail = bt_tail_leaf(t, key);
+    bt_node *tail = bt_tail_leaf(t, key);
     if (!tail || vlen > db->inline_max)
         return 0;
     /* the room the waiting puts count on is not this put's to take */
@@ -132,7 +132,7 @@ int put_append_direct(bonsai_db *db, map_slot *s, bn_key key,
         s->dropped || vlen > db->inline_max || db->wb_error)
         return 0;
     bt_tree *t = &s->w;
-    bn_node *tail = bt_tail_leaf_hinted(db, t, key);
+    bt_node *tail = bt_tail_leaf_hinted(db, t, key);
     if (!tail ||
         !room_has(db, room_put_slots(db, t,
                                      room_put_leaf(db, t, tail, key, vlen)),
@@ -140,7 +140,7 @@ int put_append_direct(bonsai_db *db, map_slot *s, bn_key key,
         return 0;
     *done = 1;
     uint64_t gen0 = db->write_gen;
-    uint32_t n0 = tail->n;
+    uint32_t n0 = tail->bn.n;
     int rc = bt_append(db, t, tail, key, val, vlen);
     if (rc == 0)
         bt_note_tail(db, t, tail, n0);
@@ -347,7 +347,7 @@ int put_del(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key)
     if ((rc = put_apply_waiting(db, s)))
         return rc;
     /* the path read first: room_del_slots counts its growth bounds */
-    bn_node *leaf;
+    bt_node *leaf;
     if (t->depth && (rc = bt_leaf_of(db, t, key, &leaf)))
         return rc;
     uint32_t slots = room_del_slots(db, t);
@@ -373,7 +373,7 @@ static int put_run_decoded(bonsai_db *db, bt_tree *t, const putbuf *b,
                            uint32_t from, uint32_t max, uint32_t *to)
 {
     /* the leaf read first: room_run counts its growth bound */
-    bn_node *leaf;
+    bt_node *leaf;
     int rc = t->depth ? bt_leaf_of(db, t, pb_key(b, from), &leaf) : 0;
     if (rc == 0)
         rc = room_reserve(db, room_run(db, t, max), 0);

@@ -77,7 +77,7 @@ uint32_t room_put_any(const bonsai_db *db, const bt_tree *t)
 }
 
 uint32_t room_put_leaf(const bonsai_db *db, const bt_tree *t,
-                       const bn_node *leaf, bn_key key, uint32_t vlen)
+                       const bt_node *leaf, bn_key key, uint32_t vlen)
 {
     if (db->cow || !bt_leaf_takes(db, t, leaf, key, vlen))
         return room_put_worst(db, t);
@@ -91,7 +91,7 @@ int room_put_key(bonsai_db *db, bt_tree *t, bn_key key, uint32_t vlen,
     if (t->depth == 0)
         return 0;
     /* the path read, its nodes' growth bounds are known (room_regroup) */
-    bn_node *leaf;
+    bt_node *leaf;
     int rc = bt_leaf_of(db, t, key, &leaf);
     if (rc == 0)
         *slots = room_put_leaf(db, t, leaf, key, vlen);

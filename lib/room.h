@@ -95,7 +95,7 @@ int room_put_key(bonsai_db *db, bt_tree *t, bn_key key, uint32_t vlen,
                  uint32_t *slots);
 /* The same for a put into leaf, the decoded leaf of key. */
 uint32_t room_put_leaf(const bonsai_db *db, const bt_tree *t,
-                       const bn_node *leaf, bn_key key, uint32_t vlen);
+                       const bt_node *leaf, bn_key key, uint32_t vlen);
 
 /* Most waiting puts applied to one leaf at once (a run). */
 #define ROOM_RUN_MAX 256u

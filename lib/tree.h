@@ -48,55 +48,55 @@ static inline uint32_t tree_pages_for(const bonsai_db *db, uint64_t bytes)
 
 /* ---- decoded nodes (nodes.c) -------------------------------------------- */
 
-bn_node *tree_new_node(bt_tree *t, int leaf, unsigned level);
-void tree_free_node(bn_node *n);
+bt_node *tree_new_node(bt_tree *t, int leaf, unsigned level);
+void tree_free_node(bt_node *n);
 /* Puts n on the dirty list (once). */
-int tree_mark_dirty(bonsai_db *db, bn_node *n);
+int tree_mark_dirty(bonsai_db *db, bt_node *n);
 /* Releases n's home and buries it; the caller already removed n from its
  * tree. */
-int tree_kill_node(bonsai_db *db, bn_node *n);
+int tree_kill_node(bonsai_db *db, bt_node *n);
 /* The decoded root / child idx of parent, decoding it if needed. */
-int tree_load_root(bonsai_db *db, bt_tree *t, bn_node **out);
-int tree_load_child(bonsai_db *db, bt_tree *t, bn_node *parent,
-                    uint32_t idx, bn_node **out);
+int tree_load_root(bonsai_db *db, bt_tree *t, bt_node **out);
+int tree_load_child(bonsai_db *db, bt_tree *t, bt_node *parent,
+                    uint32_t idx, bt_node **out);
 /* Decodes the path for key down to the node on `level` (0: the leaf) of
  * a tree of depth >= 1: *out.  With bound: *bound is the lowest key
  * beyond *out (*has_bound 1; left as it was when there is none),
  * pointing into a branch that stays as it is until the tree changes
  * shape. */
 int tree_descend(bonsai_db *db, bt_tree *t, bn_key key, unsigned level,
-                 bn_node **out, bn_key *bound, int *has_bound);
+                 bt_node **out, bn_key *bound, int *has_bound);
 /* Index of child in parent, found by its first key and checked
  * (UINT32_MAX: not there). */
-uint32_t tree_slot_of(const bn_node *parent, const bn_node *child);
+uint32_t tree_slot_of(const bt_node *parent, const bt_node *child);
 /* Points the parent links of n's decoded children back at n. */
-void tree_adopt_children(bn_node *n);
+void tree_adopt_children(bt_node *n);
 
 /* ---- growth as groups shift (growth.c) ---------------------------------- */
 
 /* Must n be measured exactly (tree_outgrows) before its estimate guess
  * is trusted?  Its groups may have shifted past what the estimate sees. */
-int tree_grow_unsure(const bonsai_db *db, const bn_node *n, int64_t guess);
+int tree_grow_unsure(const bonsai_db *db, const bt_node *n, int64_t guess);
 /* Does n's exact size (bn_size_exact; its estimate's drift kept in
  * est_fix) exceed node_bytes (*exact = it, unless NULL)?  The
  * caller splits n when it does, so its bounds are noted only when it
  * fits; else they become unknown, each part to be measured alone. */
-int tree_outgrows(bonsai_db *db, bn_node *n, size_t *exact);
+int tree_outgrows(bonsai_db *db, bt_node *n, size_t *exact);
 /* Raises db->grow_max to n's bounds, measured as n is. */
-void tree_note_grow(bonsai_db *db, const bn_node *n);
+void tree_note_grow(bonsai_db *db, const bt_node *n);
 /* n was just read from its home: its bounds are known now. */
-void tree_note_read(bonsai_db *db, const bn_node *n);
+void tree_note_read(bonsai_db *db, const bt_node *n);
 /* The image at e leaves the store unread: its bound no longer matters. */
 void tree_forget_unread(bonsai_db *db, bn_ext e);
 /* After a change to n: notes whether the budget's bound may now miss
  * what n can grow by (bt_size_unsure then measures it). */
-void tree_note_change(bonsai_db *db, const bn_node *n);
+void tree_note_change(bonsai_db *db, const bt_node *n);
 
 /* ---- shape changes (shape.c) -------------------------------------------- */
 
 /* Splits n in two; *right_out gets the new right half. */
-int tree_split(bonsai_db *db, bt_tree *t, bn_node *n, int append,
-               bn_node **right_out);
+int tree_split(bonsai_db *db, bt_tree *t, bt_node *n, int append,
+               bt_node **right_out);
 
 /* Drops the hint to the tail leaf of sequential puts: before decoded
  * leaves are freed, or split in a way the hint cannot follow. */

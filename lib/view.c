@@ -16,7 +16,7 @@
 
 /* A node as either its decoded form or its (unpacked) image. */
 typedef struct nview {
-    bn_node *mem;
+    bt_node *mem;
     const uint8_t *img;
     size_t avail;
     bn_info info;
@@ -96,12 +96,12 @@ static int view_of(bonsai_db *db, const bt_rd *rd, unsigned kind,
 
 static int view_leaf(const nview *v)
 {
-    return v->mem ? v->mem->leaf : v->info.type == BN_TYPE_LEAF;
+    return v->mem ? v->mem->bn.leaf : v->info.type == BN_TYPE_LEAF;
 }
 
 static uint32_t view_count(const nview *v)
 {
-    return v->mem ? v->mem->n : v->info.count;
+    return v->mem ? v->mem->bn.n : v->info.count;
 }
 
 /* key by address: a 24-byte key passed down by value was rebuilt on the
@@ -111,7 +111,7 @@ static int view_search(const nview *v, unsigned kind, const bn_key *key,
                        uint32_t *idx, int *found)
 {
     if (v->mem) {
-        *idx = bn_search(v->mem, *key, found);
+        *idx = bn_search(&v->mem->bn, *key, found);
         return 0;
     }
     return bn_img_search(v->img, &v->info, kind, *key, idx, found);
@@ -120,7 +120,7 @@ static int view_search(const nview *v, unsigned kind, const bn_key *key,
 static int view_child(const nview *v, uint32_t idx, bn_child *out)
 {
     if (v->mem) {
-        *out = v->mem->child[idx];
+        *out = v->mem->bn.child[idx];
         return 0;
     }
     out->mem = NULL;
@@ -134,8 +134,8 @@ static int view_child(const nview *v, uint32_t idx, bn_child *out)
  * arrays, not their images, and with the separators that let a leaf's
  * bytes be asked for early.  1 when it was not decoded (the caller
  * reads its image), 0 or an error otherwise. */
-static int decode_kept(bonsai_db *db, bt_tree *t, bn_node *parent,
-                       uint32_t idx, bn_node **out)
+static int decode_kept(bonsai_db *db, bt_tree *t, bt_node *parent,
+                       uint32_t idx, bt_node **out)
 {
     if (db->read_decoded >= db->read_room)
         return 1;
@@ -144,7 +144,7 @@ static int decode_kept(bonsai_db *db, bt_tree *t, bn_node *parent,
     if (rc == BONSAI_NOMEM)
         return 1;
     if (rc == 0)
-        db->read_decoded += bn_mem_bytes(*out);
+        db->read_decoded += bt_node_bytes(*out);
     return rc;
 }
 
@@ -168,7 +168,7 @@ static int view_down(bonsai_db *db, const bt_rd *rd, unsigned kind,
     if ((rc = view_asking(db, rd, kind, &ref, ask, c)))
         return rc;
     if (c->mem)
-        v->mem->child[idx].mem = c->mem;
+        v->mem->bn.child[idx].mem = c->mem;
     else if (c->info.type == BN_TYPE_LEAF)
         v->mem->level = 1;
     return 0;
@@ -180,7 +180,7 @@ static int view_value(const nview *v, uint32_t idx, const uint8_t **p,
 {
     if (!v->mem)
         return bn_img_value(v->img, &v->info, idx, p, len, vflag);
-    bn_value_at(v->mem, idx, p, len, vflag);
+    bn_value_at(&v->mem->bn, idx, p, len, vflag);
     return 0;
 }
 
@@ -190,7 +190,7 @@ static int view_key(const nview *v, unsigned kind, uint32_t idx,
 {
     if (!v->mem)
         return bn_img_key(v->img, &v->info, kind, idx, buf, out);
-    *out = bn_key_at(v->mem, idx);
+    *out = bn_key_at(&v->mem->bn, idx);
     if (kind == BONSAI_KEY_BYTES) {
         memcpy(buf, out->b, out->len);
         out->b = buf;
@@ -226,13 +226,13 @@ static int leaf_value(bonsai_db *db, const bt_rd *rd, const nview *v,
  * scanned from its start (+20 % random gets at 20 M keys).  1 when it
  * asked. */
 static int prefetch_leaf_guess(const bonsai_db *db, const bt_rd *rd,
-                                const bn_node *n, uint32_t idx, uint64_t key)
+                                const bt_node *n, uint32_t idx, uint64_t key)
 {
     enum { BACK = 5 * 64, AHEAD = 64 };
-    if (idx == 0 || idx + 1 >= n->n || db->pk.codec != BONSAI_COMPRESS_NONE)
+    if (idx == 0 || idx + 1 >= n->bn.n || db->pk.codec != BONSAI_COMPRESS_NONE)
         return 0; /* a separator missing, or the bytes are packed */
-    uint64_t lo = n->k64[idx], hi = n->k64[idx + 1];
-    bn_ext e = n->child[idx].ext;
+    uint64_t lo = n->bn.k64[idx], hi = n->bn.k64[idx + 1];
+    bn_ext e = n->bn.child[idx].ext;
     if (!tree_ext_ok(db, rd->end, e) || key < lo || key >= hi)
         return 0;
     size_t size = (size_t)e.npages * db->page_size;
@@ -282,7 +282,7 @@ static int load_leaf_copy(const nview *v, unsigned kind, bn_node *leaf)
     if (!v->mem)
         return bn_decode_frozen(v->img, v->avail, kind, leaf);
     bn_clear(leaf);
-    return bn_copy_frozen(leaf, v->mem);
+    return bn_copy_frozen(leaf, &v->mem->bn);
 }
 
 /* Where in the leaf the mode lands, or -1 to go on past it. */
@@ -670,9 +670,10 @@ static void prefetch_keys(const bonsai_db *db, const bt_rd *rd, bn_child ref)
     const uint8_t *p;
     size_t len;
     if (ref.mem) {
-        int u64 = ref.mem->kind == BONSAI_KEY_U64;
-        p = u64 ? (const uint8_t *)ref.mem->k64 : (const uint8_t *)ref.mem->kb;
-        len = ref.mem->n * (u64 ? sizeof *ref.mem->k64 : sizeof *ref.mem->kb);
+        const bn_node *m = &ref.mem->bn;
+        int u64 = m->kind == BONSAI_KEY_U64;
+        p = u64 ? (const uint8_t *)m->k64 : (const uint8_t *)m->kb;
+        len = m->n * (u64 ? sizeof *m->k64 : sizeof *m->kb);
     } else {
         if (!tree_ext_ok(db, rd->end, ref.ext))
             return;
@@ -806,10 +807,10 @@ int bt_finger_leaves(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
 void bt_prefetch_leaf(const bonsai_db *db, const bt_tree *t, bn_key key,
                       uint64_t *last)
 {
-    const bn_node *n = t->root.mem;
-    while (n && !n->leaf) {
+    const bt_node *n = t->root.mem;
+    while (n && !n->bn.leaf) {
         int found;
-        const bn_child *c = &n->child[bn_search(n, key, &found)];
+        const bn_child *c = &n->bn.child[bn_search(&n->bn, key, &found)];
         if (n->level == 1) {
             if (!c->mem && c->ext.pgno != *last &&
                 tree_ext_ok(db, db->al.end, c->ext))
@@ -829,7 +830,7 @@ static int search_on(const nview *v, unsigned kind, bn_key key, bn_mark *m,
 {
     if (!v->mem)
         return bn_img_search_on(v->img, &v->info, kind, key, m, idx, found);
-    *idx = bn_search_leaf_from(v->mem, m->set ? m->idx : 0, key, found);
+    *idx = bn_search_leaf_from(&v->mem->bn, m->set ? m->idx : 0, key, found);
     m->set = 1;
     m->idx = *idx;
     return 0;

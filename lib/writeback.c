@@ -15,7 +15,7 @@
 
 /* Points the reference to n at e, remembering the old value for
  * undo_plan (by node, not address: a split while planning moves arrays). */
-static int point_parent_at(bonsai_db *db, bn_node *n, bn_ext e)
+static int point_parent_at(bonsai_db *db, bt_node *n, bn_ext e)
 {
     bt_tree *t = n->tree;
     bn_ext *c = &t->root.ext;
@@ -23,7 +23,7 @@ static int point_parent_at(bonsai_db *db, bn_node *n, bn_ext e)
         uint32_t idx = tree_slot_of(n->parent, n);
         if (idx == UINT32_MAX)
             return BONSAI_CORRUPT;
-        c = &n->parent->child[idx].ext;
+        c = &n->parent->bn.child[idx].ext;
     }
     if (c->pgno == e.pgno && c->npages == e.npages)
         return 0;
@@ -49,12 +49,12 @@ static void undo_plan(bonsai_db *db, size_t alloc0, size_t release0)
         /* where the reference is now: a split while planning may have
          * moved the child to a new sibling of its parent, or put a new
          * root above it */
-        bn_node *p = u->child->parent;
+        bt_node *p = u->child->parent;
         uint32_t idx = p ? tree_slot_of(p, u->child) : 0;
         if (!p)
             u->tree->root.ext = u->old;
         else if (idx != UINT32_MAX)
-            p->child[idx].ext = u->old;
+            p->bn.child[idx].ext = u->old;
     }
     while (db->op_alloc.n > alloc0)
         alloc_unget(&db->al, db->op_alloc.v[--db->op_alloc.n]);
@@ -86,10 +86,10 @@ static int release_old(bonsai_db *db, bn_ext e)
 
 /* The bytes n's image will take: raw, or packed when the store compresses
  * and packing saves bytes (the packed form then waits in n->packed). */
-static int image_bytes(bonsai_db *db, bn_node *n, size_t *bytes)
+static int image_bytes(bonsai_db *db, bt_node *n, size_t *bytes)
 {
-    bn_layout_of(n, &n->plan_lay); /* write_node encodes by it */
-    bn_sized(n, &n->plan_lay);
+    bn_layout_of(&n->bn, &n->plan_lay); /* write_node encodes by it */
+    bn_sized(&n->bn, &n->plan_lay);
     tree_note_grow(db, n); /* the image's bound: what the budget counts */
     size_t raw = n->plan_lay.size;
     free(n->packed);
@@ -106,7 +106,7 @@ static int image_bytes(bonsai_db *db, bn_node *n, size_t *bytes)
         db->scratch_cap = raw;
     }
     size_t len;
-    int rc = bn_encode_laid(n, &n->plan_lay, db->scratch, raw, &len);
+    int rc = bn_encode_laid(&n->bn, &n->plan_lay, db->scratch, raw, &len);
     uint8_t *out = rc ? NULL : malloc(raw);
     if (!out)
         return rc ? rc : BONSAI_NOMEM;
@@ -123,7 +123,7 @@ static int image_bytes(bonsai_db *db, bn_node *n, size_t *bytes)
 }
 
 /* Phase one for one node: size its image and find where it goes. */
-static int plan_node(bonsai_db *db, bn_node *n)
+static int plan_node(bonsai_db *db, bt_node *n)
 {
     size_t bytes;
     int rc0 = image_bytes(db, n, &bytes);
@@ -163,9 +163,9 @@ static int plan_node(bonsai_db *db, bn_node *n)
         db->plan_freed.n--;
         alloc_take(&db->al, n->home);
     }
-    if (rc == BONSAI_FULL && n->n >= (n->leaf ? 2u : 4u)) {
+    if (rc == BONSAI_FULL && n->bn.n >= (n->bn.leaf ? 2u : 4u)) {
         /* no run that long is left: two halves may fit the gaps */
-        bn_node *r;
+        bt_node *r;
         if ((rc = tree_split(db, n->tree, n, 0, &r)))
             return rc;
         return plan_node(db, n);
@@ -189,7 +189,7 @@ static int plan_all(bonsai_db *db)
         int more = 0;
         /* planning a level may append parents (a level up) to the list */
         for (size_t i = 0; i < db->dirty.n; i++) {
-            bn_node *n = db->dirty.v[i];
+            bt_node *n = db->dirty.v[i];
             if (n->dead || !n->dirty || n->level < level)
                 continue;
             if (n->level > level) {
@@ -206,7 +206,7 @@ static int plan_all(bonsai_db *db)
     return 0;
 }
 
-static void write_node(bonsai_db *db, bn_node *n)
+static void write_node(bonsai_db *db, bt_node *n)
 {
     uint8_t *p = db->rg.base + n->plan.pgno * db->page_size;
     size_t cap = (size_t)n->plan.npages * db->page_size, len = 0;
@@ -217,7 +217,7 @@ static void write_node(bonsai_db *db, bn_node *n)
         n->packed = NULL;
     } else {
         /* cannot fail: laid out and sized in plan_node */
-        bn_encode_laid(n, &n->plan_lay, p, cap, &len);
+        bn_encode_laid(&n->bn, &n->plan_lay, p, cap, &len);
     }
     memset(p + len, 0, cap - len);
     n->home = n->plan;
@@ -253,7 +253,7 @@ int bt_flush(bonsai_db *db)
     db->plan_freed.n = 0;
     db->nundo = 0;
     for (size_t i = 0; i < db->dirty.n; i++) {
-        bn_node *n = db->dirty.v[i];
+        bt_node *n = db->dirty.v[i];
         if (!n->dead && n->dirty)
             write_node(db, n);
     }

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "bonsai.h"
+#include "btnode.h"
 #include "bytes.h"
 #include "checksum.h"
 #include "node.h"
@@ -1609,12 +1610,12 @@ Test(node, memory)
     bn_value_at(&d, 8, &p, &len, &f);
     cr_assert(len == 0 && p != NULL);
 
-    /* bn_clear keeps the owner's fields */
-    d.home.pgno = 77;
-    d.dirty = 1;
-    bn_clear(&d);
-    cr_assert(d.home.pgno == 77 && d.dirty == 1 && d.n == 0 && d.cap == 0);
-    cr_assert_eq(bn_mem_bytes(&d), sizeof(bn_node));
+    /* bn_clear keeps what the tree keeps beside the node */
+    bt_node owned = {.bn = d, .home = {.pgno = 77}, .dirty = 1};
+    bn_clear(&owned.bn);
+    cr_assert(owned.home.pgno == 77 && owned.dirty == 1 &&
+              owned.bn.n == 0 && owned.bn.cap == 0);
+    cr_assert_eq(bn_mem_bytes(&owned.bn), sizeof(bn_node));
     bn_clear(&node);
     free(img);
 }
