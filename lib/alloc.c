@@ -12,22 +12,22 @@
 /* Runs of the longest node image a file keeps beyond its high-water mark
  * while the disk grants it: a delete's room (room.h) in a tree of depth
  * up to 30. */
-#define DISK_RESERVE_SLOTS 64u
+#define DISK_RESERVE_RUNS 64u
 
 void alloc_init(alloc *a, region *rg, uint32_t page_size, uint64_t first,
-                uint64_t end, uint32_t slot_pages)
+                uint64_t end, uint32_t node_pages)
 {
     memset(a, 0, sizeof *a);
     a->rg = rg;
     a->page_size = page_size;
-    a->slot_pages = slot_pages ? slot_pages : 1;
-    a->slot_shift = -1;
+    a->node_pages = node_pages ? node_pages : 1;
+    a->node_shift = -1;
     for (int s = 0; s < 32; s++)
-        if (a->slot_pages == 1u << s)
-            a->slot_shift = s;
+        if (a->node_pages == 1u << s)
+            a->node_shift = s;
     a->first = first;
     a->end = end;
-    a->reserve = (uint64_t)a->slot_pages * DISK_RESERVE_SLOTS;
+    a->reserve = (uint64_t)a->node_pages * DISK_RESERVE_RUNS;
     alloc_set_cap(a, rg->cap);
 }
 
@@ -191,13 +191,13 @@ static int run_is_current(const alloc *a, bn_ext e)
     return all_free(a, e.pgno, e.npages);
 }
 
-/* ---- slots ------------------------------------------------------------- */
+/* ---- node runs --------------------------------------------------------- */
 
-static uint64_t slots_in(const alloc *a, uint64_t npages)
+static uint64_t runs_in(const alloc *a, uint64_t npages)
 {
     /* every put asks: a shift, not a division, where it can */
-    return a->slot_shift >= 0 ? npages >> a->slot_shift
-                              : npages / a->slot_pages;
+    return a->node_shift >= 0 ? npages >> a->node_shift
+                              : npages / a->node_pages;
 }
 
 /* Set bits of the bitmap from index i up, a word at a time. */
@@ -316,7 +316,7 @@ int alloc_put(alloc *a, bn_ext e)
     /* the free runs on either side merge with e into one */
     uint64_t below = free_beside(a, e.pgno, -1);
     uint64_t above = free_beside(a, e.pgno + e.npages, 1);
-    a->free_slots -= slots_in(a, below) + slots_in(a, above);
+    a->node_runs -= runs_in(a, below) + runs_in(a, above);
     set_free(a, e, 1);
     a->free_pages += e.npages;
     uint64_t start = e.pgno - below, len = below + e.npages + above;
@@ -327,7 +327,7 @@ int alloc_put(alloc *a, bn_ext e)
         a->end = start;
         return 0;
     }
-    a->free_slots += slots_in(a, len);
+    a->node_runs += runs_in(a, len);
     /* a run too long to list is met again when a neighbour is freed */
     bn_ext run = {start, len < UINT32_MAX ? (uint32_t)len : UINT32_MAX};
     return list_run(a, run);
@@ -340,16 +340,16 @@ static int take_from(alloc *a, extvec *list, size_t i, uint32_t npages,
     bn_ext e = list->v[i];
     list->v[i] = list->v[--list->n];
     *pgno = e.pgno;
-    uint64_t slots_cut = slots_in(a, e.npages) - slots_in(a, e.npages - npages);
+    uint64_t runs_cut = runs_in(a, e.npages) - runs_in(a, e.npages - npages);
     set_free(a, (bn_ext){e.pgno, npages}, 0);
     a->free_pages -= npages;
-    a->free_slots -= slots_cut;
+    a->node_runs -= runs_cut;
     if (e.npages > npages) {
         bn_ext rest = {e.pgno + npages, e.npages - npages};
         if (list_run(a, rest)) {
             set_free(a, (bn_ext){e.pgno, npages}, 1);
             a->free_pages += npages;
-            a->free_slots += slots_cut;
+            a->node_runs += runs_cut;
             list_run(a, e); /* room was there a moment ago */
             return BONSAI_NOMEM;
         }
@@ -370,11 +370,11 @@ static int pop_current(alloc *a, extvec *list, size_t *at)
     return 0;
 }
 
-/* May npages be cut from a free run of len pages (keep_slots)? */
+/* May npages be cut from a free run of len pages (keep_runs)? */
 static int may_cut(const alloc *a, uint64_t len, uint32_t npages)
 {
-    uint64_t loss = slots_in(a, len) - slots_in(a, len - npages);
-    return !a->keep_slots || alloc_slots_avail(a) >= a->keep_slots + loss;
+    uint64_t loss = runs_in(a, len) - runs_in(a, len - npages);
+    return !a->keep_runs || alloc_runs_avail(a) >= a->keep_runs + loss;
 }
 
 static int from_free_runs(alloc *a, uint32_t npages, uint64_t *pgno)
@@ -479,10 +479,10 @@ int alloc_take(alloc *a, bn_ext e)
         return take_above_end(a, e);
     uint64_t below = free_beside(a, e.pgno, -1);
     uint64_t above = free_beside(a, e.pgno + e.npages, 1);
-    a->free_slots -= slots_in(a, below + e.npages + above);
+    a->node_runs -= runs_in(a, below + e.npages + above);
     set_free(a, e, 0);
     a->free_pages -= e.npages;
-    a->free_slots += slots_in(a, below) + slots_in(a, above);
+    a->node_runs += runs_in(a, below) + runs_in(a, above);
     int rc = 0;
     if (below)
         rc = list_run(a, (bn_ext){e.pgno - below, (uint32_t)below});
@@ -516,9 +516,9 @@ uint64_t alloc_pages_avail(const alloc *a)
     return a->free_pages + (a->limit > a->end ? a->limit - a->end : 0);
 }
 
-uint64_t alloc_slots_avail(const alloc *a)
+uint64_t alloc_runs_avail(const alloc *a)
 {
-    return a->free_slots + slots_in(a, a->limit > a->end ? a->limit - a->end
+    return a->node_runs + runs_in(a, a->limit > a->end ? a->limit - a->end
                                                           : 0);
 }
 
@@ -607,7 +607,7 @@ void alloc_txn_abort(alloc *a)
         }
         set_free_pages(a, p, len, 0);
         a->free_pages -= len;
-        a->free_slots -= slots_in(a, len);
+        a->node_runs -= runs_in(a, len);
         if (p < top)
             top = p;
         p += len;

@@ -13,15 +13,16 @@
  * and dropped when met (the bitmap decides).  Nothing of this is stored:
  * it is derived at open from what the trees reach.
  *
- * Room is counted in slots as well as pages: a slot is `slot_pages`
- * contiguous free pages, the run a node image may need at most.  A free
- * run of len pages holds len / slot_pages slots; free_slots sums that over
- * the maximal free runs and is kept current as runs merge and are cut, so
- * asking how many node images surely fit costs O(1).  Counting pages alone
- * would overstate it: free space cut into runs shorter than a node holds
- * many pages and no node.  While keep_slots is set, alloc_get cuts no run
- * that would leave fewer slots: a change that must leave room for another
- * (a put, for a delete) then takes shorter runs, or none.
+ * Room is counted in node runs as well as pages: a node run is
+ * `node_pages` contiguous free pages, the most a node image may need.  A
+ * free run of len pages holds len / node_pages node runs; node_runs sums
+ * that over the maximal free runs and is kept current as runs merge and
+ * are cut, so asking how many node images surely fit costs O(1).
+ * Counting pages alone would overstate it: free space cut into runs
+ * shorter than a node holds many pages and no node.  While keep_runs is
+ * set, alloc_get cuts no run that would leave fewer node runs: a change
+ * that must leave room for another (a put, for a delete) then takes
+ * shorter runs, or none.
  *
  * In transaction mode a run released by the writer is not free at once
  * (unless the transaction itself wrote it: no snapshot ever saw that):
@@ -58,10 +59,10 @@ typedef struct alloc {
     uint64_t reserve;   /* pages a file is grown by beyond what it needs */
     int disk_full;      /* the disk refused the last growth */
     uint64_t free_pages;
-    uint32_t slot_pages; /* pages of the longest node image */
-    int slot_shift;      /* log2 slot_pages when a power of two, else -1 */
-    uint64_t free_slots; /* slots in the free runs below end */
-    uint64_t keep_slots; /* alloc_get leaves this many slots (0: no rule) */
+    uint32_t node_pages; /* pages of the longest node image */
+    int node_shift;      /* log2 node_pages when a power of two, else -1 */
+    uint64_t node_runs; /* node runs in the free runs below end */
+    uint64_t keep_runs; /* alloc_get leaves this many node runs (0: none) */
     uint64_t *bits;     /* bit p - first set: page p is free */
     uint64_t *fresh;    /* bit set: handed out by the open transaction */
     uint64_t nbits;     /* pages the bitmap covers */
@@ -77,9 +78,9 @@ typedef struct alloc {
     size_t nheld, cap_held;
 } alloc;
 
-/* slot_pages: the pages a node image takes at most (at least 1). */
+/* node_pages: the pages a node image takes at most (at least 1). */
 void alloc_init(alloc *a, region *rg, uint32_t page_size, uint64_t first,
-                uint64_t end, uint32_t slot_pages);
+                uint64_t end, uint32_t node_pages);
 /* Pages the store may use from now on: cap bytes' worth (the region's
  * cap after bonsai_set_max_size), at most 2^40. */
 void alloc_set_cap(alloc *a, uint64_t cap);
@@ -91,8 +92,8 @@ void alloc_set_cap(alloc *a, uint64_t cap);
 int alloc_disk_retry(alloc *a);
 void alloc_free_all(alloc *a);
 
-/* Hands out npages contiguous pages, from a run that leaves keep_slots
- * slots available.  Returns 0, BONSAI_FULL (the cap, or no such run),
+/* Hands out npages contiguous pages, from a run that leaves keep_runs
+ * node runs available.  Returns 0, BONSAI_FULL (the cap, or no such run),
  * BONSAI_NOMEM, BONSAI_ENOSPC or BONSAI_IO (growing the file failed).
  * A file grows by a reserve beyond what it needs: when the disk refuses
  * to grow it, its end becomes the limit, so the room budget, which keeps
@@ -127,10 +128,11 @@ uint64_t alloc_free_run(const alloc *a, uint64_t p, uint64_t max);
 /* Pages that could still be handed out (free and up to the cap). */
 uint64_t alloc_pages_avail(const alloc *a);
 
-/* Slots that could still be handed out (in free runs and up to the cap):
- * so many runs of up to slot_pages pages each surely fit, since handing
- * out a run that long takes at most one slot from the count. */
-uint64_t alloc_slots_avail(const alloc *a);
+/* Node runs that could still be handed out (in free runs and up to the
+ * cap): so many runs of up to node_pages pages each surely fit, since
+ * handing out a run that long takes at most one node run from the
+ * count. */
+uint64_t alloc_runs_avail(const alloc *a);
 
 
 void alloc_txn_begin(alloc *a);

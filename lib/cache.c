@@ -184,7 +184,7 @@ static int write_back_gate(const bonsai_db *db)
     if (db->wb_error && now_ms() - db->wb_error_ms < RETRY_MS)
         return db->wb_error;
     if (db->full_at_pages && 1 + alloc_pages_avail(&db->al) <
-                                 db->full_at_pages + db->al.slot_pages)
+                                 db->full_at_pages + db->al.node_pages)
         return BONSAI_FULL;
     return 0;
 }

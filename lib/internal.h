@@ -173,7 +173,7 @@ struct bonsai_db {
                           * by the plan, taken back if it fails */
     ext_undo *undo; /* ... and references it changed */
     size_t nundo, cap_undo;
-    uint64_t defrag_left; /* slots' worth of free pages in short runs
+    uint64_t defrag_left; /* node runs' worth of free pages in short runs
                              the last bt_defrag could not gather */
     uint8_t *scratch;    /* a raw image being packed, or made in place
                             (inplace.c) */

@@ -61,12 +61,12 @@ static int change_through(bonsai_db *db, bt_tree *t, bn_key key,
     if (vlen == ROOM_DELETE) {
         rc = bt_del(db, t, key);
     } else {
-        db->al.keep_slots = ROOM_DEL_IN_PLACE;
+        db->al.keep_runs = ROOM_DEL_IN_PLACE;
         rc = bt_put(db, t, key, val, vlen, flags);
     }
     if (rc == 0)
         rc = bt_flush(db);
-    db->al.keep_slots = 0;
+    db->al.keep_runs = 0;
     if (rc == 0) {
         bt_after_flush(db);
         store_records_or_undo(db); /* else the record waits */
@@ -84,11 +84,11 @@ static int change_through(bonsai_db *db, bt_tree *t, bn_key key,
 static int put_now(bonsai_db *db, bt_tree *t, bn_key key, const uint8_t *val,
                    uint32_t vlen, unsigned flags)
 {
-    uint32_t slots;
-    int rc = room_put_key(db, t, key, vlen, &slots);
+    uint32_t runs;
+    int rc = room_put_key(db, t, key, vlen, &runs);
     if (rc)
         return rc;
-    rc = room_reserve(db, room_put_slots(db, t, slots), vlen);
+    rc = room_reserve(db, room_put_runs(db, t, runs), vlen);
     if (rc == BONSAI_FULL && !db->cow && db->dirty.n == 0)
         return change_through(db, t, key, val, vlen, flags);
     if (rc)
@@ -111,12 +111,12 @@ static int append_now(bonsai_db *db, bt_tree *t, bn_key key,
         !room_waiting(db, room_put_any(db, t), db->waiting,
                       db->waiting_payload))
         return 0;
-    uint32_t slots = room_put_slots(db, t,
-                                    room_put_leaf(db, t, tail, key, vlen));
-    if (!room_has(db, slots, vlen)) {
+    uint32_t runs =
+        room_put_runs(db, t, room_put_leaf(db, t, tail, key, vlen));
+    if (!room_has(db, runs, vlen)) {
         /* short of room: the general path decides (it may write the put
          * through); making room may have evicted the leaf */
-        if (room_reserve(db, slots, vlen) || !(tail = bt_tail_leaf(t, key)))
+        if (room_reserve(db, runs, vlen) || !(tail = bt_tail_leaf(t, key)))
             return 0;
     }
     *done = 1;
@@ -134,7 +134,7 @@ int put_append_direct(bonsai_db *db, map_slot *s, bn_key key,
     bt_tree *t = &s->w;
     bt_node *tail = bt_tail_leaf_hinted(db, t, key);
     if (!tail ||
-        !room_has(db, room_put_slots(db, t,
+        !room_has(db, room_put_runs(db, t,
                                      room_put_leaf(db, t, tail, key, vlen)),
                   vlen))
         return 0;
@@ -315,15 +315,15 @@ int put_key(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key,
     return put_now(db, t, key, val, vlen, flags);
 }
 
-int put_reserve(bonsai_db *db, uint32_t slots, uint32_t vlen)
+int put_reserve(bonsai_db *db, uint32_t runs, uint32_t vlen)
 {
     int rc;
     /* the room the waiting puts count on is not this change's to take */
     if (db->waiting &&
-        !room_waiting(db, slots, db->waiting, db->waiting_payload) &&
+        !room_waiting(db, runs, db->waiting, db->waiting_payload) &&
         (rc = put_apply_all(db)))
         return rc;
-    return room_reserve(db, slots, vlen);
+    return room_reserve(db, runs, vlen);
 }
 
 int put_new_record(bonsai_db *db, map_slot *s)
@@ -346,22 +346,22 @@ int put_del(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key)
         return rc ? rc : BONSAI_NOTFOUND;
     if ((rc = put_apply_waiting(db, s)))
         return rc;
-    /* the path read first: room_del_slots counts its growth bounds */
+    /* the path read first: room_del_runs counts its growth bounds */
     bt_node *leaf;
     if (t->depth && (rc = bt_leaf_of(db, t, key, &leaf)))
         return rc;
-    uint32_t slots = room_del_slots(db, t);
+    uint32_t runs = room_del_runs(db, t);
     change_note_tree(db, t);
     /* short of room, a delete without copy-on-write leaves its leaf where
      * it is, unmerged, when it can */
-    if (!room_has(db, slots, ROOM_DELETE) ||
+    if (!room_has(db, runs, ROOM_DELETE) ||
         (db->waiting &&
-         !room_waiting(db, slots, db->waiting, db->waiting_payload))) {
+         !room_waiting(db, runs, db->waiting, db->waiting_payload))) {
         int done;
         if ((rc = bt_del_in_place(db, t, key, &done)) || done)
             return rc;
     }
-    rc = put_reserve(db, slots, ROOM_DELETE);
+    rc = put_reserve(db, runs, ROOM_DELETE);
     if (rc == BONSAI_FULL && !db->cow && db->dirty.n == 0)
         return change_through(db, t, key, NULL, ROOM_DELETE, 0);
     return rc ? rc : bt_del(db, t, key);

@@ -61,11 +61,11 @@ int put_key(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key,
  * so that a full store can still be emptied. */
 int put_del(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key);
 
-/* Room for a change that may need `slots` node runs (and a value of vlen
+/* Room for a change that may need `runs` node runs (and a value of vlen
  * bytes, or ROOM_DELETE) beside the cached changes and the waiting puts:
  * those are applied first when the change would take the room they count
  * on, the cache written when that makes room (room_reserve). */
-int put_reserve(bonsai_db *db, uint32_t slots, uint32_t vlen);
+int put_reserve(bonsai_db *db, uint32_t runs, uint32_t vlen);
 
 /* Without transactions a new map's record goes into the catalog at once:
  * a record left for a later write-back might find no room there (the

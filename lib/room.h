@@ -6,10 +6,11 @@
  * the call that would overfill the store, never later from a write-back
  * of changes already acknowledged.
  *
- * Room is counted in slots: runs of pages long enough for a node image
- * (node_bytes), as the allocator counts them (alloc_slots_avail).  Free
- * space cut into runs shorter than a node has pages but no slot, and a
- * write-back that could not place a node would fail after the fact.
+ * Room is counted in node runs: runs of pages long enough for a node
+ * image (node_bytes), as the allocator counts them (alloc_runs_avail).
+ * Free space cut into runs shorter than a node has pages but no node
+ * run, and a write-back that could not place a node would fail after the
+ * fact.
  * Without copy-on-write, in anonymous memory, room_reserve gathers such
  * runs (bt_defrag: leaves slide into the gaps below them) before it
  * answers BONSAI_FULL, when enough pages lie in them to be worth it.
@@ -43,16 +44,16 @@
  *  - every change also keeps room for the map's record in the catalog
  *    (its leaf and path: catalog depth + 1), and a put keeps what a
  *    delete needs after it, so that a full store can still be emptied:
- *    without copy-on-write one slot (a delete then takes its key from its
+ *    without copy-on-write one run (a delete then takes its key from its
  *    leaf in place), with it the delete's path and record (room_extras).
- *  - a waiting put, when applied: its leaf rewritten or moved, one slot
+ *  - a waiting put, when applied: its leaf rewritten or moved, one run
  *    without copy-on-write; with it the copies of the leaf and its parent
  *    and a split, three.  A run of puts applied to one leaf at once takes
  *    that for each of them (room_run).  A batch larger than its tree can
  *    rewrite no more nodes than the tree has, and adds leaves by the
  *    bytes it adds: room_batch takes the smaller count.
  *  - a value too large to sit in its leaf: its own run of pages, at most
- *    ceil(pages / slot pages) slots.  That many slots need not lie in
+ *    ceil(pages / node_pages) runs.  That many runs need not lie in
  *    one run: the put then gets BONSAI_FULL before it changes anything,
  *    never later, since such a value is written at once.
  */
@@ -65,34 +66,34 @@
 
 /* Without copy-on-write a delete short of room takes its entry from its
  * leaf where the leaf lies (bt_del_in_place), which needs no room unless
- * a neighbour's encoding lengthens past the leaf's home: then one slot. */
+ * a neighbour's encoding lengthens past the leaf's home: then one run. */
 #define ROOM_DEL_IN_PLACE 1u
 
 /* The most a u64 node of node_entries keys can grow, whatever its keys. */
 uint32_t room_growth_any(uint32_t node_entries);
 
-/* The slots a change may need besides for nodes that grow as their
+/* The runs a change may need besides for nodes that grow as their
  * groups shift, split into several: 0 while no node's bound exceeds
  * half a node. */
 uint32_t room_regroup(const bonsai_db *db);
 
-/* The most slots a put into / a delete from t may need beyond the cached
+/* The most runs a put into / a delete from t may need beyond the cached
  * changes. */
 uint32_t room_put_worst(const bonsai_db *db, const bt_tree *t);
 uint32_t room_del_worst(const bonsai_db *db, const bt_tree *t);
 
-/* slots for a change of t, with the catalog record's and (for a put)
+/* runs for a change of t, with the catalog record's and (for a put)
  * the later delete's room added. */
-uint32_t room_put_slots(const bonsai_db *db, const bt_tree *t,
-                        uint32_t slots);
-uint32_t room_del_slots(const bonsai_db *db, const bt_tree *t);
-/* room_put_slots of room_put_worst: a put of any key into t. */
+uint32_t room_put_runs(const bonsai_db *db, const bt_tree *t,
+                        uint32_t runs);
+uint32_t room_del_runs(const bonsai_db *db, const bt_tree *t);
+/* room_put_runs of room_put_worst: a put of any key into t. */
 uint32_t room_put_any(const bonsai_db *db, const bt_tree *t);
 
-/* The slots a put of key may need: 0 beside the extras when it surely
+/* The runs a put of key may need: 0 beside the extras when it surely
  * changes one leaf within its home (decodes the leaf's path to know). */
 int room_put_key(bonsai_db *db, bt_tree *t, bn_key key, uint32_t vlen,
-                 uint32_t *slots);
+                 uint32_t *runs);
 /* The same for a put into leaf, the decoded leaf of key. */
 uint32_t room_put_leaf(const bonsai_db *db, const bt_tree *t,
                        const bt_node *leaf, bn_key key, uint32_t vlen);
@@ -100,36 +101,36 @@ uint32_t room_put_leaf(const bonsai_db *db, const bt_tree *t,
 /* Most waiting puts applied to one leaf at once (a run). */
 #define ROOM_RUN_MAX 256u
 
-/* The slots n waiting puts, of `payload` key and value bytes, may need
+/* The runs n waiting puts, of `payload` key and value bytes, may need
  * once applied and written back: per put as above, or where
  * the tree is small beside the batch, a count of the nodes it can write.
  * Without transactions a write-back frees a moved node's old pages
  * before it finds the new ones (writeback.c), so each node it writes
- * takes at most one slot: each node there is (db->nodes_max, counted at
+ * takes at most one run: each node there is (db->nodes_max, counted at
  * open and raised by every node made) once a run; new leaves, at most
  * one split of each leaf touched and two for each node's worth of bytes
  * the entries add (a split leaves nodes at least half full); and new
  * branches, at most one for two new children, and a new root a level. */
 uint64_t room_batch(const bonsai_db *db, uint64_t n, uint64_t payload);
 
-/* The slots n waiting puts of t applied at once to one leaf, read
+/* The runs n waiting puts of t applied at once to one leaf, read
  * already (bt_leaf_of), may need. */
 uint32_t room_run(const bonsai_db *db, const bt_tree *t, uint32_t n);
 
-/* Is there room for the cached changes, `slots` more and `waiting` puts
+/* Is there room for the cached changes, `runs` more and `waiting` puts
  * (of `payload` key and value bytes) not yet applied? */
-int room_waiting(const bonsai_db *db, uint32_t slots, uint64_t waiting,
+int room_waiting(const bonsai_db *db, uint32_t runs, uint64_t waiting,
                  uint64_t payload);
 
-/* Is there room for the cached changes, `slots` more and a value of vlen
+/* Is there room for the cached changes, `runs` more and a value of vlen
  * bytes (or ROOM_DELETE) without writing anything? */
-int room_has(const bonsai_db *db, uint32_t slots, uint32_t vlen);
+int room_has(const bonsai_db *db, uint32_t runs, uint32_t vlen);
 
 /* 0 if room_has, else the cache is written back (cache_write_back) and
  * the question asked again without it, and again after gathering free
  * space where that is allowed and pays: BONSAI_FULL when even that does
  * not help, or what the write-back met.  Asked before a change begins
  * (gathering moves leaves, so no change may be half made). */
-int room_reserve(bonsai_db *db, uint32_t slots, uint32_t vlen);
+int room_reserve(bonsai_db *db, uint32_t runs, uint32_t vlen);
 
 #endif

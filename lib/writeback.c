@@ -234,8 +234,8 @@ int bt_flush(bonsai_db *db)
     db->plan_freed.n = 0;
 #ifdef BONSAI_CHECK_HINTS
     /* the room budget's promise (room.h): a cached node takes at most
-     * two slots (its own, its parent's) when written back */
-    uint64_t slots0 = alloc_slots_avail(&db->al);
+     * two node runs (its own, its parent's) when written back */
+    uint64_t runs0 = alloc_runs_avail(&db->al);
     uint64_t reserved = 2u * db->dirty_nodes;
 #endif
     int rc = plan_all(db);
@@ -244,7 +244,7 @@ int bt_flush(bonsai_db *db)
         return rc;
     }
 #ifdef BONSAI_CHECK_HINTS
-    assert(alloc_slots_avail(&db->al) + reserved >= slots0);
+    assert(alloc_runs_avail(&db->al) + reserved >= runs0);
 #endif
     if (db->dirty.n && (rc = bx_upgrade_header(db)) != 0) { /* first */
         undo_plan(db, alloc0, release0);

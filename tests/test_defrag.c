@@ -77,14 +77,14 @@ Test(defrag, gathers_free_runs_and_keeps_entries_and_cursors)
     bonsai_val key = tu_val(model.e[mid].key, 8), got_k, got_v;
     TU_OK(bonsai_cursor_seek(c, &key));
 
-    uint64_t slots0 = alloc_slots_avail(&db->al);
+    uint64_t runs0 = alloc_runs_avail(&db->al);
     uint64_t pages0 = alloc_pages_avail(&db->al);
     TU_OK(bt_defrag(db, &m->w));
-    uint64_t slots1 = alloc_slots_avail(&db->al);
-    cr_assert(slots1 > slots0,
-              "seed=%llu: slots %llu before, %llu after: nothing gathered",
-              (unsigned long long)seed, (unsigned long long)slots0,
-              (unsigned long long)slots1);
+    uint64_t runs1 = alloc_runs_avail(&db->al);
+    cr_assert(runs1 > runs0,
+              "seed=%llu: node runs %llu before, %llu after: nothing gathered",
+              (unsigned long long)seed, (unsigned long long)runs0,
+              (unsigned long long)runs1);
     cr_assert_eq(alloc_pages_avail(&db->al), pages0,
                  "seed=%llu: moving leaves changed the free pages",
                  (unsigned long long)seed);

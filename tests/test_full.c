@@ -761,7 +761,7 @@ static void file_fill_test(const char *name, unsigned kind, size_t vlen,
         FFAIL(&f, "only %" PRIu64 " entries committed in 1 MiB", first);
     check_cap(&f, db, path);
     verify_snapshot(&f, db, m, NULL, 0, "after the FULL txn");
-    /* the writer slot is free again */
+    /* a write transaction may begin again */
     bonsai_txn *t;
     TU_OK(bonsai_txn_begin(db, 0, &t));
     bonsai_txn_abort(t);
