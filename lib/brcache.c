@@ -19,7 +19,7 @@ struct br_entry {
 
 #define BR_FIRST_CAP 64u
 
-static uint32_t slot_of(uint64_t pgno, uint32_t cap)
+static uint32_t home_of(uint64_t pgno, uint32_t cap)
 {
     return (uint32_t)((pgno * UINT64_C(0x9E3779B97F4A7C15)) >> 32) &
            (cap - 1);
@@ -28,7 +28,7 @@ static uint32_t slot_of(uint64_t pgno, uint32_t cap)
 /* The entry of pgno, or the empty entry where it would go. */
 static br_entry *probe(br_entry *tab, uint32_t cap, uint64_t pgno)
 {
-    uint32_t i = slot_of(pgno, cap);
+    uint32_t i = home_of(pgno, cap);
     while (tab[i].visits && tab[i].pgno != pgno)
         i = (i + 1) & (cap - 1);
     return &tab[i];

@@ -274,7 +274,7 @@ static void answer(batch *b, size_t i, const bonsai_val *val)
     b->vals[i] = val ? *val : (bonsai_val){0, NULL};
 }
 
-/* A value that must outlive the unpack cache's next use of its slot. */
+/* A value that must outlive the unpack cache's next use of its entry. */
 static int keep(pk_cache *uc, bonsai_val *val)
 {
     const uint8_t *p = val->data;

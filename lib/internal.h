@@ -58,7 +58,7 @@ typedef struct bt_tree {
 } bt_tree;
 
 /* A reference the flush plan changed, to put back if the plan fails:
- * the slot for child in its parent of the moment, or the tree's root when
+ * the entry for child in its parent of the moment, or the tree's root when
  * it has none. */
 typedef struct ext_undo {
     bt_node *child;

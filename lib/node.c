@@ -3289,7 +3289,7 @@ void bn_remove(bn_node *node, uint32_t idx)
     est_refresh(node);
 }
 
-/* Copies src's entry j into dst's slot i (room reserved). */
+/* Copies src's entry j into dst's position i (room reserved). */
 static void copy_entry(bn_node *dst, uint32_t i, const bn_node *src,
                        uint32_t j)
 {

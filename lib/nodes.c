@@ -165,7 +165,7 @@ int tree_descend(bonsai_db *db, bt_tree *t, bn_key key, unsigned level,
 }
 
 /* Index of child in parent, found by its first key and checked. */
-uint32_t tree_slot_of(const bt_node *parent, const bt_node *child)
+uint32_t tree_index_of(const bt_node *parent, const bt_node *child)
 {
     if (child->bn.n > 0) {
         int found;
@@ -218,7 +218,7 @@ void bt_evict_branches(bonsai_db *db)
             uint32_t idx = UINT32_MAX;
             if (!n->dead && n->level == level && !n->dirty && n->parent &&
                 !has_decoded_child(n))
-                idx = tree_slot_of(n->parent, n);
+                idx = tree_index_of(n->parent, n);
             if (idx == UINT32_MAX) {
                 above += !n->dead && n->level > level;
                 db->branches.v[kept++] = n;
@@ -243,7 +243,7 @@ void bt_evict_leaves(bonsai_db *db, size_t keep)
         bt_node *n = db->leaves.v[i];
         if (n->dead)
             continue;
-        uint32_t idx = n->parent && !n->dirty ? tree_slot_of(n->parent, n)
+        uint32_t idx = n->parent && !n->dirty ? tree_index_of(n->parent, n)
                                                : UINT32_MAX;
         if (idx == UINT32_MAX) {
             db->leaves.v[kept++] = n;

@@ -86,21 +86,21 @@ int pk_unpack(const uint8_t *img, uint8_t *out, uint32_t raw_len)
     return 0;
 }
 
-static struct pk_slot *find_slot(pk_cache *c, uint64_t pgno, uint32_t crc)
+static struct pk_entry *find_entry(pk_cache *c, uint64_t pgno, uint32_t crc)
 {
-    for (unsigned i = 0; i < PK_SLOTS; i++)
-        if (c->slot[i].buf && c->slot[i].pgno == pgno &&
-            c->slot[i].crc == crc)
-            return &c->slot[i];
+    for (unsigned i = 0; i < PK_ENTRIES; i++)
+        if (c->ent[i].buf && c->ent[i].pgno == pgno &&
+            c->ent[i].crc == crc)
+            return &c->ent[i];
     return NULL;
 }
 
-static struct pk_slot *oldest_slot(pk_cache *c)
+static struct pk_entry *oldest_entry(pk_cache *c)
 {
-    struct pk_slot *s = &c->slot[0];
-    for (unsigned i = 1; i < PK_SLOTS; i++)
-        if (c->slot[i].used < s->used)
-            s = &c->slot[i];
+    struct pk_entry *s = &c->ent[0];
+    for (unsigned i = 1; i < PK_ENTRIES; i++)
+        if (c->ent[i].used < s->used)
+            s = &c->ent[i];
     return s;
 }
 
@@ -118,9 +118,9 @@ int pk_view(pk_cache *c, const pk_rules *r, uint64_t pgno,
     if (rc)
         return rc;
     uint32_t crc = get_le32(img + 8);
-    struct pk_slot *s = find_slot(c, pgno, crc);
+    struct pk_entry *s = find_entry(c, pgno, crc);
     if (!s) {
-        s = oldest_slot(c);
+        s = oldest_entry(c);
         if (s->cap < raw_len) {
             uint8_t *b = realloc(s->buf, raw_len);
             if (!b)
@@ -164,20 +164,20 @@ static void free_chunks(struct pk_chunk *k)
 
 void pk_cache_free(pk_cache *c)
 {
-    for (unsigned i = 0; i < PK_SLOTS; i++)
-        free(c->slot[i].buf);
+    for (unsigned i = 0; i < PK_ENTRIES; i++)
+        free(c->ent[i].buf);
     free_chunks(c->kept);
     memset(c, 0, sizeof *c);
 }
 
-/* Does p point into a slot's buffer?  (As integers: pointers into other
+/* Does p point into an entry's buffer?  (As integers: pointers into other
  * objects do not compare in C.) */
-static int in_slot(const pk_cache *c, const uint8_t *p)
+static int in_entry(const pk_cache *c, const uint8_t *p)
 {
     uintptr_t a = (uintptr_t)p;
-    for (unsigned i = 0; i < PK_SLOTS; i++) {
-        uintptr_t b = (uintptr_t)c->slot[i].buf;
-        if (b && a >= b && a - b <= c->slot[i].cap)
+    for (unsigned i = 0; i < PK_ENTRIES; i++) {
+        uintptr_t b = (uintptr_t)c->ent[i].buf;
+        if (b && a >= b && a - b <= c->ent[i].cap)
             return 1;
     }
     return 0;
@@ -202,7 +202,7 @@ static int add_chunk(pk_cache *c, size_t len)
 
 int pk_keep(pk_cache *c, const uint8_t **data, size_t len)
 {
-    if (!in_slot(c, *data))
+    if (!in_entry(c, *data))
         return 0;
     if (!c->kept || c->kept->cap - c->kept->used < len) {
         int rc = add_chunk(c, len);

@@ -23,7 +23,7 @@
 #define PK_F_PACKED 0x10u
 #define PK_HEADER 17u
 #define PK_MAX_RAW (1u << 24) /* a raw image is never larger */
-#define PK_SLOTS 8u
+#define PK_ENTRIES 8u
 
 /* What a store accepts of a packed image: its own codec (the header's;
  * none: no packed image at all), and a raw image no larger than its
@@ -61,23 +61,23 @@ int pk_unpack(const uint8_t *img, uint8_t *out, uint32_t raw_len);
 
 /* Recently unpacked images, keyed by page and stored checksum, so an image
  * rewritten in place is never served stale; and bytes copied out of them
- * to outlive their slots (pk_keep). */
+ * to outlive their entries (pk_keep). */
 typedef struct pk_cache {
-    struct pk_slot {
+    struct pk_entry {
         uint64_t pgno;
         uint32_t crc;
         uint32_t len;
         uint64_t used;
         uint8_t *buf;
         size_t cap;
-    } slot[PK_SLOTS];
+    } ent[PK_ENTRIES];
     uint64_t clock;
     struct pk_chunk *kept; /* newest first */
 } pk_cache;
 
 /* The raw form of the image at img (page pgno, avail bytes): img itself
  * when not packed, else (checked by pk_check with r) a cache buffer
- * (valid until PK_SLOTS more unpacks).  0, BONSAI_CORRUPT or
+ * (valid until PK_ENTRIES more unpacks).  0, BONSAI_CORRUPT or
  * BONSAI_NOMEM. */
 int pk_view(pk_cache *c, const pk_rules *r, uint64_t pgno,
             const uint8_t *img, size_t avail, const uint8_t **raw,
@@ -86,8 +86,8 @@ int pk_view(pk_cache *c, const pk_rules *r, uint64_t pgno,
 void pk_cache_free(pk_cache *c);
 
 /* A run of lookups whose results must all stay valid (a batch of gets)
- * meets more images than the cache has slots.  When *data (len bytes)
- * lies in a slot's buffer, pk_keep copies it into memory of the cache
+ * meets more images than the cache has entries.  When *data (len bytes)
+ * lies in an entry's buffer, pk_keep copies it into memory of the cache
  * that lasts until pk_keep_reset or pk_cache_free, and points *data at
  * the copy; else it leaves *data alone.  0 or BONSAI_NOMEM. */
 int pk_keep(pk_cache *c, const uint8_t **data, size_t len);

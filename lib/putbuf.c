@@ -3,9 +3,9 @@
  * putbuf.c - puts waiting to be applied (see putbuf.h).
  *
  * Entries live in an array in arrival order, found by key through an
- * open-addressing hash index (linear probing, at most half full); a slot
+ * open-addressing hash index (linear probing, at most half full); a cell
  * keeps half of its key's hash beside the entry number, so a probe
- * passing other keys' slots compares numbers, not keys (a cache miss
+ * passing other keys' cells compares numbers, not keys (a cache miss
  * each into the entries and the arena).  Keys
  * of a BYTES map and all values sit in one arena; a replaced value's
  * bytes stay there, dead, until the batch is applied.
@@ -14,7 +14,7 @@
  * of it is a memory miss: most of a random put's time when every put
  * probed it.  The newest PB_FRONT_MAX entries are therefore indexed in a
  * small front index alone, which stays in the caches, and join the main
- * index together, each slot asked for ahead of its probe (index_range),
+ * index together, each cell asked for ahead of its probe (index_range),
  * so that the misses overlap.  A key put again once its entry has left
  * the front gets a second entry there; joining the main index gives the
  * older entry the newer value and drops the newer one.
@@ -41,8 +41,8 @@ void pb_init(putbuf *b, unsigned kind)
 void pb_free(putbuf *b)
 {
     big_free(b->e, (size_t)b->cap * sizeof *b->e);
-    big_free(b->slot, b->slot_bytes);
-    big_free(b->front, (size_t)b->front_slots * sizeof *b->front);
+    big_free(b->cell, b->cell_bytes);
+    big_free(b->front, (size_t)b->front_cells * sizeof *b->front);
     big_free(b->arena, b->acap);
     pb_init(b, b->kind);
 }
@@ -50,7 +50,7 @@ void pb_free(putbuf *b)
 static void clear_front(putbuf *b)
 {
     if (b->front && b->n > b->indexed)
-        memset(b->front, 0, (size_t)b->front_slots * sizeof *b->front);
+        memset(b->front, 0, (size_t)b->front_cells * sizeof *b->front);
 }
 
 void pb_reset(putbuf *b)
@@ -59,8 +59,8 @@ void pb_reset(putbuf *b)
     b->n = 0;
     b->indexed = 0;
     b->alen = 0;
-    if (b->slot)
-        memset(b->slot, 0, (size_t)b->nslots * sizeof *b->slot);
+    if (b->cell)
+        memset(b->cell, 0, (size_t)b->ncells * sizeof *b->cell);
 }
 
 static uint64_t mix(uint64_t h)
@@ -117,26 +117,26 @@ static int same_key(const putbuf *b, uint32_t i, bn_key key)
            memcmp(b->arena + b->e[i].k, key.b, key.len) == 0;
 }
 
-/* The slot key's hash h points at in an index of nslots slots: any
+/* The cell key's hash h points at in an index of ncells cells: any
  * number, so that a batch's arrays grow to what its budget allows rather
  * than to the next power of two.  The low half of h; the tag is the high
  * half. */
-static uint32_t home_slot(uint64_t h, uint32_t nslots)
+static uint32_t home_cell(uint64_t h, uint32_t ncells)
 {
-    return (uint32_t)(((h & UINT32_MAX) * nslots) >> 32);
+    return (uint32_t)(((h & UINT32_MAX) * ncells) >> 32);
 }
 
-#define SLOT_ENTRY(v) ((uint32_t)(v))
-#define SLOT_TAG(h) ((h) & ~(uint64_t)UINT32_MAX)
+#define CELL_ENTRY(v) ((uint32_t)(v))
+#define CELL_TAG(h) ((h) & ~(uint64_t)UINT32_MAX)
 
-/* The slot of an index of nslots slots holding key's entry, or the empty
- * slot where it would go; h = key's hash. */
-static uint32_t probe_in(const putbuf *b, const uint64_t *slot,
-                         uint32_t nslots, bn_key key, uint64_t h)
+/* The cell of an index of ncells cells holding key's entry, or the empty
+ * cell where it would go; h = key's hash. */
+static uint32_t probe_in(const putbuf *b, const uint64_t *cell,
+                         uint32_t ncells, bn_key key, uint64_t h)
 {
-    uint32_t s = home_slot(h, nslots);
-    for (uint64_t v; (v = slot[s]) != 0; s = s + 1 == nslots ? 0 : s + 1)
-        if (SLOT_TAG(v) == SLOT_TAG(h) && same_key(b, SLOT_ENTRY(v) - 1, key))
+    uint32_t s = home_cell(h, ncells);
+    for (uint64_t v; (v = cell[s]) != 0; s = s + 1 == ncells ? 0 : s + 1)
+        if (CELL_TAG(v) == CELL_TAG(h) && same_key(b, CELL_ENTRY(v) - 1, key))
             break;
     return s;
 }
@@ -148,34 +148,34 @@ uint32_t pb_find(const putbuf *b, bn_key key)
     uint64_t h = hash_key(b->kind, key);
     uint32_t s;
     if (b->n > b->indexed) { /* the newer entry first */
-        s = probe_in(b, b->front, b->front_slots, key, h);
+        s = probe_in(b, b->front, b->front_cells, key, h);
         if (b->front[s])
-            return SLOT_ENTRY(b->front[s]) - 1;
+            return CELL_ENTRY(b->front[s]) - 1;
     }
     if (b->indexed == 0)
         return UINT32_MAX;
-    s = probe_in(b, b->slot, b->nslots, key, h);
-    return b->slot[s] ? SLOT_ENTRY(b->slot[s]) - 1 : UINT32_MAX;
+    s = probe_in(b, b->cell, b->ncells, key, h);
+    return b->cell[s] ? CELL_ENTRY(b->cell[s]) - 1 : UINT32_MAX;
 }
 
 /* Entry i joins the main index at w (w <= i), or gives its value to the
  * older entry of its key there.  Returns where the next entry goes. */
 static uint32_t index_one(putbuf *b, uint32_t i, uint64_t h, uint32_t w)
 {
-    uint32_t s = probe_in(b, b->slot, b->nslots, pb_key(b, i), h);
-    if (b->slot[s]) {
-        pb_entry *old = &b->e[SLOT_ENTRY(b->slot[s]) - 1];
+    uint32_t s = probe_in(b, b->cell, b->ncells, pb_key(b, i), h);
+    if (b->cell[s]) {
+        pb_entry *old = &b->e[CELL_ENTRY(b->cell[s]) - 1];
         old->voff = b->e[i].voff;
         old->vlen = b->e[i].vlen;
         return w;
     }
     b->e[w] = b->e[i];
-    b->slot[s] = SLOT_TAG(h) | (w + 1);
+    b->cell[s] = CELL_TAG(h) | (w + 1);
     return w + 1;
 }
 
 /* Entries [from, to) join the main index, which has room for them, in
- * steps of AHEAD: each step hashes its keys and asks for their slots,
+ * steps of AHEAD: each step hashes its keys and asks for their cells,
  * then probes, so that a step's memory misses overlap.  Returns the
  * entries kept: from plus those whose key the index did not hold. */
 static uint32_t index_range(putbuf *b, uint32_t from, uint32_t to)
@@ -187,7 +187,7 @@ static uint32_t index_range(putbuf *b, uint32_t from, uint32_t to)
         uint32_t m = to - i < AHEAD ? to - i : AHEAD;
         for (uint32_t j = 0; j < m; j++) {
             h[j] = hash_key(b->kind, pb_key(b, i + j));
-            __builtin_prefetch(&b->slot[home_slot(h[j], b->nslots)], 1);
+            __builtin_prefetch(&b->cell[home_cell(h[j], b->ncells)], 1);
         }
         for (uint32_t j = 0; j < m; j++)
             w = index_one(b, i + j, h[j], w);
@@ -206,7 +206,7 @@ void pb_settle(putbuf *b)
 
 static void rehash(putbuf *b)
 {
-    memset(b->slot, 0, (size_t)b->nslots * sizeof *b->slot);
+    memset(b->cell, 0, (size_t)b->ncells * sizeof *b->cell);
     b->indexed = index_range(b, 0, b->indexed);
 }
 
@@ -224,45 +224,45 @@ static uint32_t first_cap(const putbuf *b)
 }
 
 /* Memory a putbuf may hold with cap entries, an arena of acap bytes and
- * a front index of front_slots: the entries, and the index's block (two
- * slots an entry, or an entry's copy while the batch is sorted). */
+ * a front index of front_cells: the entries, and the index's block (two
+ * cells an entry, or an entry's copy while the batch is sorted). */
 #define PER_ENTRY (2 * sizeof(pb_entry))
 
-static size_t arrays_bytes(uint32_t cap, size_t acap, uint32_t front_slots)
+static size_t arrays_bytes(uint32_t cap, size_t acap, uint32_t front_cells)
 {
     return (size_t)cap * PER_ENTRY + acap +
-           (size_t)front_slots * sizeof(uint64_t);
+           (size_t)front_cells * sizeof(uint64_t);
 }
 
-static int alloc_front(putbuf *b, uint32_t slots)
+static int alloc_front(putbuf *b, uint32_t cells)
 {
-    if (!(b->front = big_alloc((size_t)slots * sizeof *b->front, 1)))
+    if (!(b->front = big_alloc((size_t)cells * sizeof *b->front, 1)))
         return BONSAI_NOMEM;
-    b->front_slots = slots;
+    b->front_cells = cells;
     return 0;
 }
 
-/* The front's slots in a budget of max_bytes: at most an eighth of it, so
+/* The front's cells in a budget of max_bytes: at most an eighth of it, so
  * that a small write cache still holds a batch. */
-static uint32_t front_slots_for(size_t max_bytes)
+static uint32_t front_cells_for(size_t max_bytes)
 {
-    uint32_t slots = PB_FRONT_SLOTS;
-    while (slots > 64 && (size_t)slots * sizeof(uint64_t) > max_bytes / 8)
-        slots /= 2;
-    return slots;
+    uint32_t cells = PB_FRONT_CELLS;
+    while (cells > 64 && (size_t)cells * sizeof(uint64_t) > max_bytes / 8)
+        cells /= 2;
+    return cells;
 }
 
 /* The index's block, grown to at least bytes: its contents are not kept
  * (the index is rebuilt, or the block is a sort's scratch). */
-static int slot_block_at_least(putbuf *b, size_t bytes)
+static int cell_block_at_least(putbuf *b, size_t bytes)
 {
-    if (b->slot_bytes >= bytes)
+    if (b->cell_bytes >= bytes)
         return 0;
-    uint64_t *slot = big_resize(b->slot, b->slot_bytes, bytes);
-    if (!slot)
+    uint64_t *cell = big_resize(b->cell, b->cell_bytes, bytes);
+    if (!cell)
         return BONSAI_NOMEM;
-    b->slot = slot;
-    b->slot_bytes = bytes;
+    b->cell = cell;
+    b->cell_bytes = bytes;
     return 0;
 }
 
@@ -273,14 +273,14 @@ static int slot_block_at_least(putbuf *b, size_t bytes)
 static int grow_to(putbuf *b, uint32_t cap)
 {
     /* the index first: its block keeps its size if the entries fail */
-    if (slot_block_at_least(b, (size_t)cap * 2 * sizeof *b->slot))
+    if (cell_block_at_least(b, (size_t)cap * 2 * sizeof *b->cell))
         return BONSAI_NOMEM;
     pb_entry *e = big_resize(b->e, (size_t)b->cap * sizeof *e,
                              (size_t)cap * sizeof *e);
     if (!e)
         return BONSAI_NOMEM;
     b->e = e;
-    b->nslots = cap * 2;
+    b->ncells = cap * 2;
     b->cap = cap;
     rehash(b);
     return 0;
@@ -327,7 +327,7 @@ static int reserve_arena(putbuf *b, size_t more)
  * the entries leave, the last step cut to what is left. */
 int pb_make_room(putbuf *b, size_t payload, size_t max_bytes)
 {
-    uint32_t front = b->front ? b->front_slots : front_slots_for(max_bytes);
+    uint32_t front = b->front ? b->front_cells : front_cells_for(max_bytes);
     size_t need = b->alen + payload;
     uint32_t cap = b->cap;
     if (b->n == cap) {
@@ -367,19 +367,19 @@ static uint64_t arena_add(putbuf *b, const uint8_t *p, uint32_t len)
 
 int pb_put(putbuf *b, bn_key key, const uint8_t *val, uint32_t vlen)
 {
-    if (!b->front && alloc_front(b, PB_FRONT_SLOTS))
+    if (!b->front && alloc_front(b, PB_FRONT_CELLS))
         return BONSAI_NOMEM;
-    if (b->n - b->indexed == b->front_slots / 2)
+    if (b->n - b->indexed == b->front_cells / 2)
         pb_settle(b);
-    /* one probe of the front finds the entry, or the slot a new one takes */
+    /* one probe of the front finds the entry, or the cell a new one takes */
     uint64_t h = hash_key(b->kind, key);
-    uint32_t s = probe_in(b, b->front, b->front_slots, key, h);
+    uint32_t s = probe_in(b, b->front, b->front_cells, key, h);
     int found = b->front[s] != 0;
     size_t kbytes = b->kind == BONSAI_KEY_U64 || found ? 0 : key.len;
     if (reserve_arena(b, kbytes + vlen))
         return BONSAI_NOMEM;
     if (found) {
-        pb_entry *e = &b->e[SLOT_ENTRY(b->front[s]) - 1];
+        pb_entry *e = &b->e[CELL_ENTRY(b->front[s]) - 1];
         e->voff = arena_add(b, val, vlen);
         e->vlen = vlen;
         return 0;
@@ -391,7 +391,7 @@ int pb_put(putbuf *b, bn_key key, const uint8_t *val, uint32_t vlen)
     e->klen = b->kind == BONSAI_KEY_U64 ? 0 : key.len;
     e->voff = arena_add(b, val, vlen);
     e->vlen = vlen;
-    b->front[s] = SLOT_TAG(h) | ++b->n;
+    b->front[s] = CELL_TAG(h) | ++b->n;
     return 0;
 }
 
@@ -555,9 +555,9 @@ static void sort_chunks(const putbuf *b, pb_entry *e, pb_entry *pre,
  * the batch grew in.  NULL if it cannot grow. */
 static pb_entry *index_as_scratch(putbuf *b)
 {
-    if (slot_block_at_least(b, (size_t)b->n * sizeof(pb_entry)))
+    if (cell_block_at_least(b, (size_t)b->n * sizeof(pb_entry)))
         return NULL;
-    return (pb_entry *)(void *)b->slot;
+    return (pb_entry *)(void *)b->cell;
 }
 
 static void sort_bytes(putbuf *b)
@@ -633,8 +633,8 @@ void pb_keep_from(putbuf *b, uint32_t i, int give_back)
 
 size_t pb_mem_bytes(const putbuf *b)
 {
-    return (size_t)b->cap * sizeof(pb_entry) + b->slot_bytes + b->acap +
-           (size_t)b->front_slots * sizeof(uint64_t);
+    return (size_t)b->cap * sizeof(pb_entry) + b->cell_bytes + b->acap +
+           (size_t)b->front_cells * sizeof(uint64_t);
 }
 
 size_t pb_payload_bytes(const putbuf *b)

@@ -29,25 +29,25 @@ typedef struct putbuf {
     unsigned kind;
     pb_entry *e;
     uint32_t n, cap;
-    uint32_t indexed; /* entries [0, indexed) are in slot, later ones in
+    uint32_t indexed; /* entries [0, indexed) are in cell, later ones in
                          front */
-    uint64_t *slot;  /* hash index: entry + 1 (0 for empty) in the low
+    uint64_t *cell;  /* hash index: entry + 1 (0 for empty) in the low
                         half, the key's hash's high half above */
-    uint32_t nslots; /* 2 * cap */
-    size_t slot_bytes; /* slot's block: nslots slots, or more once a
+    uint32_t ncells; /* 2 * cap */
+    size_t cell_bytes; /* cell's block: ncells cells, or more once a
                           sort used it as its scratch */
-    uint64_t *front; /* front_slots slots, as slot, for the newest
-                        entries: a key there may also be in slot, older */
-    uint32_t front_slots; /* PB_FRONT_SLOTS, or fewer in a small budget */
+    uint64_t *front; /* front_cells cells, as cell, for the newest
+                        entries: a key there may also be in cell, older */
+    uint32_t front_cells; /* PB_FRONT_CELLS, or fewer in a small budget */
     uint8_t *arena;  /* key bytes and values, live or replaced */
     size_t alen, acap;
     uint32_t hint;   /* entries of the last batch that freed the arrays */
 } putbuf;
 
 /* Entries the front index holds before they join the main one (at
- * most: half its slots). */
+ * most: half its cells). */
 #define PB_FRONT_MAX 4096u
-#define PB_FRONT_SLOTS (2 * PB_FRONT_MAX)
+#define PB_FRONT_CELLS (2 * PB_FRONT_MAX)
 
 void pb_init(putbuf *b, unsigned kind);
 void pb_free(putbuf *b);

@@ -132,7 +132,7 @@ int tree_split(bonsai_db *db, bt_tree *t, bt_node *n, int append,
     if (t->kind == BONSAI_KEY_BYTES && r->bn.leaf)
         sep = separator(bn_key_at(&n->bn, n->bn.n - 1), sep, buf);
     bt_node *p = n->parent;
-    uint32_t idx = tree_slot_of(p, n);
+    uint32_t idx = tree_index_of(p, n);
     if (idx == UINT32_MAX) {
         rc = BONSAI_CORRUPT;
         goto orphan;
@@ -557,7 +557,7 @@ static int merge_upwards(bonsai_db *db, bt_tree *t, bt_node *n)
         }
         if (!is_small(db, n))
             return 0;
-        uint32_t idx = tree_slot_of(p, n);
+        uint32_t idx = tree_index_of(p, n);
         if (idx == UINT32_MAX)
             return BONSAI_CORRUPT;
         bt_node *sib;

@@ -68,7 +68,7 @@ int tree_descend(bonsai_db *db, bt_tree *t, bn_key key, unsigned level,
                  bt_node **out, bn_key *bound, int *has_bound);
 /* Index of child in parent, found by its first key and checked
  * (UINT32_MAX: not there). */
-uint32_t tree_slot_of(const bt_node *parent, const bt_node *child);
+uint32_t tree_index_of(const bt_node *parent, const bt_node *child);
 /* Points the parent links of n's decoded children back at n. */
 void tree_adopt_children(bt_node *n);
 

@@ -1030,7 +1030,7 @@ int ug_decode(const uint8_t *s, const uint8_t *end, uint64_t first,
 /* ---- keys put where the form lies ---------------------------------------- */
 
 /* A group of the new form: kept as the old form's bytes (keys NULL), or
- * decoded into a slot of UG_MAX + 1 keys. */
+ * decoded into a block of UG_MAX + 1 keys. */
 typedef struct ug_out {
     uint64_t first;
     uint32_t cnt;
@@ -1042,12 +1042,12 @@ typedef struct ug_out {
 typedef struct ug_adding {
     ug_out *g;
     uint32_t groups, groups_cap;
-    uint64_t *slots;
-    uint32_t slots_used, slots_cap;
+    uint64_t *blocks;
+    uint32_t blocks_used, blocks_cap;
     const uint8_t *end; /* of the old form */
 } ug_adding;
 
-#define SLOT_KEYS (UG_MAX + 1u)
+#define BLOCK_KEYS (UG_MAX + 1u)
 
 size_t ug_add_scratch(uint32_t n, uint32_t m)
 {
@@ -1056,15 +1056,15 @@ size_t ug_add_scratch(uint32_t n, uint32_t m)
      * most three (the two it chooses between and the one it adds, or the
      * one it falls into and the two it adds) */
     size_t groups = (size_t)n + 2 * (size_t)m + 1;
-    size_t slots = 3 * (size_t)m + 1;
-    return groups * sizeof(ug_out) + slots * SLOT_KEYS * sizeof(uint64_t);
+    size_t blocks = 3 * (size_t)m + 1;
+    return groups * sizeof(ug_out) + blocks * BLOCK_KEYS * sizeof(uint64_t);
 }
 
-static uint64_t *take_slot(ug_adding *a)
+static uint64_t *take_block(ug_adding *a)
 {
-    if (a->slots_used == a->slots_cap)
+    if (a->blocks_used == a->blocks_cap)
         return NULL;
-    return a->slots + (size_t)a->slots_used++ * SLOT_KEYS;
+    return a->blocks + (size_t)a->blocks_used++ * BLOCK_KEYS;
 }
 
 /* Gives o its keys; -1 when the scratch is spent or a number overflows. */
@@ -1072,7 +1072,7 @@ static int decode_out(ug_adding *a, ug_out *o)
 {
     if (o->keys)
         return 0;
-    uint64_t *k = take_slot(a);
+    uint64_t *k = take_block(a);
     if (!k)
         return -1;
     k[0] = o->first;
@@ -1087,7 +1087,7 @@ static int decode_out(ug_adding *a, ug_out *o)
 static ug_out *new_group(ug_adding *a, uint32_t at, const uint64_t *keys,
                          uint32_t cnt)
 {
-    uint64_t *k = take_slot(a);
+    uint64_t *k = take_block(a);
     if (!k || a->groups == a->groups_cap)
         return NULL;
     memmove(a->g + at + 1, a->g + at, (a->groups - at) * sizeof a->g[0]);
@@ -1302,9 +1302,9 @@ int ug_add(const uint8_t *s, const uint8_t *end, uint64_t first, uint32_t n,
     ug_adding a;
     a.g = scratch;
     a.groups_cap = n + 2 * m + 1;
-    a.slots = (uint64_t *)(a.g + a.groups_cap);
-    a.slots_used = 0;
-    a.slots_cap = 3 * m + 1;
+    a.blocks = (uint64_t *)(a.g + a.groups_cap);
+    a.blocks_used = 0;
+    a.blocks_cap = 3 * m + 1;
     a.end = end;
     if (load_groups(&a, &x, first, n))
         return -1;

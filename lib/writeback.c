@@ -20,7 +20,7 @@ static int point_parent_at(bonsai_db *db, bt_node *n, bn_ext e)
     bt_tree *t = n->tree;
     bn_ext *c = &t->root.ext;
     if (n->parent) {
-        uint32_t idx = tree_slot_of(n->parent, n);
+        uint32_t idx = tree_index_of(n->parent, n);
         if (idx == UINT32_MAX)
             return BONSAI_CORRUPT;
         c = &n->parent->bn.child[idx].ext;
@@ -50,7 +50,7 @@ static void undo_plan(bonsai_db *db, size_t alloc0, size_t release0)
          * moved the child to a new sibling of its parent, or put a new
          * root above it */
         bt_node *p = u->child->parent;
-        uint32_t idx = p ? tree_slot_of(p, u->child) : 0;
+        uint32_t idx = p ? tree_index_of(p, u->child) : 0;
         if (!p)
             u->tree->root.ext = u->old;
         else if (idx != UINT32_MAX)

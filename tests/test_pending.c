@@ -651,8 +651,8 @@ Test(pending, batch_memory_stays_within_its_budget)
             }
             cr_assert_eq(rc, BONSAI_FULL);
             size_t held = (size_t)b.cap * sizeof(pb_entry) +
-                          b.slot_bytes + b.acap +
-                          (size_t)b.front_slots * sizeof(uint64_t);
+                          b.cell_bytes + b.acap +
+                          (size_t)b.front_cells * sizeof(uint64_t);
             cr_assert_geq(pb_mem_bytes(&b), held, "budget %zu", max);
             /* the batch uses the room: half of it at least where the
              * arena's doublings leave that much */
