@@ -447,13 +447,14 @@ BONSAI_API int bonsai_map_open(bonsai_db *db, bonsai_txn *txn, const char *name,
 /* Map handles, as LMDB's database handles: opening (or creating) a map
  * that is open already gives the same handle, and a handle lasts until
  * the store closes, so most programs never close one.  A handle holds
- * one of BONSAI_MAX_MAPS slots, though: a program that goes through more
- * maps than that (bonsai-dump and bonsai-load do) closes each when done.
+ * one of the store's BONSAI_MAX_MAPS entries, though: a program that goes
+ * through more maps than that (bonsai-dump and bonsai-load do) closes each
+ * when done.
  *
  * bonsai_map_close undoes one bonsai_map_open or bonsai_map_create that
  * gave this handle (BONSAI_EXISTS with *map set counts); the last one
  * frees it, and the handle must not be used again (another map may get
- * its slot).  Changes to the map in the open write transaction (or, in
+ * its entry).  Changes to the map in the open write transaction (or, in
  * no-transaction mode, not yet written back) stay: they are moved into
  * the transaction's catalog first, and commit or abort as usual; call it
  * then from the thread that runs the transaction.  The map itself is not

@@ -29,7 +29,7 @@
 #include "region.h"
 #include "vec.h"
 
-typedef struct bonsai_map_s map_slot;
+typedef struct bonsai_map_s map_entry;
 
 /* How a reader reads a tree: the page limit its snapshot vouches for, the
  * cache its packed nodes unpack into, (a read transaction's; NULL for
@@ -66,16 +66,16 @@ typedef struct ext_undo {
     bn_ext old;
 } ext_undo;
 
-/* A map handle's slot (bonsai_map points at one).  db and index never
- * change; name and kind not while the slot is in use (name not NULL).
- * The last bonsai_map_close frees the slot (gen counts that) and a later
- * open may take it again, both under db->lock.  opens and cursors are
- * kept under db->lock; the rest is the writer's. */
+/* An entry of the map table (bonsai_map points at one).  db and index
+ * never change; name and kind not while the entry is in use (name not
+ * NULL).  The last bonsai_map_close frees the entry (gen counts that)
+ * and a later open may take it again, both under db->lock.  opens and
+ * cursors are kept under db->lock; the rest is the writer's. */
 struct bonsai_map_s {
     bonsai_db *db;
     uint32_t index;
-    uint32_t gen;     /* times the slot was freed */
-    char *name;       /* NULL: a free slot */
+    uint32_t gen;     /* times the entry was freed */
+    char *name;       /* NULL: a free entry */
     unsigned kind;
     uint64_t opens;   /* handles given out by open and create, not closed */
     uint32_t cursors; /* cursors open on the map */
@@ -120,7 +120,7 @@ struct bonsai_db {
                              a change failing with write_gen there left
                              the trees whole */
     bt_tree catalog;
-    map_slot *maps;
+    map_entry *maps;
     uint32_t nmaps, cap_maps;
     ptrvec dirty;        /* decoded nodes changed since the last flush */
     ptrvec leaves;       /* decoded leaves (evicted after a flush) */
@@ -213,12 +213,12 @@ struct bonsai_txn {
     bx_meta snap;        /* read: the meta it sees */
     int listed;          /* read: in db->readers */
     int in_slot;         /* read: published in db->rt ... */
-    uint32_t slot;       /* ... in this slot */
+    uint32_t slot;       /* ... in this reader slot */
     pk_cache uc;         /* read: its unpacked images */
     br_cache br;         /* read: its decoded branches */
-    struct rmap {        /* read: trees by map slot, loaded lazily */
+    struct rmap {        /* read: trees by map entry, loaded lazily */
         bt_tree t;
-        uint32_t gen;    /* the slot's gen when loaded */
+        uint32_t gen;    /* the entry's gen when loaded */
         uint8_t state;   /* 0 not yet, 1 loaded, 2 missing */
     } *rmaps;
     uint32_t nrmaps;

@@ -2,7 +2,7 @@
 /*
  * mapcalls.c - the public calls on named maps: create, open, drop, list
  * and close, each run as a change or a read of the store (txn.c) over the
- * slots and records of maps.c.
+ * entries and records of maps.c.
  */
 #include "maps.h"
 
@@ -31,7 +31,7 @@ static int lookup(bonsai_db *db, bonsai_txn *txn, const char *name,
         bt_rd rd = {txn->snap.end, &txn->uc, NULL, 0};
         return maps_find_record(db, &rd, &cat, name, t);
     }
-    map_slot *s = maps_writer_slot(db, name);
+    map_entry *s = maps_writer_entry(db, name);
     if (s) {
         t->kind = s->kind;
         return 0;
@@ -50,13 +50,13 @@ static int create_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     int rc = lookup(db, txn, a->name, &t);
     if (rc == 0) {
         if (t.kind == a->kind)
-            maps_get_slot(db, a->name, t.kind, 1, a->map);
+            maps_get_entry(db, a->name, t.kind, 1, a->map);
         return BONSAI_EXISTS;
     }
     if (rc != BONSAI_NOTFOUND)
         return rc;
-    map_slot *s;
-    if ((rc = maps_get_slot(db, a->name, a->kind, 1, &s)))
+    map_entry *s;
+    if ((rc = maps_get_entry(db, a->name, a->kind, 1, &s)))
         return rc;
     if (s->loaded)
         bt_discard(db, &s->w);
@@ -90,8 +90,8 @@ static int open_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     int rc = lookup(db, txn, a->name, &t);
     if (rc)
         return rc;
-    map_slot *s;
-    if ((rc = maps_get_slot(db, a->name, t.kind, 1, &s)))
+    map_entry *s;
+    if ((rc = maps_get_entry(db, a->name, t.kind, 1, &s)))
         return rc;
     *a->map = s;
     if (a->kind_out)
@@ -116,8 +116,8 @@ static int drop_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     int rc = lookup(db, txn, a->name, &t);
     if (rc)
         return rc;
-    map_slot *s;
-    if ((rc = maps_get_slot(db, a->name, t.kind, 0, &s)))
+    map_entry *s;
+    if ((rc = maps_get_entry(db, a->name, t.kind, 0, &s)))
         return rc;
     bt_tree *w;
     if ((rc = maps_writer_tree(db, s, &w)))
@@ -152,12 +152,12 @@ typedef struct list_arg {
     void *ctx;
     bonsai_db *db;
     int writer;          /* the writer's view: its maps over the catalog */
-    map_slot **created;  /* writer: maps with no record yet, by name ... */
+    map_entry **created;  /* writer: maps with no record yet, by name ... */
     uint32_t ncreated, next; /* ... and the next one to list */
 } list_arg;
 
 /* A writer's map as it is, with its waiting puts that add keys. */
-static int list_slot(list_arg *a, map_slot *s)
+static int list_entry(list_arg *a, map_entry *s)
 {
     uint64_t adds;
     int rc = put_new_keys(a->db, s, &adds);
@@ -169,13 +169,13 @@ static int list_slot(list_arg *a, map_slot *s)
 static int list_created_before(list_arg *a, const char *name)
 {
     for (; a->next < a->ncreated; a->next++) {
-        map_slot *s = a->created[a->next];
+        map_entry *s = a->created[a->next];
         int order = name ? strcmp(s->name, name) : -1;
         if (order == 0)
             a->next++;
         if (order >= 0)
             return 0;
-        int rc = list_slot(a, s);
+        int rc = list_entry(a, s);
         if (rc)
             return rc;
     }
@@ -198,16 +198,16 @@ static int list_one(void *ctx, const char *name, const bt_tree *t)
     int rc = list_created_before(a, name);
     if (rc)
         return rc;
-    map_slot *s = maps_writer_slot(a->db, name);
+    map_entry *s = maps_writer_entry(a->db, name);
     if (s)
-        return list_slot(a, s);
+        return list_entry(a, s);
     return dropped_here(a->db, name) ? 0 : a->fn(a->ctx, name, t->kind,
                                                   t->count);
 }
 
 static int by_name(const void *x, const void *y)
 {
-    const map_slot *const *a = x, *const *b = y;
+    const map_entry *const *a = x, *const *b = y;
     return strcmp((*a)->name, (*b)->name);
 }
 
@@ -219,7 +219,7 @@ static int gather_created(bonsai_db *db, list_arg *a)
     if (!a->created)
         return BONSAI_NOMEM;
     for (uint32_t i = 0; i < db->nmaps; i++) {
-        map_slot *s = &db->maps[i];
+        map_entry *s = &db->maps[i];
         if (s->created && s->live && s->loaded && !s->dropped)
             a->created[a->ncreated++] = s;
     }
@@ -264,7 +264,7 @@ int bonsai_map_list(bonsai_db *db, bonsai_txn *txn, bonsai_map_fn fn,
 static int settle_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
 {
     (void)txn;
-    map_slot *s = argp;
+    map_entry *s = argp;
     int rc = put_apply_waiting(db, s);
     if (rc == 0)
         rc = bt_flush(db);
@@ -290,10 +290,10 @@ int bonsai_map_close(bonsai_db *db, bonsai_map map)
         return rc;
     /* changes only a write transaction (or, without transactions, the
      * store) holds go into its catalog first: nothing is lost with the
-     * slot, and commit or abort still takes them or leaves them */
+     * entry, and commit or abort still takes them or leaves them */
     if (maps_unsettled(map) && (wtxn || !db->cow) &&
         (rc = txn_change(db, wtxn, settle_fn, map)))
         return rc;
-    maps_release_slot(db, map);
+    maps_release_entry(db, map);
     return 0;
 }

@@ -1,19 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * maps.c - named maps: the handle slots and the catalog's records (the
+ * maps.c - named maps: the map table's entries and the catalog's records (the
  * public calls on them are in mapcalls.c).
  *
  * The catalog is a byte-key tree: key = map name (1..255 bytes), value =
  * the map's 24-byte record (meta.h).  db->maps is a fixed array of
- * BONSAI_MAX_MAPS slots, so a bonsai_map pointer stays valid until its
- * last bonsai_map_close (or the db's close); a slot is published (nmaps
- * raised, or a free slot taken) under db->lock once its name and kind
- * are set.  A slot is freed only when its map's state is in the catalog
+ * BONSAI_MAX_MAPS entries, so a bonsai_map pointer stays valid until its
+ * last bonsai_map_close (or the db's close); an entry is published (nmaps
+ * raised, or a free entry taken) under db->lock once its name and kind
+ * are set.  An entry is freed only when its map's state is in the catalog
  * the writer sees (settled, below), so freeing it loses nothing; its gen
  * tells read snapshots that it may name another map now.
- * A slot is one (name, kind): a map dropped and created again with the
- * other kind in one transaction leaves two slots of one name, the dropped
- * one and the live one, and the name's record is the live one's.
+ * An entry is one (name, kind): a map dropped and created again with
+ * the other kind in one transaction leaves two entries of one name, the
+ * dropped one and the live one, and the name's record is the live one's.
  */
 #include "maps.h"
 
@@ -99,12 +99,12 @@ int maps_each_record(bonsai_db *db, const bt_rd *rd, const bt_tree *catalog,
     return rc == BONSAI_NOTFOUND ? 0 : rc;
 }
 
-/* ---- slots ------------------------------------------------------------- */
+/* ---- entries ----------------------------------------------------------- */
 
-map_slot *maps_writer_slot(bonsai_db *db, const char *name)
+map_entry *maps_writer_entry(bonsai_db *db, const char *name)
 {
     for (uint32_t i = 0; i < db->nmaps; i++) {
-        map_slot *s = &db->maps[i];
+        map_entry *s = &db->maps[i];
         if (s->loaded && s->live && !s->dropped &&
             strcmp(s->name, name) == 0)
             return s;
@@ -112,15 +112,15 @@ map_slot *maps_writer_slot(bonsai_db *db, const char *name)
     return NULL;
 }
 
-/* A free slot (one a close left, or a new one), under db->lock. */
-static map_slot *free_slot(bonsai_db *db)
+/* A free entry (one a close left, or a new one), under db->lock. */
+static map_entry *free_entry(bonsai_db *db)
 {
     for (uint32_t i = 0; i < db->nmaps; i++)
         if (!db->maps[i].name)
             return &db->maps[i];
     if (db->nmaps == BONSAI_MAX_MAPS)
         return NULL;
-    map_slot *s = &db->maps[db->nmaps];
+    map_entry *s = &db->maps[db->nmaps];
     memset(s, 0, sizeof *s);
     s->db = db;
     s->index = db->nmaps;
@@ -129,14 +129,14 @@ static map_slot *free_slot(bonsai_db *db)
     return s;
 }
 
-/* The slot of that name and kind, or a free one given them.  handle: the
- * slot is given to the caller as a handle (counted in opens). */
-int maps_get_slot(bonsai_db *db, const char *name, unsigned kind,
-                    int handle, map_slot **out)
+/* The entry of that name and kind, or a free one given them.  handle: the
+ * entry is given to the caller as a handle (counted in opens). */
+int maps_get_entry(bonsai_db *db, const char *name, unsigned kind,
+                    int handle, map_entry **out)
 {
     int rc = 0;
     pthread_mutex_lock(&db->lock);
-    map_slot *s = NULL;
+    map_entry *s = NULL;
     for (uint32_t i = 0; i < db->nmaps && !s; i++)
         if (db->maps[i].name && db->maps[i].kind == kind &&
             strcmp(db->maps[i].name, name) == 0)
@@ -145,12 +145,12 @@ int maps_get_slot(bonsai_db *db, const char *name, unsigned kind,
         char *copy = strdup(name);
         if (!copy)
             rc = BONSAI_NOMEM;
-        else if (!(s = free_slot(db)))
+        else if (!(s = free_entry(db)))
             rc = BONSAI_MAPS_FULL;
         if (rc) {
             free(copy);
         } else {
-            /* the writer's fields are as a free slot has them: zero */
+            /* the writer's fields are as a free entry has them: zero */
             s->name = copy;
             s->kind = kind;
             s->pb.kind = kind;
@@ -163,7 +163,7 @@ int maps_get_slot(bonsai_db *db, const char *name, unsigned kind,
     return rc;
 }
 
-void maps_forget_waiting(bonsai_db *db, map_slot *s)
+void maps_forget_waiting(bonsai_db *db, map_entry *s)
 {
     size_t before = pb_mem_bytes(&s->pb);
     db->waiting -= s->pb.n;
@@ -172,9 +172,9 @@ void maps_forget_waiting(bonsai_db *db, map_slot *s)
     db->waiting_bytes = db->waiting_bytes - before + pb_mem_bytes(&s->pb);
 }
 
-/* Frees a slot whose writer state is settled: nothing in it is unknown
+/* Frees an entry whose writer state is settled: nothing in it is unknown
  * to the catalog the writer sees. */
-void maps_release_slot(bonsai_db *db, map_slot *s)
+void maps_release_entry(bonsai_db *db, map_entry *s)
 {
     if (s->loaded)
         bt_discard(db, &s->w);
@@ -193,8 +193,8 @@ void maps_release_slot(bonsai_db *db, map_slot *s)
     free(name);
 }
 
-/* Does the slot hold changes the writer's catalog does not know yet? */
-int maps_unsettled(const map_slot *s)
+/* Does the entry hold changes the writer's catalog does not know yet? */
+int maps_unsettled(const map_entry *s)
 {
     return s->pb.n || (s->loaded && (s->w.record_dirty || s->dropped));
 }
@@ -255,7 +255,7 @@ int maps_reader_tree(bonsai_txn *txn, bonsai_map map, bt_tree **t)
     }
     struct rmap *r = &txn->rmaps[i];
     if (r->state == 0 || r->gen != map->gen) {
-        /* not looked up yet, or for the map a closed slot named before */
+        /* not looked up yet, or for the map a closed entry named before */
         bt_tree cat = {.kind = BONSAI_KEY_BYTES, .depth = txn->snap.cat_depth,
                        .count = txn->snap.cat_count};
         cat.root.ext = txn->snap.cat_root;
@@ -274,8 +274,8 @@ int maps_reader_tree(bonsai_txn *txn, bonsai_map map, bt_tree **t)
 
 /* ---- records, commit and abort ----------------------------------------- */
 
-/* The record deletion a dropped slot owes (w.record_dirty), once. */
-static int delete_record(bonsai_db *db, map_slot *s)
+/* The record deletion a dropped entry owes (w.record_dirty), once. */
+static int delete_record(bonsai_db *db, map_entry *s)
 {
     if (!s->w.record_dirty)
         return 0;
@@ -287,13 +287,13 @@ static int delete_record(bonsai_db *db, map_slot *s)
     return rc;
 }
 
-/* Before a live slot stores its name's record, the dropped slots of that
+/* Before a live entry stores its name's record, the dropped entries of that
  * name delete theirs: so the live record is the one that stays, even when
- * the live slot is closed (and freed) before the commit. */
-static int delete_dropped_records(bonsai_db *db, const map_slot *live)
+ * the live entry is closed (and freed) before the commit. */
+static int delete_dropped_records(bonsai_db *db, const map_entry *live)
 {
     for (uint32_t i = 0; i < db->nmaps; i++) {
-        map_slot *s = &db->maps[i];
+        map_entry *s = &db->maps[i];
         if (s != live && s->loaded && s->dropped &&
             strcmp(s->name, live->name) == 0) {
             int rc = delete_record(db, s);
@@ -304,13 +304,13 @@ static int delete_dropped_records(bonsai_db *db, const map_slot *live)
     return 0;
 }
 
-int maps_store_record(bonsai_db *db, map_slot *s)
+int maps_store_record(bonsai_db *db, map_entry *s)
 {
     if (s->dropped) {
-        /* a map created again under the name, in another slot when the
+        /* a map created again under the name, in another entry when the
          * kind differs, owns the record now: deleting it, before or
          * after that map stored it, would lose the map */
-        if (maps_writer_slot(db, s->name))
+        if (maps_writer_entry(db, s->name))
             return 0;
         return delete_record(db, s);
     }
@@ -333,7 +333,7 @@ int maps_store_record(bonsai_db *db, map_slot *s)
 int maps_store_records(bonsai_db *db)
 {
     for (uint32_t i = 0; i < db->nmaps; i++) {
-        map_slot *s = &db->maps[i];
+        map_entry *s = &db->maps[i];
         if (!s->loaded)
             continue;
         int rc = maps_store_record(db, s);
@@ -346,26 +346,26 @@ int maps_store_records(bonsai_db *db)
 void maps_mark_records_dirty(bonsai_db *db)
 {
     for (uint32_t i = 0; i < db->nmaps; i++) {
-        map_slot *s = &db->maps[i];
+        map_entry *s = &db->maps[i];
         if (s->loaded && s->live)
             s->w.record_dirty = 1;
     }
 }
 
-/* A slot no handle names (taken by a drop) is freed once settled. */
-void maps_release_if_unused(bonsai_db *db, map_slot *s)
+/* An entry no handle names (taken by a drop) is freed once settled. */
+void maps_release_if_unused(bonsai_db *db, map_entry *s)
 {
     pthread_mutex_lock(&db->lock);
     int unused = s->name && !s->opens && !s->cursors;
     pthread_mutex_unlock(&db->lock);
     if (unused)
-        maps_release_slot(db, s);
+        maps_release_entry(db, s);
 }
 
 void maps_after_commit(bonsai_db *db)
 {
     for (uint32_t i = 0; i < db->nmaps; i++) {
-        map_slot *s = &db->maps[i];
+        map_entry *s = &db->maps[i];
         if (s->dropped) {
             s->live = 0;
             s->loaded = 0;
@@ -379,7 +379,7 @@ void maps_after_commit(bonsai_db *db)
 void maps_after_abort(bonsai_db *db)
 {
     for (uint32_t i = 0; i < db->nmaps; i++) {
-        map_slot *s = &db->maps[i];
+        map_entry *s = &db->maps[i];
         if (s->created)
             s->live = 0;
         s->created = 0;

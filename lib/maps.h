@@ -3,7 +3,7 @@
  * maps.h - named maps: the handle table, and the catalog tree that maps
  * each name to a record (kind, flags, depth, root, count; see meta.h).
  *
- * The writer keeps each map's tree in its handle slot and writes changed
+ * The writer keeps each map's tree in its handle entry and writes changed
  * records into the catalog only when it makes state durable (commit,
  * write-back), and without transactions a new map's record when the map
  * is created (put_new_record).  A listing reads the writer's maps
@@ -43,7 +43,7 @@ int maps_reader_tree(bonsai_txn *txn, bonsai_map map, bt_tree **t);
 
 /* Writes the map's record into the catalog if it changed (deletes a
  * dropped map's record). */
-int maps_store_record(bonsai_db *db, map_slot *s);
+int maps_store_record(bonsai_db *db, map_entry *s);
 
 /* Writes every changed record into the catalog (and deletes dropped
  * maps' records). */
@@ -52,27 +52,27 @@ int maps_store_records(bonsai_db *db);
  * harmless): after the catalog was put back as it was. */
 void maps_mark_records_dirty(bonsai_db *db);
 
-/* ---- slots ---- */
+/* ---- entries ---- */
 
-/* The writer's live slot of that name, or NULL. */
-map_slot *maps_writer_slot(bonsai_db *db, const char *name);
+/* The writer's live entry of that name, or NULL. */
+map_entry *maps_writer_entry(bonsai_db *db, const char *name);
 
-/* The slot of that name and kind, or a free one given them.  handle: the
- * slot is given to the caller as a handle (counted in opens). */
-int maps_get_slot(bonsai_db *db, const char *name, unsigned kind,
-                  int handle, map_slot **out);
+/* The entry of that name and kind, or a free one given them.  handle: the
+ * entry is given to the caller as a handle (counted in opens). */
+int maps_get_entry(bonsai_db *db, const char *name, unsigned kind,
+                  int handle, map_entry **out);
 
-/* Does the slot hold changes the writer's catalog does not know yet? */
-int maps_unsettled(const map_slot *s);
+/* Does the entry hold changes the writer's catalog does not know yet? */
+int maps_unsettled(const map_entry *s);
 
-/* Frees a slot whose writer state is settled: nothing in it is unknown
+/* Frees an entry whose writer state is settled: nothing in it is unknown
  * to the catalog the writer sees. */
-void maps_release_slot(bonsai_db *db, map_slot *s);
+void maps_release_entry(bonsai_db *db, map_entry *s);
 /* Frees it if no handle or cursor names it (one a drop took). */
-void maps_release_if_unused(bonsai_db *db, map_slot *s);
+void maps_release_if_unused(bonsai_db *db, map_entry *s);
 
-/* Drops the puts waiting in the slot, and their count in the cache. */
-void maps_forget_waiting(bonsai_db *db, map_slot *s);
+/* Drops the puts waiting in the entry, and their count in the cache. */
+void maps_forget_waiting(bonsai_db *db, map_entry *s);
 
 void maps_after_commit(bonsai_db *db);
 void maps_after_abort(bonsai_db *db);

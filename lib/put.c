@@ -124,7 +124,7 @@ static int append_now(bonsai_db *db, bt_tree *t, bn_key key,
     return bt_append(db, t, tail, key, val, vlen);
 }
 
-int put_append_direct(bonsai_db *db, map_slot *s, bn_key key,
+int put_append_direct(bonsai_db *db, map_entry *s, bn_key key,
                       const uint8_t *val, uint32_t vlen, int *done)
 {
     *done = 0;
@@ -256,7 +256,7 @@ static int check_absent(bonsai_db *db, const bt_tree *t, bn_key key)
     return rc == 0 ? BONSAI_EXISTS : rc == BONSAI_NOTFOUND ? 0 : rc;
 }
 
-static int wait_put(bonsai_db *db, map_slot *s, bn_key key,
+static int wait_put(bonsai_db *db, map_entry *s, bn_key key,
                     const uint8_t *val, uint32_t vlen)
 {
     putbuf *b = &s->pb;
@@ -271,7 +271,7 @@ static int wait_put(bonsai_db *db, map_slot *s, bn_key key,
     return 0;
 }
 
-int put_key(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key,
+int put_key(bonsai_db *db, map_entry *s, bt_tree *t, bn_key key,
             const uint8_t *val, uint32_t vlen, unsigned flags)
 {
     int rc;
@@ -326,7 +326,7 @@ int put_reserve(bonsai_db *db, uint32_t runs, uint32_t vlen)
     return room_reserve(db, runs, vlen);
 }
 
-int put_new_record(bonsai_db *db, map_slot *s)
+int put_new_record(bonsai_db *db, map_entry *s)
 {
     int rc = BONSAI_FULL;
     if (db->opt.write_cache_bytes)
@@ -336,7 +336,7 @@ int put_new_record(bonsai_db *db, map_slot *s)
     return rc ? rc : maps_store_record(db, s);
 }
 
-int put_del(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key)
+int put_del(bonsai_db *db, map_entry *s, bt_tree *t, bn_key key)
 {
     int rc;
     /* a delete of an absent key changes nothing and needs no room: it is
@@ -393,7 +393,7 @@ static int put_run_decoded(bonsai_db *db, bt_tree *t, const putbuf *b,
  * the leaf's image where it lies when that needs neither decoding nor
  * room, else through the decoded leaf.  *to = the first entry not
  * applied. */
-static int apply_run(bonsai_db *db, map_slot *s, uint32_t from, uint32_t *to)
+static int apply_run(bonsai_db *db, map_entry *s, uint32_t from, uint32_t *to)
 {
     bt_tree *t = &s->w;
     uint32_t max = s->pb.n - from < ROOM_RUN_MAX ? s->pb.n - from
@@ -432,7 +432,7 @@ static int apply_run(bonsai_db *db, map_slot *s, uint32_t from, uint32_t *to)
 /* Asks for the leaves of the keys from *next up to AHEAD_KEYS past i
  * (*last: the page of the leaf asked for last).  Measured without
  * copy-on-write or compression only, so only there. */
-static void ask_ahead(bonsai_db *db, map_slot *s, uint32_t i, uint32_t *next,
+static void ask_ahead(bonsai_db *db, map_entry *s, uint32_t i, uint32_t *next,
                       uint64_t *last)
 {
     if (db->cow || db->opt.compression != BONSAI_COMPRESS_NONE)
@@ -445,7 +445,7 @@ static void ask_ahead(bonsai_db *db, map_slot *s, uint32_t i, uint32_t *next,
         bt_prefetch_leaf(db, &s->w, pb_key(b, *next), last);
 }
 
-int put_apply_waiting(bonsai_db *db, map_slot *s)
+int put_apply_waiting(bonsai_db *db, map_entry *s)
 {
     putbuf *b = &s->pb;
     if (b->n == 0)
@@ -493,7 +493,7 @@ void put_give_back(bonsai_db *db)
     }
 }
 
-int put_new_keys(bonsai_db *db, map_slot *s, uint64_t *n)
+int put_new_keys(bonsai_db *db, map_entry *s, uint64_t *n)
 {
     putbuf *b = &s->pb;
     size_t mem0 = pb_mem_bytes(b), payload0 = pb_payload_bytes(b);
@@ -512,7 +512,7 @@ int put_new_keys(bonsai_db *db, map_slot *s, uint64_t *n)
     return 0;
 }
 
-int put_waiting_get(const map_slot *s, bn_key key, bonsai_val *out)
+int put_waiting_get(const map_entry *s, bn_key key, bonsai_val *out)
 {
     uint32_t i = pb_find(&s->pb, key);
     if (i == UINT32_MAX)

@@ -49,7 +49,7 @@
 #include "internal.h"
 
 /* A put of the write path: waits when it may, else goes to the tree. */
-int put_key(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key,
+int put_key(bonsai_db *db, map_entry *s, bt_tree *t, bn_key key,
             const uint8_t *val, uint32_t vlen, unsigned flags);
 
 /* A delete of the write path: the map's waiting puts are applied first,
@@ -59,7 +59,7 @@ int put_key(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key,
  * needs no room (bt_del_in_place), else, with nothing cached, it is
  * written at once.  Puts leave what such a delete may need (one node run),
  * so that a full store can still be emptied. */
-int put_del(bonsai_db *db, map_slot *s, bt_tree *t, bn_key key);
+int put_del(bonsai_db *db, map_entry *s, bt_tree *t, bn_key key);
 
 /* Room for a change that may need `runs` node runs (and a value of vlen
  * bytes, or ROOM_DELETE) beside the cached changes and the waiting puts:
@@ -72,20 +72,20 @@ int put_reserve(bonsai_db *db, uint32_t runs, uint32_t vlen);
  * catalog may split), and that write-back would fail.  Room is made for
  * it as for a put; with nothing cached it is written at once, or not at
  * all (BONSAI_FULL: the catalog as it was). */
-int put_new_record(bonsai_db *db, map_slot *s);
+int put_new_record(bonsai_db *db, map_entry *s);
 
 /* A sequential load's put without a transaction: into the decoded last
  * leaf at once, without the layers of the general path (txn_change,
  * put_key), when nothing waits and the write cache is on.  The caller
  * has asked txn_direct_ok whether a change may be made directly at all.
  * *done = 0 when it does not apply: the caller takes the general path. */
-int put_append_direct(bonsai_db *db, map_slot *s, bn_key key,
+int put_append_direct(bonsai_db *db, map_entry *s, bn_key key,
                       const uint8_t *val, uint32_t vlen, int *done);
 
 /* Applies the map's waiting puts.  On failure the ones not applied still
  * wait; a failure half way through a put fails the writer as any failed
  * change does. */
-int put_apply_waiting(bonsai_db *db, map_slot *s);
+int put_apply_waiting(bonsai_db *db, map_entry *s);
 int put_apply_all(bonsai_db *db);
 
 /* Gives back the arrays the maps' empty batches keep for the next: an
@@ -95,9 +95,9 @@ void put_give_back(bonsai_db *db);
 
 /* How many of the map's waiting puts add a key (the others overwrite):
  * found by looking each up, without applying any. */
-int put_new_keys(bonsai_db *db, map_slot *s, uint64_t *n);
+int put_new_keys(bonsai_db *db, map_entry *s, uint64_t *n);
 
 /* A waiting put's value for key: 0, or BONSAI_NOTFOUND. */
-int put_waiting_get(const map_slot *s, bn_key key, bonsai_val *out);
+int put_waiting_get(const map_entry *s, bn_key key, bonsai_val *out);
 
 #endif

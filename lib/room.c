@@ -189,7 +189,7 @@ static int defrag_all(bonsai_db *db)
 {
     int rc = bt_defrag(db, &db->catalog);
     for (uint32_t i = 0; i < db->nmaps && rc == 0; i++) {
-        map_slot *s = &db->maps[i];
+        map_entry *s = &db->maps[i];
         if (s->name && s->live && s->loaded && !s->dropped)
             rc = bt_defrag(db, &s->w);
     }
