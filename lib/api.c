@@ -9,6 +9,7 @@
 #include "api.h"
 #include "btree.h"
 #include "cache.h"
+#include "change.h"
 #include "maps.h"
 #include "put.h"
 #include "txn.h"
@@ -113,7 +114,7 @@ int bonsai_put(bonsai_txn *txn, bonsai_map map, const bonsai_val *key,
         a.val = val->data;
         a.vlen = (uint32_t)val->size;
     }
-    if (!txn && txn_direct_ok(map->db)) {
+    if (!txn && change_direct_ok(map->db)) {
         int done;
         rc = put_append_direct(map->db, map, a.key, a.val, a.vlen, &done);
         if (done)

@@ -8,8 +8,8 @@
  *   situation                                      path            function
  *   no transaction, cache on, nothing waiting,     direct append   put_append_direct
  *     key after every other of the decoded last
- *     leaf, inline value (api.c asks txn.c
- *     txn_direct_ok first)
+ *     leaf, inline value (api.c asks change.c
+ *     change_direct_ok first)
  *   key already waiting, inline value              replaces it     wait_put
  *   key already waiting, large value               batch applied,  put_apply_waiting
  *                                                  then as below
@@ -77,7 +77,8 @@ int put_new_record(bonsai_db *db, map_entry *s);
 /* A sequential load's put without a transaction: into the decoded last
  * leaf at once, without the layers of the general path (txn_change,
  * put_key), when nothing waits and the write cache is on.  The caller
- * has asked txn_direct_ok whether a change may be made directly at all.
+ * has asked change_direct_ok whether a change may be made directly at
+ * all.
  * *done = 0 when it does not apply: the caller takes the general path. */
 int put_append_direct(bonsai_db *db, map_entry *s, bn_key key,
                       const uint8_t *val, uint32_t vlen, int *done);

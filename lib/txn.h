@@ -53,10 +53,6 @@ void txn_untie_cursor(bonsai_txn *txn, txn_tie *tie);
  * where the change is written at once and rolled back if that fails.  fn
  * calls change_note_tree() on the tree it is about to change. */
 typedef int (*txn_change_fn)(bonsai_db *db, bonsai_txn *txn, void *arg);
-/* May txn_change run a change without a transaction directly (no
- * copy-on-write, not read-only, not failed, a txn id left)?  A shortcut
- * past txn_change asks this first, so the rules stay those of txn_change. */
-int txn_direct_ok(const bonsai_db *db);
 int txn_change(bonsai_db *db, bonsai_txn *txn, txn_change_fn fn, void *arg);
 
 /* Runs fn to read: in txn, in a snapshot of its own (transaction mode,
