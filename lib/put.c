@@ -210,11 +210,11 @@ static int let_kept_go(bonsai_db *db)
 }
 
 /* fits_batch, the arrays that empty batches keep (this one's too) giving
- * way when they leave no room.  They are counted in the budget, which may
- * have shrunk since they grew (the decoded nodes took more of the cache):
- * kept past it, they would send every later put to the tree at once, as
- * arrays grown past the budget by repeated keys did before 2170e57 (25
- * to 50 times slower puts, 1 M string keys put again in random order). */
+ * way when they leave no room.  They are counted in the budget: a map
+ * whose batch grew to the whole budget keeps arrays that leave another
+ * map's puts none, and the budget may have shrunk since they grew (the
+ * decoded nodes took more of the cache).  Kept, they would send every
+ * later put to the tree at once (25 to 50 times slower puts). */
 static int batch_takes(bonsai_db *db, putbuf *b, size_t payload)
 {
     if (fits_batch(db, b, payload))

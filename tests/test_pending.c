@@ -582,6 +582,33 @@ Test(pending, kept_batch_arrays_leave_room_for_puts_to_wait)
     TU_OK(bonsai_close(db));
 }
 
+/* A batch applied whole keeps its arrays for its map's next puts, and
+ * they count in the waiting puts' budget.  When the puts move on to
+ * another map, the first map's kept arrays give way: the other map's
+ * puts wait too, rather than each going to the tree at once. */
+Test(pending, kept_arrays_give_way_to_another_maps_puts)
+{
+    enum { N = 20000 };
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.write_cache_bytes = 64 * 1024;
+    bonsai_db *db = tu_open(NULL, &o);
+    bonsai_map first = tu_map_create(db, NULL, "first", BONSAI_KEY_U64);
+    bonsai_map second = tu_map_create(db, NULL, "second", BONSAI_KEY_U64);
+    tu_rng r = {tu_seed("pending-give-way", 0x6777)};
+    for (unsigned i = 0; i < N; i++)
+        TU_OK(bonsai_put_u64(NULL, first, tu_rand(&r), NULL, 0));
+    TU_OK(bonsai_sync(db)); /* the first map's batch applied, arrays kept */
+    unsigned waited = 0;
+    for (unsigned i = 0; i < N; i++) {
+        TU_OK(bonsai_put_u64(NULL, second, tu_rand(&r), NULL, 0));
+        waited += db->waiting > 0;
+    }
+    cr_assert_geq(waited, N / 2, "a batch waited after %u of %u puts",
+                  waited, (unsigned)N);
+    TU_OK(bonsai_close(db));
+}
+
 /* A put of a key already waiting takes an entry and arena bytes more
  * (the batch keeps the newest value; the older one goes when it is
  * settled), and grew the arrays past the waiting puts' budget when the
