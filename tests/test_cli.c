@@ -415,6 +415,27 @@ Test(cli, fill_counter_only_when_asked)
     tr_result_free(&r);
 }
 
+/* A report that cannot be written fails the run: exit 1 and a message,
+ * whether the report is the text, the JSON or the counter's lines. */
+Test(cli, fill_fails_when_its_report_cannot_be_written)
+{
+    if (access("/dev/full", W_OK) != 0)
+        cr_skip_test("no /dev/full to write to");
+    const char *err = tr_path("fill.err");
+    const char *opts[] = {"", "--json", "--counter"};
+    for (int i = 0; i < 3; i++) {
+        int st = tu_sh("%s --count 1000000 %s >/dev/full 2>%s",
+                       tu_quote(tu_program("bonsai-fill")), opts[i],
+                       tu_quote(err));
+        cr_assert_eq(st, 1, "bonsai-fill %s >/dev/full: exit %d", opts[i],
+                     st);
+        char *text = tr_slurp(err, NULL);
+        cr_assert(strstr(text, "bonsai-fill: write standard output"),
+                  "bonsai-fill %s >/dev/full said: %s", opts[i], text);
+        free(text);
+    }
+}
+
 Test(cli, fill_replaces_only_a_store_and_only_with_force)
 {
     const char *text = tr_path("notes.txt");

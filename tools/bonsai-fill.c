@@ -1585,6 +1585,8 @@ int main(int argc, char **argv)
     }
     if (!rc && a.json)
         report_json(&f, &a, consistent);
+    if (!rc && tool_flush_stdout())
+        rc = TOOL_EXIT_FAIL; /* a report lost is a failed run */
     int crc = f.db ? bonsai_close(f.db) : 0;
     if (crc && !rc)
         rc = fail("bonsai_close", crc);
