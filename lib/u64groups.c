@@ -1270,7 +1270,10 @@ static size_t added_len(const ug_adding *a, unsigned *rw)
     return 1 + varint_len(a->groups) + index_bytes(a->groups, *rw) + data;
 }
 
-static void put_added(const ug_adding *a, unsigned rw, uint8_t *out)
+/* Writes the new form at out: 0, or -1 where a group's keys turn out
+ * not to increase (numbers of a form that does not hold what it
+ * claims), out's bytes then meaning nothing. */
+static int put_added(const ug_adding *a, unsigned rw, uint8_t *out)
 {
     *out++ = (uint8_t)rw;
     out = varint_put(out, a->groups);
@@ -1284,12 +1287,15 @@ static void put_added(const ug_adding *a, unsigned rw, uint8_t *out)
         bitw_put(&index, width_field(f), WIDTH_BITS);
         if (o->keys) {
             data = put_numbers(o->keys, o->cnt, f, data);
+            if (!data)
+                return -1;
         } else { /* its base and numbers as they were */
             memcpy(data, o->rec.at, o->rec.len);
             data += o->rec.len;
         }
     }
     bitw_end(&index);
+    return 0;
 }
 
 int ug_add(const uint8_t *s, const uint8_t *end, uint64_t first, uint32_t n,
@@ -1321,7 +1327,8 @@ int ug_add(const uint8_t *s, const uint8_t *end, uint64_t first, uint32_t n,
         return -1;
     if (need > cap)
         return 1;
-    put_added(&a, rw, out);
+    if (put_added(&a, rw, out))
+        return -1;
     *first_out = a.g[0].first;
     *len = need;
     *added = put;
