@@ -1231,8 +1231,8 @@ static int load_groups(ug_adding *a, const ug_sec *x, uint64_t first,
         ug_rec r = record_at(x, g);
         if (locate_at(x, &r, data) || (g > 0 && r.rel <= last_rel) ||
             (g == 0) != (r.rel == 0) || r.rel > UINT64_MAX - first ||
-            r.cnt > n - keys)
-            return -1;
+            r.cnt > UG_MAX || r.cnt > n - keys)
+            return -1; /* a group decodes into a block of UG_MAX + 1 */
         a->g[g] = (ug_out){first + r.rel, r.cnt, r, NULL, {0, 0, 0}};
         keys += r.cnt;
         data += r.len;
