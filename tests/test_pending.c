@@ -550,6 +550,18 @@ Test(pending, repeated_byte_keys_keep_the_newest_value)
 
 #include "internal.h"
 
+/* The batch tests' store: anonymous memory with a 64 KiB write cache,
+ * so that a batch reaches its budget within a few thousand puts. */
+#define SMALL_CACHE (UINT64_C(64) * 1024)
+
+static bonsai_db *open_small_cache(void)
+{
+    bonsai_options o;
+    bonsai_options_init(&o);
+    o.write_cache_bytes = SMALL_CACHE;
+    return tu_open(NULL, &o);
+}
+
 /* A batch applied whole keeps its arrays for the next one, and they count
  * in the waiting puts' budget.  Past it (here: repeated keys grew them
  * without asking the budget), they left no room for another put to wait:
@@ -559,10 +571,7 @@ Test(pending, repeated_byte_keys_keep_the_newest_value)
 Test(pending, kept_batch_arrays_leave_room_for_puts_to_wait)
 {
     enum { N = 20000 };
-    bonsai_options o;
-    bonsai_options_init(&o);
-    o.write_cache_bytes = 64 * 1024;
-    bonsai_db *db = tu_open(NULL, &o);
+    bonsai_db *db = open_small_cache();
     bonsai_map m = tu_map_create(db, NULL, "m", BONSAI_KEY_BYTES);
     tu_rng r = {tu_seed("pending-kept", 0x6b65)};
     char key[32];
@@ -589,10 +598,7 @@ Test(pending, kept_batch_arrays_leave_room_for_puts_to_wait)
 Test(pending, kept_arrays_give_way_to_another_maps_puts)
 {
     enum { N = 20000 };
-    bonsai_options o;
-    bonsai_options_init(&o);
-    o.write_cache_bytes = 64 * 1024;
-    bonsai_db *db = tu_open(NULL, &o);
+    bonsai_db *db = open_small_cache();
     bonsai_map first = tu_map_create(db, NULL, "first", BONSAI_KEY_U64);
     bonsai_map second = tu_map_create(db, NULL, "second", BONSAI_KEY_U64);
     tu_rng r = {tu_seed("pending-give-way", 0x6777)};
@@ -618,10 +624,7 @@ Test(pending, kept_arrays_give_way_to_another_maps_puts)
 static void repeats_stay_within_budget(unsigned kind, uint64_t seed)
 {
     enum { N = 20000 };
-    bonsai_options o;
-    bonsai_options_init(&o);
-    o.write_cache_bytes = 64 * 1024;
-    bonsai_db *db = tu_open(NULL, &o);
+    bonsai_db *db = open_small_cache();
     bonsai_map m = tu_map_create(db, NULL, "m", kind);
     tu_rng r = {seed};
     uint64_t v = 7;
@@ -636,10 +639,10 @@ static void repeats_stay_within_budget(unsigned kind, uint64_t seed)
             bonsai_val k = {(size_t)len, key};
             TU_OK(bonsai_put(NULL, m, &k, &val, 0));
         }
-        cr_assert_leq(db->waiting_bytes, o.write_cache_bytes / 16 * 15,
+        cr_assert_leq(db->waiting_bytes, SMALL_CACHE / 16 * 15,
                       "put %u: a batch holds %zu bytes of a %" PRIu64
                       "-byte cache",
-                      i, (size_t)db->waiting_bytes, o.write_cache_bytes);
+                      i, (size_t)db->waiting_bytes, SMALL_CACHE);
     }
     TU_OK(bonsai_close(db));
 }
