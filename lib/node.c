@@ -2891,6 +2891,40 @@ uint32_t bn_search(const bn_node *node, bn_key key, int *found)
     return i;
 }
 
+#define BOUNDED_SPAN 12u /* keys read around a bounded guess */
+
+/* A branch's separators between its parent's bounds lie close to where
+ * even spacing would put them (within 4 places for 19 in 20 lookups at
+ * 20 M random keys): BOUNDED_SPAN keys around that place, counted without
+ * a branch, answer, and the child entries there are asked for before
+ * the keys arrive.  The parent's bounds stand in for the node's first
+ * and last keys, which a search would read first: a miss to the cache
+ * less on every level (a tenth of a random get at 20 M keys). */
+uint32_t bn_branch_index_u64(const bn_node *node, uint64_t key, uint64_t lo,
+                             uint64_t hi)
+{
+    uint32_t n = node->n;
+    assert(node->kind == BONSAI_KEY_U64 && !node->leaf);
+    if (n < 2 * BOUNDED_SPAN || key < lo || key >= hi)
+        return bn_search(node, (bn_key){.u = key}, NULL);
+    uint32_t guess = (uint32_t)((double)(key - lo) / (double)(hi - lo) * n);
+    uint32_t from = guess > BOUNDED_SPAN / 2 ? guess - BOUNDED_SPAN / 2 : 0;
+    if (from > n - 1 - BOUNDED_SPAN)
+        from = n - 1 - BOUNDED_SPAN;
+    uint32_t to = from + BOUNDED_SPAN; /* < n */
+    const bn_child *c = node->child + from;
+    __builtin_prefetch(c + 2);
+    __builtin_prefetch(c + BOUNDED_SPAN / 2);
+    __builtin_prefetch(c + BOUNDED_SPAN - 2);
+    const uint64_t *k = node->k64;
+    if ((from > 0 && k[from] > key) || k[to] <= key)
+        return bn_search(node, (bn_key){.u = key}, NULL);
+    uint32_t below = 0; /* keys <= key in [from, to) */
+    for (uint32_t i = from; i < to; i++)
+        below += k[i] <= key;
+    return below ? from + below - 1 : 0;
+}
+
 uint32_t bn_search_leaf_from(const bn_node *node, uint32_t from, bn_key key,
                              int *found)
 {

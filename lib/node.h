@@ -340,6 +340,13 @@ int bn_encode_laid(const bn_node *node, const bn_layout *lay, uint8_t *out,
 /* Same contract as bn_img_search, on a decoded node. */
 uint32_t bn_search(const bn_node *node, bn_key key, int *found);
 
+/* bn_search's index in a decoded u64 branch whose parent bounds its keys
+ * by [lo, hi), which key lies in: found from where key lies in that
+ * range, reading a few neighbouring keys instead of the node's first and
+ * last, and asking for the child entries there at once. */
+uint32_t bn_branch_index_u64(const bn_node *node, uint64_t key, uint64_t lo,
+                             uint64_t hi);
+
 /* bn_search in a leaf whose keys before index from are all below key:
  * a sorted batch searches on from where the key before it landed. */
 uint32_t bn_search_leaf_from(const bn_node *node, uint32_t from, bn_key key,

@@ -218,6 +218,18 @@ static int leaf_value(bonsai_db *db, const bt_rd *rd, const nview *v,
     return rc ? rc : bt_value(db, rd->end, p, len, vflag, val);
 }
 
+/* The separators either side of child idx of decoded u64 branch n, the
+ * bounds of that child's keys; 0 where one is missing. */
+static int u64_bounds(const bt_node *n, uint32_t idx, uint64_t *lo,
+                      uint64_t *hi)
+{
+    if (idx == 0 || idx + 1 >= n->bn.n)
+        return 0;
+    *lo = n->bn.k64[idx];
+    *hi = n->bn.k64[idx + 1];
+    return 1;
+}
+
 /* Asks for the bytes of leaf child idx of decoded branch n where key
  * would be were the leaf's image spread evenly between its separators:
  * reading the leaf's header (which names the group of key) and then the
@@ -229,9 +241,9 @@ static int prefetch_leaf_guess(const bonsai_db *db, const bt_rd *rd,
                                 const bt_node *n, uint32_t idx, uint64_t key)
 {
     enum { BACK = 5 * 64, AHEAD = 64 };
-    if (idx == 0 || idx + 1 >= n->bn.n || db->pk.codec != BONSAI_COMPRESS_NONE)
+    uint64_t lo, hi;
+    if (!u64_bounds(n, idx, &lo, &hi) || db->pk.codec != BONSAI_COMPRESS_NONE)
         return 0; /* a separator missing, or the bytes are packed */
-    uint64_t lo = n->bn.k64[idx], hi = n->bn.k64[idx + 1];
     bn_ext e = n->bn.child[idx].ext;
     if (!tree_ext_ok(db, rd->end, e) || key < lo || key >= hi)
         return 0;
@@ -256,12 +268,16 @@ int bt_get(bonsai_db *db, const bt_rd *rd, const bt_tree *t, bn_key key,
     if (rc < 0)
         return rc;
     rc = view_of(db, rd, t->kind, &t->root, &v[at]);
+    uint64_t lo = 0, hi = 0;
+    int bounded = 0; /* v[at] is a decoded u64 branch within [lo, hi) */
     for (unsigned level = t->depth; rc == 0; level--, at ^= 1) {
         uint32_t idx;
         int found;
         if (view_leaf(&v[at]) != (level == 1))
             return BONSAI_CORRUPT;
-        if ((rc = view_search(&v[at], t->kind, &key, &idx, &found)))
+        if (bounded && v[at].mem)
+            idx = bn_branch_index_u64(&v[at].mem->bn, key.u, lo, hi);
+        else if ((rc = view_search(&v[at], t->kind, &key, &idx, &found)))
             return rc;
         if (level == 1)
             return found ? leaf_value(db, rd, &v[at], idx, val)
@@ -270,6 +286,8 @@ int bt_get(bonsai_db *db, const bt_rd *rd, const bt_tree *t, bn_key key,
         if (level == 2 && v[at].mem && t->kind == BONSAI_KEY_U64 &&
             prefetch_leaf_guess(db, rd, v[at].mem, idx, key.u))
             ask = ASK_NOTHING;
+        bounded = level > 2 && v[at].mem && t->kind == BONSAI_KEY_U64 &&
+                  u64_bounds(v[at].mem, idx, &lo, &hi);
         rc = view_down(db, rd, t->kind, &v[at], idx, ask, &v[at ^ 1]);
     }
     return rc;

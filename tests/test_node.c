@@ -1655,6 +1655,52 @@ Test(node, branch_search_edges)
     free(img);
 }
 
+/* bn_branch_index_u64 answers as bn_search does for every key, whatever
+ * the bounds claim: keys spread evenly, clustered or at random, bounds
+ * tight, loose or wrong. */
+Test(node, bounded_branch_search_answers_as_search)
+{
+    seed_test("bounded branch search", 20261206);
+    rng r = {g_seed};
+    for (unsigned round = 0; round < 300; round++) {
+        bn_node node;
+        bn_init(&node, BONSAI_KEY_U64, 0);
+        uint32_t n = 1 + (uint32_t)below(&r, 400);
+        uint64_t span = chance(&r, 50) ? UINT64_MAX / (n + 1) : 1 + below(&r, 50);
+        uint64_t k = below(&r, span);
+        for (uint32_t i = 0; i < n; i++) {
+            bn_child c = {{i, 1}, NULL};
+            CHK(bn_insert_child(&node, i, (bn_key){.u = k}, c) == 0,
+                "insert %u", i);
+            uint64_t gap = 1 + below(&r, chance(&r, 10) ? span / 4 * 20 : span);
+            if (gap > UINT64_MAX - k)
+                break; /* keys increase */
+            k += gap;
+        }
+        n = node.n;
+        uint64_t first = node.k64[0], last = node.k64[n - 1];
+        uint64_t lo = chance(&r, 70) ? first : below(&r, last);
+        uint64_t hi = chance(&r, 70) ? last + 1 + below(&r, span)
+                                     : lo + 1 + below(&r, last - lo + 1);
+        for (unsigned q = 0; q < 200; q++) {
+            uint64_t key;
+            if (chance(&r, 80) && hi > lo)
+                key = lo + below(&r, hi - lo);
+            else if (chance(&r, 50))
+                key = node.k64[below(&r, n)] + below(&r, 3) - 1;
+            else
+                key = rnd(&r);
+            uint32_t want = bn_search(&node, (bn_key){.u = key}, NULL);
+            uint32_t got = bn_branch_index_u64(&node, key, lo, hi);
+            CHK(got == want,
+                "round %u n %u bounds [%" PRIu64 ", %" PRIu64 ") key %" PRIu64
+                ": %u, want %u",
+                round, n, lo, hi, key, got, want);
+        }
+        bn_clear(&node);
+    }
+}
+
 /* A branch image's child patched in place (a leaf moved by bt_defrag)
  * reads back, passes the checksum, and decodes to the node with that child
  * changed; references that do not fit the format are refused. */
