@@ -166,7 +166,7 @@ static void fn_search_check(const fn_ctx *c, const uint8_t *img,
 {
     uint32_t idx = UINT32_MAX;
     int found = -1;
-    int rc = bn_img_search(img, info, c->kind, k, &idx, &found);
+    int rc = bn_img_search(img, info, c->kind, &k, &idx, &found);
     FZ_CHECK(rc == 0 || rc == BONSAI_CORRUPT, "bn_img_search(%s) -> %s",
              what, fz_err(rc));
     if (rc)
@@ -319,15 +319,15 @@ static void fn_check_decoded(const fn_ctx *c, const uint8_t *img,
         /* a stored key is found where it is */
         uint32_t idx, di;
         int found, dfound;
-        rc = bn_img_search(img, info, c->kind, k, &idx, &found);
-        di = bn_search(node, k, &dfound);
+        rc = bn_img_search(img, info, c->kind, &k, &idx, &found);
+        di = bn_search(node, &k, &dfound);
         FZ_CHECK(rc == 0 && idx == i && found == 1 && di == i && dfound == 1,
                  "search for stored key %u: image -> %s idx %u found %d, "
                  "node idx %u found %d",
                  i, fz_err(rc), idx, found, di, dfound);
         bn_key near = fn_near(c->kind, k, s & 1, pbuf);
-        rc = bn_img_search(img, info, c->kind, near, &idx, &found);
-        di = bn_search(node, near, &dfound);
+        rc = bn_img_search(img, info, c->kind, &near, &idx, &found);
+        di = bn_search(node, &near, &dfound);
         FZ_CHECK(rc == 0 && idx == di && found == dfound,
                  "search near key %u: image idx %u found %d, node %u %d", i,
                  idx, found, di, dfound);
@@ -354,8 +354,8 @@ static void fn_check_decoded(const fn_ctx *c, const uint8_t *img,
         bn_key k = fn_probe(c, j, kbuf);
         uint32_t idx, di;
         int found, dfound;
-        int rc = bn_img_search(img, info, c->kind, k, &idx, &found);
-        di = bn_search(node, k, &dfound);
+        int rc = bn_img_search(img, info, c->kind, &k, &idx, &found);
+        di = bn_search(node, &k, &dfound);
         FZ_CHECK(rc == 0 && idx == di && found == dfound,
                  "probe %u: image -> %s idx %u found %d, node idx %u found "
                  "%d",
@@ -441,7 +441,7 @@ static void fn_add(const fn_ctx *c, const uint8_t *img, const bn_info *info,
         for (uint32_t j = 0; j < m; j++) {
             int found;
             bn_key k = {add[j], NULL, 0};
-            uint32_t at = bn_search(&want, k, &found);
+            uint32_t at = bn_search(&want, &k, &found);
             if (!found)
                 FZ_CHECK(bn_insert(&want, at, k, NULL, 0, 0) == 0,
                          "harness: bn_insert");

@@ -90,7 +90,7 @@ static int find_leaf_image(bonsai_db *db, bt_tree *t, bn_key key,
     if (rc)
         return rc;
     int exact;
-    uint32_t idx = bn_search(&parent->bn, key, &exact);
+    uint32_t idx = bn_search(&parent->bn, &key, &exact);
     if (idx + 1 < parent->bn.n) {
         bound = bn_key_at(&parent->bn, idx + 1);
         li->has_bound = 1;

@@ -908,7 +908,7 @@ static int bytes_key_at(const bsec *b, uint32_t idx, uint8_t *buf,
 /* ---- images, read in place ---------------------------------------------- */
 
 int bn_img_search(const uint8_t *img, const bn_info *info, unsigned kind,
-                  bn_key key, uint32_t *idx, int *found)
+                  const bn_key *key, uint32_t *idx, int *found)
 {
     const uint8_t *s = img + BN_HEADER_SIZE;
     uint32_t pos;
@@ -918,12 +918,12 @@ int bn_img_search(const uint8_t *img, const bn_info *info, unsigned kind,
         return BONSAI_CORRUPT;
     if (kind == BONSAI_KEY_U64) {
         rc = u64_search(s, s + info->keys_len, info->count, info->flags,
-                        key.u, &pos, &eq);
+                        key->u, &pos, &eq);
     } else {
         bsec b;
         rc = bsec_open(&b, s, info->keys_len, info->count);
         if (rc == 0)
-            rc = bytes_search(&b, key.b, key.len, &pos, &eq);
+            rc = bytes_search(&b, key->b, key->len, &pos, &eq);
     }
     if (rc)
         return BONSAI_CORRUPT;
@@ -963,7 +963,7 @@ int bn_img_search_on(const uint8_t *img, const bn_info *info, unsigned kind,
         }
         if (!grouped) {
             mark->set = 0; /* the plain search, and the next one too */
-            return bn_img_search(img, info, kind, key, idx, found);
+            return bn_img_search(img, info, kind, &key, idx, found);
         }
         mark->img = img;
     }
@@ -977,7 +977,7 @@ int bn_img_search_on(const uint8_t *img, const bn_info *info, unsigned kind,
     }
     if (key.u <= mark->x.first) {
         mark->set = 0;
-        return bn_img_search(img, info, kind, key, idx, found);
+        return bn_img_search(img, info, kind, &key, idx, found);
     }
     if (ix_search_on(&mark->x, key.u, mark, idx, found))
         return BONSAI_CORRUPT;
@@ -2866,23 +2866,23 @@ static uint32_t lower_bound_bytes(const bn_node *node, uint32_t lo,
     return i;
 }
 
-uint32_t bn_search(const bn_node *node, bn_key key, int *found)
+uint32_t bn_search(const bn_node *node, const bn_key *key, int *found)
 {
     uint32_t n = node->n, i;
     int eq;
     if (n == 0) {
         i = 0;
         eq = 0;
-    } else if (node->kind == BONSAI_KEY_U64 && key.u > node->k64[n - 1]) {
+    } else if (node->kind == BONSAI_KEY_U64 && key->u > node->k64[n - 1]) {
         i = n; /* appends, the sequential load's every put */
         eq = 0;
     } else if (node->kind == BONSAI_KEY_U64) {
-        i = lower_bound_u64(node->k64, n, key.u);
-        eq = i < n && node->k64[i] == key.u;
+        i = lower_bound_u64(node->k64, n, key->u);
+        eq = i < n && node->k64[i] == key->u;
     } else {
-        i = lower_bound_bytes(node, 0, key.b, key.len);
-        eq = i < n && key_cmp(key_bytes(node, i), node->kb[i].len, key.b,
-                              key.len) == 0;
+        i = lower_bound_bytes(node, 0, key->b, key->len);
+        eq = i < n && key_cmp(key_bytes(node, i), node->kb[i].len, key->b,
+                              key->len) == 0;
     }
     if (!node->leaf && !eq && i > 0)
         i--; /* the child whose range holds key */
@@ -2906,7 +2906,7 @@ uint32_t bn_branch_index_u64(const bn_node *node, uint64_t key, uint64_t lo,
     uint32_t n = node->n;
     assert(node->kind == BONSAI_KEY_U64 && !node->leaf);
     if (n < 2 * BOUNDED_SPAN || key < lo || key >= hi)
-        return bn_search(node, (bn_key){.u = key}, NULL);
+        return bn_search(node, &(bn_key){.u = key}, NULL);
     uint32_t guess = (uint32_t)((double)(key - lo) / (double)(hi - lo) * n);
     uint32_t from = guess > BOUNDED_SPAN / 2 ? guess - BOUNDED_SPAN / 2 : 0;
     if (from > n - 1 - BOUNDED_SPAN)
@@ -2918,7 +2918,7 @@ uint32_t bn_branch_index_u64(const bn_node *node, uint64_t key, uint64_t lo,
     __builtin_prefetch(c + BOUNDED_SPAN - 2);
     const uint64_t *k = node->k64;
     if ((from > 0 && k[from] > key) || k[to] <= key)
-        return bn_search(node, (bn_key){.u = key}, NULL);
+        return bn_search(node, &(bn_key){.u = key}, NULL);
     uint32_t below = 0; /* keys <= key in [from, to) */
     for (uint32_t i = from; i < to; i++)
         below += k[i] <= key;

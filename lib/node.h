@@ -193,7 +193,7 @@ int bn_img_check(const uint8_t *img, size_t avail, unsigned kind,
  * for key (the last i with key[i] <= key, or 0), *found = exact match.
  * Returns 0 or BONSAI_CORRUPT. */
 int bn_img_search(const uint8_t *img, const bn_info *info, unsigned kind,
-                  bn_key key, uint32_t *idx, int *found);
+                  const bn_key *key, uint32_t *idx, int *found);
 
 /* Codec-private (node.c): one group of u64 keys as found in an image. */
 typedef struct bn_grp {
@@ -338,7 +338,7 @@ int bn_encode_laid(const bn_node *node, const bn_layout *lay, uint8_t *out,
                    size_t cap, size_t *len);
 
 /* Same contract as bn_img_search, on a decoded node. */
-uint32_t bn_search(const bn_node *node, bn_key key, int *found);
+uint32_t bn_search(const bn_node *node, const bn_key *key, int *found);
 
 /* bn_search's index in a decoded u64 branch whose parent bounds its keys
  * by [lo, hi), which key lies in: found from where key lies in that

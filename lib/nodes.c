@@ -153,7 +153,7 @@ int tree_descend(bonsai_db *db, bt_tree *t, bn_key key, unsigned level,
     int rc = tree_load_root(db, t, &n);
     while (rc == 0 && n->level > level) {
         int found;
-        uint32_t idx = bn_search(&n->bn, key, &found);
+        uint32_t idx = bn_search(&n->bn, &key, &found);
         if (bound && idx + 1 < n->bn.n) {
             *bound = bn_key_at(&n->bn, idx + 1); /* tighter the deeper */
             *has_bound = 1;
@@ -169,7 +169,8 @@ uint32_t tree_index_of(const bt_node *parent, const bt_node *child)
 {
     if (child->bn.n > 0) {
         int found;
-        uint32_t g = bn_search(&parent->bn, bn_key_at(&child->bn, 0), &found);
+        bn_key first = bn_key_at(&child->bn, 0);
+        uint32_t g = bn_search(&parent->bn, &first, &found);
         for (uint32_t i = g ? g - 1 : 0; i <= g + 1 && i < parent->bn.n; i++)
             if (parent->bn.child[i].mem == child)
                 return i;

@@ -280,7 +280,7 @@ int bt_appends_to_cached_leaf(const bt_tree *t, bn_key key)
     const bt_node *n = t->root.mem;
     while (n && !n->bn.leaf) {
         int found;
-        n = n->bn.child[bn_search(&n->bn, key, &found)].mem;
+        n = n->bn.child[bn_search(&n->bn, &key, &found)].mem;
     }
     if (!n || n->bn.n == 0)
         return n != NULL;
@@ -351,7 +351,7 @@ int bt_put(bonsai_db *db, bt_tree *t, bn_key key, const uint8_t *val,
         rc = touch_leaf(db, t, key, &leaf);
     if (rc)
         return rc;
-    uint32_t idx = bn_search(&leaf->bn, key, &found);
+    uint32_t idx = bn_search(&leaf->bn, &key, &found);
     if (found && (flags & BONSAI_NOOVERWRITE))
         return BONSAI_EXISTS;
     uint8_t ref[BT_OVF_REF];
@@ -590,7 +590,7 @@ int bt_del(bonsai_db *db, bt_tree *t, bn_key key)
         rc = touch_leaf(db, t, key, &leaf);
     if (rc)
         return rc;
-    uint32_t idx = bn_search(&leaf->bn, key, &found);
+    uint32_t idx = bn_search(&leaf->bn, &key, &found);
     if (!found)
         return BONSAI_NOTFOUND;
     if ((rc = release_value(db, leaf, idx)))
@@ -628,7 +628,7 @@ int bt_del_in_place(bonsai_db *db, bt_tree *t, bn_key key, int *done)
     int found, rc = touch_leaf(db, t, key, &leaf);
     if (rc)
         return rc;
-    uint32_t idx = bn_search(&leaf->bn, key, &found);
+    uint32_t idx = bn_search(&leaf->bn, &key, &found);
     if (!found) {
         *done = 1;
         return BONSAI_NOTFOUND;

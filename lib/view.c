@@ -111,10 +111,10 @@ static int view_search(const nview *v, unsigned kind, const bn_key *key,
                        uint32_t *idx, int *found)
 {
     if (v->mem) {
-        *idx = bn_search(&v->mem->bn, *key, found);
+        *idx = bn_search(&v->mem->bn, key, found);
         return 0;
     }
-    return bn_img_search(v->img, &v->info, kind, *key, idx, found);
+    return bn_img_search(v->img, &v->info, kind, key, idx, found);
 }
 
 static int view_child(const nview *v, uint32_t idx, bn_child *out)
@@ -314,18 +314,18 @@ static int64_t land(const bn_node *leaf, int mode, bn_key key)
     case BT_LAST:
         return n ? (int64_t)n - 1 : -1;
     case BT_GE:
-        i = bn_search(leaf, key, &found);
+        i = bn_search(leaf, &key, &found);
         return i < n ? (int64_t)i : -1;
     case BT_GT:
-        i = bn_search(leaf, key, &found);
+        i = bn_search(leaf, &key, &found);
         i += (uint32_t)found;
         return i < n ? (int64_t)i : -1;
     case BT_LE:
-        i = bn_search(leaf, key, &found);
+        i = bn_search(leaf, &key, &found);
         i += (uint32_t)found;
         return i > 0 ? (int64_t)i - 1 : -1;
     default: /* BT_LT */
-        i = bn_search(leaf, key, &found);
+        i = bn_search(leaf, &key, &found);
         return i > 0 ? (int64_t)i - 1 : -1;
     }
 }
@@ -828,7 +828,7 @@ void bt_prefetch_leaf(const bonsai_db *db, const bt_tree *t, bn_key key,
     const bt_node *n = t->root.mem;
     while (n && !n->bn.leaf) {
         int found;
-        const bn_child *c = &n->bn.child[bn_search(&n->bn, key, &found)];
+        const bn_child *c = &n->bn.child[bn_search(&n->bn, &key, &found)];
         if (n->level == 1) {
             if (!c->mem && c->ext.pgno != *last &&
                 tree_ext_ok(db, db->al.end, c->ext))

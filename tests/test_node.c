@@ -408,11 +408,17 @@ static void gen_values(rng *r, eset *s, int pattern)
 
 /* ---- nodes against the reference ----------------------------------------- */
 
+/* bn_search for a key made on the spot. */
+static uint32_t search_ent(const bn_node *node, bn_key key, int *found)
+{
+    return bn_search(node, &key, found);
+}
+
 /* Where a branch inserts key: after the last key below it, or first. */
 static uint32_t branch_insert_pos(const bn_node *node, bn_key key)
 {
     int found;
-    uint32_t idx = bn_search(node, key, &found);
+    uint32_t idx = bn_search(node, &key, &found);
     CHK(!found, "branch key already present");
     if (node->n == 0)
         return 0;
@@ -449,7 +455,7 @@ static void build_node(rng *r, const eset *s, bn_node *node)
     for (uint32_t i = 0; i < s->n; i++) {
         const ent *e = &s->e[perm[i]];
         int found;
-        uint32_t pos = s->leaf ? bn_search(node, ent_key(e), &found)
+        uint32_t pos = s->leaf ? search_ent(node, ent_key(e), &found)
                                : branch_insert_pos(node, ent_key(e));
         CHK(!s->leaf || !found, "leaf key already present");
         node_add(node, e, pos);
@@ -602,8 +608,8 @@ static void check_searches(rng *r, const eset *s, const uint8_t *img,
         uint32_t want, got, mem;
         int wf, gf = -1, mf = -1;
         ref_search(s, p->k[i], &want, &wf);
-        int rc = bn_img_search(img, info, s->kind, p->k[i], &got, &gf);
-        mem = bn_search(node, p->k[i], &mf);
+        int rc = bn_img_search(img, info, s->kind, &p->k[i], &got, &gf);
+        mem = bn_search(node, &p->k[i], &mf);
         CHK(rc == 0, "bn_img_search -> %d", rc);
         CHK(got == want && gf == wf,
             "bn_img_search probe %u: idx %u found %d, want %u %d (n %u)", i,
@@ -750,7 +756,7 @@ static void build_node_sorted(rng *r, const eset *s, bn_node *node)
         int found;
         later[i] = s->e[i].vflag == 0 && below(r, 3) != 0;
         if (!later[i])
-            node_add(node, &s->e[i], bn_search(node, ent_key(&s->e[i]),
+            node_add(node, &s->e[i], search_ent(node, ent_key(&s->e[i]),
                                                &found));
     }
     for (uint32_t batch = 0; batch < 3; batch++) {
@@ -760,7 +766,7 @@ static void build_node_sorted(rng *r, const eset *s, bn_node *node)
                 continue;
             int found;
             const ent *e = &s->e[i];
-            news[m++] = (bn_new){bn_search(node, ent_key(e), &found),
+            news[m++] = (bn_new){search_ent(node, ent_key(e), &found),
                                  e->vlen, ent_key(e), e->v};
             CHK(!found, "merged key already present");
             later[i] = 0;
@@ -1046,7 +1052,7 @@ static void op_insert(rng *r, bn_node *node, eset *s)
         ent_free(&e);
         return;
     }
-    uint32_t pos = s->leaf ? bn_search(node, ent_key(&e), &found)
+    uint32_t pos = s->leaf ? search_ent(node, ent_key(&e), &found)
                            : branch_insert_pos(node, ent_key(&e));
     node_add(node, &e, pos);
     uint32_t rpos = s->leaf ? idx : (s->n && key_cmp_kind(s->kind, ent_key(&e),
@@ -1199,7 +1205,7 @@ static void poke(rng *r, const uint8_t *img, const bn_info *info,
         uint32_t klen = 1 + (uint32_t)below(r, 8);
         fill(r, kb, klen);
         bn_key k = {i == 0 ? 0 : i == 1 ? UINT64_MAX : rnd(r), kb, klen};
-        if (bn_img_search(img, info, kind, k, &idx, &found) == 0)
+        if (bn_img_search(img, info, kind, &k, &idx, &found) == 0)
             CHK(idx <= n, "search index %u past count %u", idx, n);
     }
     if (n == 0)
@@ -1644,11 +1650,11 @@ Test(node, branch_search_edges)
         bn_key k = {cases[i].key, NULL, 0};
         uint32_t idx;
         int found;
-        cr_assert_eq(bn_img_search(img, &info, BONSAI_KEY_U64, k, &idx, &found),
+        cr_assert_eq(bn_img_search(img, &info, BONSAI_KEY_U64, &k, &idx, &found),
                      0);
         cr_assert(idx == cases[i].idx && found == cases[i].found,
                   "key %" PRIu64 ": %u %d", cases[i].key, idx, found);
-        cr_assert_eq(bn_search(&node, k, &found), cases[i].idx);
+        cr_assert_eq(bn_search(&node, &k, &found), cases[i].idx);
         cr_assert_eq(found, cases[i].found);
     }
     bn_clear(&node);
@@ -1690,7 +1696,7 @@ Test(node, bounded_branch_search_answers_as_search)
                 key = node.k64[below(&r, n)] + below(&r, 3) - 1;
             else
                 key = rnd(&r);
-            uint32_t want = bn_search(&node, (bn_key){.u = key}, NULL);
+            uint32_t want = bn_search(&node, &(bn_key){.u = key}, NULL);
             uint32_t got = bn_branch_index_u64(&node, key, lo, hi);
             CHK(got == want,
                 "round %u n %u bounds [%" PRIu64 ", %" PRIu64 ") key %" PRIu64
@@ -1771,7 +1777,7 @@ Test(node, search_on_follows_its_image_elsewhere)
         key += 1 + below(&r, 2 * N * 1000 / QUERIES);
         if (below(&r, 2)) { /* half of them present */
             int eq;
-            uint32_t at = bn_search(&node, (bn_key){key, NULL, 0}, &eq);
+            uint32_t at = bn_search(&node, &(bn_key){key, NULL, 0}, &eq);
             key = at < N ? node.k64[at] : key;
         }
         uint8_t *here = place[q % 2], *gone = place[(q + 1) % 2];
@@ -1780,7 +1786,7 @@ Test(node, search_on_follows_its_image_elsewhere)
         bn_key k = {key, NULL, 0};
         uint32_t idx, want_idx;
         int found, want_found;
-        cr_assert_eq(bn_img_search(img, &info, BONSAI_KEY_U64, k, &want_idx,
+        cr_assert_eq(bn_img_search(img, &info, BONSAI_KEY_U64, &k, &want_idx,
                                    &want_found),
                      0);
         cr_assert_eq(bn_img_search_on(here, &info, BONSAI_KEY_U64, k, &mark,
@@ -1869,7 +1875,7 @@ Test(node, format3_groups_read_and_write_back_as_they_were)
         uint32_t idx;
         int found;
         cr_assert_eq(bn_img_search(FORMAT3_LEAF, &info, BONSAI_KEY_U64,
-                                   (bn_key){want.k64[i], NULL, 0}, &idx,
+                                   &(bn_key){want.k64[i], NULL, 0}, &idx,
                                    &found), 0);
         cr_assert(found && idx == i, "key %u found at %u", i, idx);
     }
@@ -2049,7 +2055,7 @@ Test(node, growth_bound_holds_as_groups_shift)
         for (uint32_t j = 0; j < k; j++) {
             uint64_t u = key_among(&r, &node);
             int found;
-            uint32_t at = bn_search(&node, (bn_key){.u = u}, &found);
+            uint32_t at = bn_search(&node, &(bn_key){.u = u}, &found);
             CHK(!found, "round %d", round);
             cr_assert_eq(bn_insert(&node, at, (bn_key){.u = u}, NULL, 0, 0),
                          0);
@@ -2113,7 +2119,7 @@ Test(node, keys_added_to_an_image_as_the_node_would_encode_them)
         uint32_t m = keys_to_add(&r, &node, add, 1 + (uint32_t)(rnd(&r) % 200));
         for (uint32_t j = 0; j < m; j++) {
             int found;
-            uint32_t at = bn_search(&node, (bn_key){.u = add[j]}, &found);
+            uint32_t at = bn_search(&node, &(bn_key){.u = add[j]}, &found);
             if (!found)
                 cr_assert_eq(bn_insert(&node, at, (bn_key){.u = add[j]}, NULL,
                                        0, 0), 0);
