@@ -76,12 +76,12 @@ static int get_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     bt_rd rd;
     bonsai_val ignored, *out = a->out ? a->out : &ignored;
     if (!(txn && txn->rdonly) && a->map->db == db &&
-        put_waiting_get(a->map, a->key, out) == 0)
+        put_waiting_get(a->map, &a->key, out) == 0)
         return 0;
     int rc = txn_tree_as_is(db, txn, a->map, &t, &rd);
     if (rc)
         return rc;
-    return bt_get(db, &rd, t, a->key, out);
+    return bt_get(db, &rd, t, &a->key, out);
 }
 
 static int count_fn(bonsai_db *db, bonsai_txn *txn, void *argp)

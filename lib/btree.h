@@ -39,8 +39,8 @@
 /* Is a below b, keys of the kind? */
 int bt_key_less(unsigned kind, bn_key a, bn_key b);
 
-int bt_get(bonsai_db *db, const bt_rd *rd, const bt_tree *t, bn_key key,
-           bonsai_val *val);
+int bt_get(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
+           const bn_key *key, bonsai_val *val);
 int bt_put(bonsai_db *db, bt_tree *t, bn_key key, const uint8_t *val,
            uint32_t vlen, unsigned flags);
 int bt_del(bonsai_db *db, bt_tree *t, bn_key key);

@@ -312,7 +312,7 @@ static void triage(batch *b, group *g)
         }
         bn_key key = key_of(b, e);
         /* a waiting put is newer than the tree, as for bonsai_get */
-        if (b->waiting && put_waiting_get(b->map, key, &val) == 0) {
+        if (b->waiting && put_waiting_get(b->map, &key, &val) == 0) {
             answer(b, e->i, &val);
             continue;
         }

@@ -54,7 +54,8 @@ int maps_find_record(bonsai_db *db, const bt_rd *rd, const bt_tree *catalog,
                        const char *name, bt_tree *t)
 {
     bonsai_val v;
-    int rc = bt_get(db, rd, catalog, name_key(name), &v);
+    bn_key key = name_key(name);
+    int rc = bt_get(db, rd, catalog, &key, &v);
     if (rc)
         return rc;
     return maps_tree_of_record(v.data, (uint32_t)v.size, t);

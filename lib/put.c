@@ -252,7 +252,7 @@ static int check_absent(bonsai_db *db, const bt_tree *t, bn_key key)
 {
     bonsai_val v;
     bt_rd rd = {db->al.end, &db->uc, NULL, 0};
-    int rc = bt_get(db, &rd, t, key, &v);
+    int rc = bt_get(db, &rd, t, &key, &v);
     return rc == 0 ? BONSAI_EXISTS : rc == BONSAI_NOTFOUND ? 0 : rc;
 }
 
@@ -280,7 +280,7 @@ int put_key(bonsai_db *db, map_entry *s, bt_tree *t, bn_key key,
     if (s->pb.n && !(flags & BONSAI_NOOVERWRITE) && vlen <= db->inline_max &&
         choose(db, &s->pb, t, key, vlen) == GO_WAIT)
         return wait_put(db, s, key, val, vlen);
-    if (pb_find(&s->pb, key) != UINT32_MAX) {
+    if (pb_find(&s->pb, &key) != UINT32_MAX) {
         if (flags & BONSAI_NOOVERWRITE)
             return BONSAI_EXISTS;
         /* the new value may take an entry and arena bytes more (the
@@ -341,7 +341,7 @@ int put_del(bonsai_db *db, map_entry *s, bt_tree *t, bn_key key)
     int rc;
     /* a delete of an absent key changes nothing and needs no room: it is
      * found out before any is made, or any waiting put applied */
-    if (pb_find(&s->pb, key) == UINT32_MAX &&
+    if (pb_find(&s->pb, &key) == UINT32_MAX &&
         (rc = check_absent(db, t, key)) != BONSAI_EXISTS)
         return rc ? rc : BONSAI_NOTFOUND;
     if ((rc = put_apply_waiting(db, s)))
@@ -512,7 +512,7 @@ int put_new_keys(bonsai_db *db, map_entry *s, uint64_t *n)
     return 0;
 }
 
-int put_waiting_get(const map_entry *s, bn_key key, bonsai_val *out)
+int put_waiting_get(const map_entry *s, const bn_key *key, bonsai_val *out)
 {
     uint32_t i = pb_find(&s->pb, key);
     if (i == UINT32_MAX)

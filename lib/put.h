@@ -99,6 +99,6 @@ void put_give_back(bonsai_db *db);
 int put_new_keys(bonsai_db *db, map_entry *s, uint64_t *n);
 
 /* A waiting put's value for key: 0, or BONSAI_NOTFOUND. */
-int put_waiting_get(const map_entry *s, bn_key key, bonsai_val *out);
+int put_waiting_get(const map_entry *s, const bn_key *key, bonsai_val *out);
 
 #endif

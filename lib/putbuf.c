@@ -141,20 +141,20 @@ static uint32_t probe_in(const putbuf *b, const uint64_t *cell,
     return s;
 }
 
-uint32_t pb_find(const putbuf *b, bn_key key)
+uint32_t pb_find(const putbuf *b, const bn_key *key)
 {
     if (b->n == 0)
         return UINT32_MAX;
-    uint64_t h = hash_key(b->kind, key);
+    uint64_t h = hash_key(b->kind, *key);
     uint32_t s;
     if (b->n > b->indexed) { /* the newer entry first */
-        s = probe_in(b, b->front, b->front_cells, key, h);
+        s = probe_in(b, b->front, b->front_cells, *key, h);
         if (b->front[s])
             return CELL_ENTRY(b->front[s]) - 1;
     }
     if (b->indexed == 0)
         return UINT32_MAX;
-    s = probe_in(b, b->cell, b->ncells, key, h);
+    s = probe_in(b, b->cell, b->ncells, *key, h);
     return b->cell[s] ? CELL_ENTRY(b->cell[s]) - 1 : UINT32_MAX;
 }
 

@@ -56,7 +56,7 @@ void pb_free(putbuf *b);
 void pb_reset(putbuf *b);
 
 /* Index of key's entry, or UINT32_MAX. */
-uint32_t pb_find(const putbuf *b, bn_key key);
+uint32_t pb_find(const putbuf *b, const bn_key *key);
 
 /* Adds key with its value, or replaces the value of its entry.  Returns
  * 0 or BONSAI_NOMEM (the buffer unchanged).  A key put again after

@@ -255,8 +255,8 @@ static int prefetch_leaf_guess(const bonsai_db *db, const bt_rd *rd,
     return 1;
 }
 
-int bt_get(bonsai_db *db, const bt_rd *rd, const bt_tree *t, bn_key key,
-           bonsai_val *val)
+int bt_get(bonsai_db *db, const bt_rd *rd, const bt_tree *t,
+           const bn_key *key, bonsai_val *val)
 {
     if (t->depth == 0)
         return BONSAI_NOTFOUND;
@@ -276,15 +276,15 @@ int bt_get(bonsai_db *db, const bt_rd *rd, const bt_tree *t, bn_key key,
         if (view_leaf(&v[at]) != (level == 1))
             return BONSAI_CORRUPT;
         if (bounded && v[at].mem)
-            idx = bn_branch_index_u64(&v[at].mem->bn, key.u, lo, hi);
-        else if ((rc = view_search(&v[at], t->kind, &key, &idx, &found)))
+            idx = bn_branch_index_u64(&v[at].mem->bn, key->u, lo, hi);
+        else if ((rc = view_search(&v[at], t->kind, key, &idx, &found)))
             return rc;
         if (level == 1)
             return found ? leaf_value(db, rd, &v[at], idx, val)
                          : BONSAI_NOTFOUND;
         int ask = ASK_SECTION;
         if (level == 2 && v[at].mem && t->kind == BONSAI_KEY_U64 &&
-            prefetch_leaf_guess(db, rd, v[at].mem, idx, key.u))
+            prefetch_leaf_guess(db, rd, v[at].mem, idx, key->u))
             ask = ASK_NOTHING;
         bounded = level > 2 && v[at].mem && t->kind == BONSAI_KEY_U64 &&
                   u64_bounds(v[at].mem, idx, &lo, &hi);
