@@ -2899,7 +2899,7 @@ uint32_t bn_search(const bn_node *node, const bn_key *key, int *found)
  * a branch, answer, and the child entries there are asked for before
  * the keys arrive.  The parent's bounds stand in for the node's first
  * and last keys, which a search would read first: a miss to the cache
- * less on every level (a tenth of a random get at 20 M keys). */
+ * less on every level (a twentieth of a random get at 20 M keys). */
 uint32_t bn_branch_index_u64(const bn_node *node, uint64_t key, uint64_t lo,
                              uint64_t hi)
 {
