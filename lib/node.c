@@ -2635,6 +2635,14 @@ static uint32_t halve_u64(const uint64_t *k, uint32_t n, uint64_t key)
 
 #define GUESS_SPAN 16u /* keys around an interpolated guess: two lines */
 
+/* The first of span keys centred on guess among n > span keys, the
+ * span ending before the last key. */
+static inline uint32_t span_around(uint32_t guess, uint32_t n, uint32_t span)
+{
+    uint32_t from = guess > span / 2 ? guess - span / 2 : 0;
+    return from < n - 1 - span ? from : n - 1 - span;
+}
+
 /* As halve_u64, but first where the key would lie were the keys evenly
  * spread: u64 keys in a node mostly are (sequential or hashed keys), so
  * the answer is usually within GUESS_SPAN keys of the guess, one or two
@@ -2652,9 +2660,7 @@ static uint32_t lower_bound_u64(const uint64_t *k, uint32_t n, uint64_t key)
     } else if (k[guess + 1] >= key) {
         return guess + 1;
     }
-    uint32_t lo = guess > GUESS_SPAN / 2 ? guess - GUESS_SPAN / 2 : 0;
-    if (lo > n - 1 - GUESS_SPAN)
-        lo = n - 1 - GUESS_SPAN;
+    uint32_t lo = span_around(guess, n, GUESS_SPAN);
     uint32_t hi = lo + GUESS_SPAN; /* <= n - 1, and k[n - 1] >= key */
     if (k[lo] < key && k[hi] >= key) /* the answer is in (lo, hi] */
         return lo + 1 + halve_u64(k + lo + 1, hi - lo, key);
@@ -2908,9 +2914,7 @@ uint32_t bn_branch_index_u64(const bn_node *node, uint64_t key, uint64_t lo,
     if (n < 2 * BOUNDED_SPAN || key < lo || key >= hi)
         return bn_search(node, &(bn_key){.u = key}, NULL);
     uint32_t guess = (uint32_t)((double)(key - lo) / (double)(hi - lo) * n);
-    uint32_t from = guess > BOUNDED_SPAN / 2 ? guess - BOUNDED_SPAN / 2 : 0;
-    if (from > n - 1 - BOUNDED_SPAN)
-        from = n - 1 - BOUNDED_SPAN;
+    uint32_t from = span_around(guess, n, BOUNDED_SPAN);
     uint32_t to = from + BOUNDED_SPAN; /* < n */
     const bn_child *c = node->child + from;
     __builtin_prefetch(c + 2);
