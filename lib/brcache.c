@@ -122,6 +122,24 @@ bt_node *br_visit(br_cache *c, bn_ext e, unsigned kind, const uint8_t *img,
     return at->node;
 }
 
+int br_charge(br_cache *c, size_t bytes)
+{
+    if (bytes > br_room(c))
+        return -1;
+    c->bytes += bytes;
+    return 0;
+}
+
+size_t br_room(const br_cache *c)
+{
+    return c->bytes < BR_CACHE_MAX ? BR_CACHE_MAX - c->bytes : 0;
+}
+
+void br_refund(br_cache *c, size_t bytes)
+{
+    c->bytes -= bytes < c->bytes ? bytes : c->bytes;
+}
+
 void br_cache_free(br_cache *c)
 {
     for (uint32_t i = 0; c->tab && i < c->cap; i++) {

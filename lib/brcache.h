@@ -52,6 +52,13 @@ bt_node *br_find(br_cache *c, bn_ext e, unsigned kind);
 bt_node *br_visit(br_cache *c, bn_ext e, unsigned kind, const uint8_t *img,
                   size_t avail);
 
+/* Counts bytes that other memory of the transaction's lookups holds (its
+ * table of leaves, leafdir.h) within the same budget.  0, or -1 when the
+ * budget has no room for them. */
+int br_charge(br_cache *c, size_t bytes);
+size_t br_room(const br_cache *c);
+void br_refund(br_cache *c, size_t bytes);
+
 /* Frees every kept node and the table. */
 void br_cache_free(br_cache *c);
 

@@ -64,6 +64,7 @@ void cache_recount(bonsai_db *db)
         if (!n->dead)
             bytes += bt_node_bytes(n);
     }
+    bytes += db->ld.bytes;
     db->cache_bytes = bytes + bytes / HEAP_SLACK;
     /* half the budget left: lookups keep the branches they pass, while
      * changes coming after them still find room */

@@ -563,6 +563,7 @@ int bonsai_close(bonsai_db *db)
     free(db->scratch);
     free(db->run_keys);
     pk_cache_free(&db->uc);
+    ld_drop(&db->ld);
     pk_cache_free(&db->auto_uc);
     free(db->batch_sort);
     ps_free(&db->unread);

@@ -282,6 +282,7 @@ int bt_defrag(bonsai_db *db, bt_tree *t)
     if (db->cow || !db->anonymous || db->dirty.n)
         return 0;
     tree_forget_tail(db);
+    tree_moved(db);
     db->write_gen++; /* cursors look again */
     return defrag_tree(db, t);
 }

@@ -20,6 +20,7 @@
 #include "brcache.h"
 #include "btnode.h"
 #include "io.h"
+#include "leafdir.h"
 #include "meta.h"
 #include "node.h"
 #include "pack.h"
@@ -33,14 +34,16 @@ typedef struct bonsai_map_s map_entry;
 
 /* How a reader reads a tree: the page limit its snapshot vouches for, the
  * cache its packed nodes unpack into, (a read transaction's; NULL for
- * the writer, whose pages change) the branches it keeps decoded, and
+ * the writer, whose pages change) the branches it keeps decoded,
  * whether the tree is the writer's own, whose decoded nodes a lookup may
- * add to (the thread reading it is the one that writes it). */
+ * add to (the thread reading it is the one that writes it), and the
+ * table of leaves its lookups may build and use (NULL: none). */
 typedef struct bt_rd {
     uint64_t end;
     pk_cache *uc;
     br_cache *br;
     int writer;
+    leafdir *ld;
 } bt_rd;
 
 
@@ -159,6 +162,12 @@ struct bonsai_db {
      * the bytes they have decoded since, which the cache counts too. */
     uint64_t read_room;
     uint64_t read_decoded;
+    /* The lookups' table of the leaves of one tree (leafdir.h), true
+     * while tree_gen and write_gen stay as they were when it was built;
+     * tree_gen moves with every change to a tree's nodes or their places
+     * (tree_moved). */
+    leafdir ld;
+    uint64_t tree_gen;
     uint32_t changes;        /* since the last recount */
     size_t leaves_counted;   /* decoded leaves at the last recount */
     size_t nodes_counted;    /* decoded leaves and branches then */
@@ -216,6 +225,7 @@ struct bonsai_txn {
     uint32_t slot;       /* ... in this reader slot */
     pk_cache uc;         /* read: its unpacked images */
     br_cache br;         /* read: its decoded branches */
+    leafdir ld;          /* read: its lookups' table of leaves */
     struct rmap {        /* read: trees by map entry, loaded lazily */
         bt_tree t;
         uint32_t gen;    /* the entry's gen when loaded */

@@ -28,7 +28,7 @@ static int lookup(bonsai_db *db, bonsai_txn *txn, const char *name,
     if (txn && txn->rdonly) {
         bt_tree cat = {.kind = BONSAI_KEY_BYTES, .depth = txn->snap.cat_depth};
         cat.root.ext = txn->snap.cat_root;
-        bt_rd rd = {txn->snap.end, &txn->uc, NULL, 0};
+        bt_rd rd = {txn->snap.end, &txn->uc, NULL, 0, NULL};
         return maps_find_record(db, &rd, &cat, name, t);
     }
     map_entry *s = maps_writer_entry(db, name);
@@ -39,7 +39,7 @@ static int lookup(bonsai_db *db, bonsai_txn *txn, const char *name,
     for (uint32_t i = 0; i < db->nmaps; i++)
         if (db->maps[i].dropped && strcmp(db->maps[i].name, name) == 0)
             return BONSAI_NOTFOUND; /* dropped by this transaction */
-    bt_rd rd = {db->al.end, &db->uc, NULL, 0};
+    bt_rd rd = {db->al.end, &db->uc, NULL, 0, NULL};
     return maps_find_record(db, &rd, &db->catalog, name, t);
 }
 
@@ -235,13 +235,13 @@ static int list_fn(bonsai_db *db, bonsai_txn *txn, void *argp)
     if (txn && txn->rdonly) {
         bt_tree cat = {.kind = BONSAI_KEY_BYTES, .depth = txn->snap.cat_depth};
         cat.root.ext = txn->snap.cat_root;
-        bt_rd rd = {txn->snap.end, &txn->uc, NULL, 0};
+        bt_rd rd = {txn->snap.end, &txn->uc, NULL, 0, NULL};
         return maps_each_record(db, &rd, &cat, list_one, a);
     }
     a->db = db;
     a->writer = 1;
     int rc = gather_created(db, a);
-    bt_rd rd = {db->al.end, &db->uc, NULL, 0};
+    bt_rd rd = {db->al.end, &db->uc, NULL, 0, NULL};
     if (rc == 0)
         rc = maps_each_record(db, &rd, &db->catalog, list_one, a);
     if (rc == 0)

@@ -217,7 +217,7 @@ int maps_writer_tree(bonsai_db *db, bonsai_map map, bt_tree **t)
     if (!map->loaded) {
         /* opened through a snapshot, or not used since a commit/abort:
          * the map exists for the writer if its catalog says so */
-        bt_rd rd = {db->al.end, &db->uc, NULL, 0};
+        bt_rd rd = {db->al.end, &db->uc, NULL, 0, NULL};
         int rc = maps_find_record(db, &rd, &db->catalog, map->name,
                              &map->w);
         if (rc == BONSAI_NOTFOUND || (rc == 0 && map->w.kind != map->kind)) {
@@ -260,7 +260,7 @@ int maps_reader_tree(bonsai_txn *txn, bonsai_map map, bt_tree **t)
         bt_tree cat = {.kind = BONSAI_KEY_BYTES, .depth = txn->snap.cat_depth,
                        .count = txn->snap.cat_count};
         cat.root.ext = txn->snap.cat_root;
-        bt_rd rd = {txn->snap.end, &txn->uc, NULL, 0};
+        bt_rd rd = {txn->snap.end, &txn->uc, NULL, 0, NULL};
         int rc = maps_find_record(db, &rd, &cat, map->name, &r->t);
         if (rc && rc != BONSAI_NOTFOUND)
             return rc;

@@ -45,6 +45,7 @@ int tree_mark_dirty(bonsai_db *db, bt_node *n)
 {
     if (n)
         tree_note_change(db, n);
+    tree_moved(db);
     for (; n && !n->dirty; n = db->cow ? n->parent : NULL) {
         int rc = mark_one(db, n);
         if (rc)
@@ -286,6 +287,7 @@ void bt_after_flush(bonsai_db *db)
 
 void bt_forget_changes(bonsai_db *db)
 {
+    tree_moved(db); /* the trees go back to their last images */
     if (!db->cow)
         for (size_t i = 0; i < db->op_alloc.n; i++)
             alloc_put(&db->al, db->op_alloc.v[i]);

@@ -251,7 +251,7 @@ static int choose(bonsai_db *db, putbuf *b, const bt_tree *t, bn_key key,
 static int check_absent(bonsai_db *db, const bt_tree *t, bn_key key)
 {
     bonsai_val v;
-    bt_rd rd = {db->al.end, &db->uc, NULL, 0};
+    bt_rd rd = {db->al.end, &db->uc, NULL, 0, NULL};
     int rc = bt_get(db, &rd, t, &key, &v);
     return rc == 0 ? BONSAI_EXISTS : rc == BONSAI_NOTFOUND ? 0 : rc;
 }

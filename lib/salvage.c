@@ -309,7 +309,7 @@ int sv_begin(bonsai_txn *txn, sv_loss_fn loss, void *ctx, salvage **out)
     if (!s)
         return BONSAI_NOMEM;
     s->db = db;
-    s->rd = (bt_rd){txn->snap.end, &txn->uc, NULL, 0};
+    s->rd = (bt_rd){txn->snap.end, &txn->uc, NULL, 0, NULL};
     s->snap = txn->snap;
     s->loss = loss;
     s->ctx = ctx;

@@ -692,7 +692,8 @@ static int bury(bonsai_db *db, bt_node *n)
 
 int bt_drop(bonsai_db *db, bt_tree *t)
 {
-    bt_rd rd = {db->al.end, &db->uc, NULL, 0};
+    bt_rd rd = {db->al.end, &db->uc, NULL, 0, NULL};
+    tree_moved(db);
     int rc = bt_walk(db, &rd, t, NULL, release_ext, db);
     if (rc == 0 && t->root.mem)
         rc = bury(db, t->root.mem);

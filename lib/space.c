@@ -66,7 +66,7 @@ static int mark_snapshot(bonsai_db *db, const bx_meta *m, pk_cache *uc,
     bt_tree cat = {.kind = BONSAI_KEY_BYTES, .depth = m->cat_depth,
                    .count = m->cat_count};
     cat.root.ext = m->cat_root;
-    bt_rd rd = {m->end, uc, NULL, 0};
+    bt_rd rd = {m->end, uc, NULL, 0, NULL};
     walk_ctx w = {db, &rd, u, 0, unread, 0};
     int rc = bt_walk(db, &rd, &cat, u, count_node, &w);
     if (rc == 0)

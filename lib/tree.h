@@ -98,6 +98,15 @@ void tree_note_change(bonsai_db *db, const bt_node *n);
 int tree_split(bonsai_db *db, bt_tree *t, bt_node *n, int append,
                bt_node **right_out);
 
+/* A tree's nodes changed in memory, or moved: the lookups' table of
+ * leaves no longer holds (leafdir.h). */
+static inline void tree_moved(bonsai_db *db)
+{
+    db->tree_gen++;
+    if (ld_built(&db->ld))
+        ld_drop(&db->ld);
+}
+
 /* Drops the hint to the tail leaf of sequential puts: before decoded
  * leaves are freed, or split in a way the hint cannot follow. */
 static inline void tree_forget_tail(bonsai_db *db)

@@ -141,6 +141,7 @@ static void end_read(bonsai_txn *txn)
     free(txn->rmaps);
     pk_cache_free(&txn->uc);
     br_cache_free(&txn->br);
+    ld_drop(&txn->ld);
 }
 
 /* ---- writers ----------------------------------------------------------- */
@@ -483,10 +484,10 @@ int txn_tree_as_is(bonsai_db *db, bonsai_txn *txn, bonsai_map map,
                    bt_tree **t, bt_rd *rd)
 {
     if (txn && txn->rdonly) {
-        *rd = (bt_rd){txn->snap.end, &txn->uc, &txn->br, 0};
+        *rd = (bt_rd){txn->snap.end, &txn->uc, &txn->br, 0, &txn->ld};
         return maps_reader_tree(txn, map, t);
     }
-    *rd = (bt_rd){db->al.end, &db->uc, NULL, 1};
+    *rd = (bt_rd){db->al.end, &db->uc, NULL, 1, &db->ld};
     return maps_writer_tree(db, map, t);
 }
 

@@ -1178,7 +1178,7 @@ static int run_checks(vwalk *w)
     if (rc)
         return rc;
     bonsai_db *db = w->db;
-    w->rd = (bt_rd){w->m.end, &w->uc, NULL, 0};
+    w->rd = (bt_rd){w->m.end, &w->uc, NULL, 0, NULL};
     w->total = w->m.end - db->first_pgno;
     if ((rc = ps_init(&w->used, db->first_pgno, w->m.end)))
         return rc;

@@ -229,6 +229,7 @@ static void write_node(bonsai_db *db, bt_node *n)
 int bt_flush(bonsai_db *db)
 {
     tree_forget_tail(db); /* a write-back may split what outgrew its estimate */
+    tree_moved(db);
     size_t alloc0 = db->op_alloc.n, release0 = db->op_release.n;
     db->nundo = 0;
     db->plan_freed.n = 0;

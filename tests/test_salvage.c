@@ -239,7 +239,7 @@ static exts *walk_exts(bonsai_db *db, bonsai_txn *txn, const char *map,
                        int values)
 {
     bt_tree t = tree_of(db, txn, map);
-    bt_rd rd = {txn->snap.end, &txn->uc, NULL, 0};
+    bt_rd rd = {txn->snap.end, &txn->uc, NULL, 0, NULL};
     exts *x = calloc(1, sizeof *x);
     cr_assert(x);
     x->db = db;
@@ -258,7 +258,7 @@ static void find_leaf(const char *path, const char *map, double where,
     bonsai_txn *txn;
     TU_OK(bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &txn));
     bt_tree t = tree_of(db, txn, map);
-    bt_rd rd = {txn->snap.end, &txn->uc, NULL, 0};
+    bt_rd rd = {txn->snap.end, &txn->uc, NULL, 0, NULL};
     exts *x = walk_exts(db, txn, map, 0);
     cr_assert(x->n >= 3, "%zu leaves", x->n);
     bn_ext e = x->v[(size_t)(where * (double)(x->n - 1))];

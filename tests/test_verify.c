@@ -492,7 +492,7 @@ static places *find_places(bonsai_db *db)
     memset(&uc, 0, sizeof uc);
     p->db = db;
     p->map = "";
-    p->rd = (bt_rd){db->meta.end, &uc, NULL, 0};
+    p->rd = (bt_rd){db->meta.end, &uc, NULL, 0, NULL};
     bt_tree cat = {.kind = BONSAI_KEY_BYTES, .depth = db->meta.cat_depth,
                    .count = db->meta.cat_count};
     cat.root.ext = db->meta.cat_root;
