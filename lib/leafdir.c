@@ -24,13 +24,6 @@ int ld_add(leafdir *d, uint64_t lo, bn_ext e)
     return 0;
 }
 
-/* The bucket of key as ld_find computes it. */
-static uint32_t bucket_of(const leafdir *d, uint64_t key)
-{
-    uint64_t off = key > d->base ? (key - d->base) >> d->shift : 0;
-    return off < d->nb ? (uint32_t)off : d->nb - 1;
-}
-
 /* About one leaf a bucket: the buckets span the range from the second
  * leaf's bound (below it, all is the first leaf's) to the last one's. */
 static void size_buckets(leafdir *d)
@@ -45,9 +38,20 @@ static void size_buckets(leafdir *d)
         d->shift++;
 }
 
-/* Bucket b holds the first leaf whose lower bound lies in a bucket at or
- * after b, less one: every leaf a key of b may reach lies from there up
- * to the next bucket's value. */
+/* The middle of bucket b's keys (the last bucket's: as if it ended where
+ * the others do), at most 2^64 - 1. */
+static uint64_t middle_of(const leafdir *d, uint32_t b)
+{
+    uint64_t half = (UINT64_C(1) << d->shift) / 2;
+    if (b > (UINT64_MAX >> d->shift))
+        return UINT64_MAX;
+    uint64_t off = ((uint64_t)b << d->shift) + half;
+    return off > UINT64_MAX - d->base ? UINT64_MAX : d->base + off;
+}
+
+/* Bucket b's first leaf: the one before the first whose lower bound lies
+ * in a bucket at or after b.  Every leaf a key of b may reach lies from
+ * there up to the next bucket's first. */
 int ld_finish(leafdir *d)
 {
     if (d->n == 0)
@@ -56,11 +60,16 @@ int ld_finish(leafdir *d)
     d->bucket = malloc((size_t)d->nb * sizeof *d->bucket);
     if (!d->bucket)
         return -1;
-    uint32_t i = 0;
+    uint32_t i = 0, m = 0;
     for (uint32_t b = 0; b < d->nb; b++) {
-        while (i + 1 < d->n && bucket_of(d, d->leaf[i + 1].lo) < b)
+        while (i + 1 < d->n && ld_bucket_of(d, d->leaf[i + 1].lo) < b)
             i++;
-        d->bucket[b] = i;
+        uint64_t mid = middle_of(d, b);
+        while (m + 1 < d->n && d->leaf[m + 1].lo <= mid)
+            m++;
+        uint64_t page = d->leaf[m].place >> LD_NPAGES_BITS;
+        d->bucket[b].first = i;
+        d->bucket[b].page = page >> 32 ? 0 : (uint32_t)page;
     }
     d->bytes = (size_t)d->cap * sizeof *d->leaf +
                (size_t)d->nb * sizeof *d->bucket;

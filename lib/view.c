@@ -447,6 +447,13 @@ static const leafdir *table_for(bonsai_db *db, const bt_rd *rd,
 static int get_by_table(bonsai_db *db, const bt_rd *rd, const leafdir *d,
                         const bt_tree *t, const bn_key *key, bonsai_val *val)
 {
+    uint64_t page = ld_likely_page(d, key->u);
+    if (page >= db->first_pgno && page < rd->end) { /* (leafdir.h) */
+        const uint8_t *p = db->rg.base + page * db->page_size;
+        __builtin_prefetch(p); /* the header, and the group records */
+        if (db->page_size > 64)
+            __builtin_prefetch(p + 64);
+    }
     uint32_t i = ld_find(d, key->u);
     bn_child ref = {ld_ext(d, i), NULL};
     uint64_t lo, hi;

@@ -63,6 +63,26 @@ static uint64_t key_near(tu_rng *r, const uint64_t *lo, uint32_t n)
     }
 }
 
+/* The page ld_likely_page names is one of a leaf whose range meets the
+ * key's bucket (the test's leaf i lies at page 7 i + 1). */
+static void check_likely_page(const leafdir *d, const uint64_t *lo,
+                              uint32_t n, uint64_t key)
+{
+    uint32_t page = ld_likely_page(d, key), b = ld_bucket_of(d, key);
+    cr_assert(page % 7 == 1 && (page - 1) / 7 < n, "page %u", page);
+    uint32_t j = (page - 1) / 7;
+    unsigned __int128 start = (unsigned __int128)d->base +
+                              ((unsigned __int128)b << d->shift);
+    unsigned __int128 end = start + ((unsigned __int128)1 << d->shift);
+    if (b == 0)
+        start = 0;
+    if (b + 1 == d->nb)
+        end = (unsigned __int128)UINT64_MAX + 1;
+    cr_assert(lo[j] < end && (j + 1 == n || lo[j + 1] > start),
+              "key %llu: leaf %u lies outside its bucket",
+              (unsigned long long)key, j);
+}
+
 Test(leafdir, finds_the_last_bound_not_above_the_key)
 {
     uint64_t seed = tu_seed("leafdir.find", 20261206);
@@ -86,6 +106,7 @@ Test(leafdir, finds_the_last_bound_not_above_the_key)
                          (unsigned long long)key, i, want_i);
             bn_ext e = ld_ext(&d, i);
             cr_assert(e.pgno == i * 7u + 1 && e.npages == i % 9 + 1);
+            check_likely_page(&d, lo, n, key);
         }
         ld_drop(&d);
     }
