@@ -56,6 +56,11 @@ int ld_finish(leafdir *d)
 {
     if (d->n == 0)
         return -1;
+    ld_leaf *fit = realloc(d->leaf, (size_t)d->n * sizeof *d->leaf);
+    if (fit) { /* the doubling's slack back: a third of the leaves' bytes */
+        d->leaf = fit;
+        d->cap = d->n;
+    }
     size_buckets(d);
     d->bucket = malloc((size_t)d->nb * sizeof *d->bucket);
     if (!d->bucket)

@@ -33,6 +33,7 @@
 
 #include "bonsai.h"
 #include "forge.h"
+#include "internal.h"
 #include "meta.h"
 #include "util.h"
 
@@ -286,6 +287,69 @@ Test(forged, cursor_corrupt_on_child_shared_by_many)
     int st = tu_sh("%s %s >/dev/null 2>&1", tu_program("bonsai-dump"),
                    tu_quote(path));
     cr_assert(st == 1, "bonsai-dump exited %d, expected 1", st);
+}
+
+/* ---- gets through a snapshot's table of leaves --------------------------- */
+
+/* Gets of keys 0..n-1 in one read snapshot, enough of them that the
+ * snapshot builds its table of leaves (view.c), answer each as a get
+ * alone does (a snapshot of its own, too short-lived for a table): the
+ * same result and value size, on a tree however forged. */
+static void assert_table_gets_agree(const char *path, uint64_t n,
+                                    uint64_t step, int built, const char *ctx)
+{
+    bonsai_db *db = open_ro(path);
+    bonsai_map m = map_of(db, "m");
+    bonsai_txn *snap;
+    TU_OK(bonsai_txn_begin(db, BONSAI_TXN_RDONLY, &snap));
+    for (int round = 0; round < 2; round++) {
+        for (uint64_t i = 0; i < n; i++) {
+            uint64_t k = i * step;
+            bonsai_val a = {0}, b = {0};
+            int alone = bonsai_get_u64(NULL, m, k, &a);
+            int in_snap = bonsai_get_u64(snap, m, k, &b);
+            cr_assert(alone == in_snap && a.size == b.size,
+                      "%s: key %" PRIu64 ": %s alone, %s in a snapshot", ctx,
+                      k, tu_err(alone), tu_err(in_snap));
+        }
+    }
+    cr_assert(ld_built(&snap->ld) == built, "%s: a table %s", ctx,
+              built ? "was not built" : "over separators out of order");
+    bonsai_txn_abort(snap);
+    TU_OK(bonsai_close(db));
+}
+
+Test(forged, table_gets_agree_on_forged_trees)
+{
+    const char *path = tp("shared-t.bonsai");
+    shared_child_store(path, 300, 7); /* its walk must end, too */
+    assert_table_gets_agree(path, 1200, 250, 1, "one child 300 times");
+
+    const char *twice = tp("twice-t.bonsai");
+    tf_store s;
+    tf_init(&s, 512, 4096, BONSAI_COMPRESS_NONE);
+    bn_ext l1 = tf_place(&s, tf_leaf_run(10, 0, 1));
+    bn_ext l2 = tf_place(&s, tf_leaf_run(10, 50, 1));
+    bn_ext l3 = tf_place(&s, tf_leaf_run(10, 150, 1));
+    uint64_t k1[] = {0, 50}, k2[] = {100, 150}, kr[] = {0, 100};
+    bn_ext c1[] = {l1, l2}, c2[] = {l2, l3};
+    bn_ext kids[] = {tf_place(&s, tf_branch_u64(2, k1, c1)),
+                     tf_place(&s, tf_branch_u64(2, k2, c2))};
+    one_map_store(&s, twice, 3, tf_place(&s, tf_branch_u64(2, kr, kids)),
+                  40);
+    assert_table_gets_agree(twice, 400, 1, 1, "a leaf under two parents");
+
+    const char *order = tp("order-t.bonsai");
+    tf_init(&s, 512, 4096, BONSAI_COMPRESS_NONE);
+    uint64_t a[] = {10, 20}, b[] = {60, 70}, c[] = {80};
+    bn_ext leaves[3] = {tf_place(&s, tf_leaf_u64(2, a, NULL)),
+                        tf_place(&s, tf_leaf_u64(2, b, NULL)),
+                        tf_place(&s, tf_leaf_u64(1, c, NULL))};
+    uint64_t seps[] = {0, 50, 30}, top[] = {0};
+    bn_ext mid = tf_place(&s, tf_branch_u64(3, seps, leaves));
+    one_map_store(&s, order, 3, tf_place(&s, tf_branch_u64(1, top, &mid)),
+                  5);
+    assert_table_gets_agree(order, 400, 1, 0, "separators 0, 50, 30");
 }
 
 /* ---- a file of an older version ----------------------------------------- */
