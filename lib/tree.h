@@ -3,7 +3,8 @@
  * tree.h - what the files of the tree (btree.h's functions) share among
  * themselves, and nothing outside them uses:
  *
- *   view.c       reading: images searched in place, lookups, seeks, walks
+ *   view.c       reading: images searched in place, lookups (a u64 tree's
+ *                through its table of leaves, leafdir.h), seeks, walks
  *   ovf.c        overflow values (ovf.h)
  *   nodes.c      the writer's decoded nodes: lifetime, eviction
  *   shape.c      insert and split, delete and merge, drop
