@@ -258,11 +258,9 @@ Test(forged, cursor_corrupt_on_separators_out_of_order)
 }
 
 /* Two branches share the leaf {50..59}: under the second it lies below
- * its separator 100.  A forward scan used to give 0..9, 50..59, 150..159
- * and end as if the map had. */
-Test(forged, cursor_corrupt_on_leaf_shared_by_two_parents)
+ * its separator 100. */
+static void two_parents_store(const char *path)
 {
-    const char *path = tp("twice.bonsai");
     tf_store s;
     tf_init(&s, 512, 4096, BONSAI_COMPRESS_NONE);
     bn_ext l1 = tf_place(&s, tf_leaf_run(10, 0, 1));
@@ -274,6 +272,14 @@ Test(forged, cursor_corrupt_on_leaf_shared_by_two_parents)
                      tf_place(&s, tf_branch_u64(2, k2, c2))};
     one_map_store(&s, path, 3, tf_place(&s, tf_branch_u64(2, kr, kids)),
                   40);
+}
+
+/* A forward scan of the tree above used to give 0..9, 50..59, 150..159
+ * and end as if the map had. */
+Test(forged, cursor_corrupt_on_leaf_shared_by_two_parents)
+{
+    const char *path = tp("twice.bonsai");
+    two_parents_store(path);
     assert_scans_corrupt(path, "a leaf under two parents");
 }
 
@@ -326,20 +332,11 @@ Test(forged, table_gets_agree_on_forged_trees)
     assert_table_gets_agree(path, 1200, 250, 1, "one child 300 times");
 
     const char *twice = tp("twice-t.bonsai");
-    tf_store s;
-    tf_init(&s, 512, 4096, BONSAI_COMPRESS_NONE);
-    bn_ext l1 = tf_place(&s, tf_leaf_run(10, 0, 1));
-    bn_ext l2 = tf_place(&s, tf_leaf_run(10, 50, 1));
-    bn_ext l3 = tf_place(&s, tf_leaf_run(10, 150, 1));
-    uint64_t k1[] = {0, 50}, k2[] = {100, 150}, kr[] = {0, 100};
-    bn_ext c1[] = {l1, l2}, c2[] = {l2, l3};
-    bn_ext kids[] = {tf_place(&s, tf_branch_u64(2, k1, c1)),
-                     tf_place(&s, tf_branch_u64(2, k2, c2))};
-    one_map_store(&s, twice, 3, tf_place(&s, tf_branch_u64(2, kr, kids)),
-                  40);
+    two_parents_store(twice);
     assert_table_gets_agree(twice, 400, 1, 1, "a leaf under two parents");
 
     const char *order = tp("order-t.bonsai");
+    tf_store s;
     tf_init(&s, 512, 4096, BONSAI_COMPRESS_NONE);
     uint64_t a[] = {10, 20}, b[] = {60, 70}, c[] = {80};
     bn_ext leaves[3] = {tf_place(&s, tf_leaf_u64(2, a, NULL)),
