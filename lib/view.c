@@ -271,36 +271,28 @@ typedef struct key_range {
     int has_hi;
 } key_range;
 
-/* The keys a descent sends to child i of branch v, whose own are r: from
- * its key (child 0: from r's start) up to the next one's. */
-static key_range child_range(const nview *v, uint32_t i, key_range r)
+/* Key i of u64 branch v.  0, or an error. */
+static int branch_key(const nview *v, uint32_t i, uint64_t *key)
 {
     bn_key k;
-    uint8_t unused[1];
-    if (i > 0 && view_key(v, BONSAI_KEY_U64, i, unused, &k) == 0 &&
-        k.u > r.lo)
-        r.lo = k.u;
-    if (i + 1 < view_count(v) &&
-        view_key(v, BONSAI_KEY_U64, i + 1, unused, &k) == 0 &&
-        (!r.has_hi || k.u < r.hi)) {
-        r.hi = k.u;
+    uint8_t unused[1]; /* a u64 key needs no buffer */
+    int rc = view_key(v, BONSAI_KEY_U64, i, unused, &k);
+    *key = k.u;
+    return rc;
+}
+
+/* The keys a descent sends to child i of a branch whose own are r: from
+ * its key (child 0: from r's start) up to the next child's (has_next). */
+static key_range child_range(key_range r, uint32_t i, uint64_t key,
+                             int has_next, uint64_t next)
+{
+    if (i > 0 && key > r.lo)
+        r.lo = key;
+    if (has_next && (!r.has_hi || next < r.hi)) {
+        r.hi = next;
         r.has_hi = 1;
     }
     return r;
-}
-
-/* Are v's keys strictly increasing?  A descent's search assumes it. */
-static int keys_ordered(const nview *v)
-{
-    bn_key k, prev = {0};
-    uint8_t unused[1];
-    for (uint32_t i = 0; i < view_count(v); i++) {
-        if (view_key(v, BONSAI_KEY_U64, i, unused, &k) ||
-            (i > 0 && k.u <= prev.u))
-            return 0;
-        prev = k;
-    }
-    return 1;
 }
 
 /* A table being built: its leaves at most max (the budget's). */
@@ -316,15 +308,21 @@ typedef struct table_walk {
  * keys a descent sends it.  A child no key reaches is left out, so that
  * a forged tree whose branches point to one another is walked once per
  * range its keys cut, not once per path.  -1 when the tree cannot have a
- * table: keys out of order, a branch where a leaf is not, a leaf changed
- * in memory, an error reading a branch, more leaves than the budget. */
+ * table: keys out of order (a descent's search assumes them increasing),
+ * a branch where a leaf is not, a leaf changed in memory, an error
+ * reading a branch, more leaves than the budget. */
 static int add_leaves(table_walk *w, const nview *v, unsigned level,
                       key_range r)
 {
-    if (view_leaf(v) || !keys_ordered(v))
+    uint32_t n = view_count(v);
+    uint64_t key = 0, next = 0;
+    if (view_leaf(v) || (n > 0 && branch_key(v, 0, &key)))
         return -1;
-    for (uint32_t i = 0; i < view_count(v); i++) {
-        key_range c = child_range(v, i, r);
+    for (uint32_t i = 0; i < n; i++, key = next) {
+        int has_next = i + 1 < n;
+        if (has_next && (branch_key(v, i + 1, &next) || next <= key))
+            return -1;
+        key_range c = child_range(r, i, key, has_next, next);
         if (c.has_hi && c.lo >= c.hi)
             continue;
         if (level > 2) {
@@ -447,9 +445,9 @@ static const leafdir *table_for(bonsai_db *db, const bt_rd *rd,
 static int get_by_table(bonsai_db *db, const bt_rd *rd, const leafdir *d,
                         const bt_tree *t, const bn_key *key, bonsai_val *val)
 {
-    uint64_t page = ld_likely_page(d, key->u);
-    if (page >= db->first_pgno && page < rd->end) { /* (leafdir.h) */
-        const uint8_t *p = db->rg.base + page * db->page_size;
+    bn_ext likely = {ld_likely_page(d, key->u), 1};
+    if (tree_ext_ok(db, rd->end, likely)) { /* (leafdir.h) */
+        const uint8_t *p = tree_ext_ptr(db, likely);
         __builtin_prefetch(p); /* the header, and the group records */
         if (db->page_size > 64)
             __builtin_prefetch(p + 64);
